@@ -1,0 +1,86 @@
+// `tokenscope-cli devices`: the CPU features and GPUs this build can use.
+#include <cstdio>
+#include <thread>
+
+#include "arguments.h"
+#include "commands.h"
+#include "table.h"
+#include "util/json_writer.h"
+#ifdef TOKENSCOPE_HAVE_CUDA
+#include "device_info.h"
+#endif
+
+namespace tokenscope::cli {
+
+int run_devices(int argc, char** argv, int first) {
+    const Arguments args("devices", {{"json", false}}, argc, argv, first);
+    const unsigned threads = std::thread::hardware_concurrency();
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+#else
+    const bool avx2 = false, avx512 = false;
+#endif
+    JsonWriter json;
+    json.begin_object();
+    json.key("cpu").begin_object();
+    json.key("threads").value(static_cast<std::uint64_t>(threads));
+    json.key("avx2").value(avx2);
+    json.key("avx512").value(avx512);
+    json.end_object();
+    json.key("cuda").begin_object();
+#ifdef TOKENSCOPE_HAVE_CUDA
+    const cuda::DeviceQuery query = cuda::query_devices();
+    json.key("built").value(true);
+    json.key("runtime_version").value(query.runtime_version);
+    json.key("driver_version").value(query.driver_version);
+    if (!query.problem.empty()) json.key("problem").value(query.problem);
+    json.key("devices").begin_array();
+    for (const auto& d : query.devices) {
+        json.begin_object();
+        json.key("index").value(d.index);
+        json.key("name").value(d.name);
+        json.key("compute_capability").value(std::to_string(d.compute_major) + "." +
+                                             std::to_string(d.compute_minor));
+        json.key("total_memory_bytes").value(d.total_memory_bytes);
+        json.key("free_memory_bytes").value(d.free_memory_bytes);
+        json.key("multiprocessors").value(d.multiprocessors);
+        json.key("memory_bandwidth_gbps").value(d.memory_bandwidth_gbps);
+        json.end_object();
+    }
+    json.end_array();
+#else
+    json.key("built").value(false);
+#endif
+    json.end_object();
+    json.end_object();
+    if (args.flag("json")) {
+        std::printf("%s\n", json.str().c_str());
+        return 0;
+    }
+    std::printf("CPU: %u threads, SIMD: %s\n", threads,
+                avx512 ? "AVX-512" : (avx2 ? "AVX2" : "scalar"));
+#ifdef TOKENSCOPE_HAVE_CUDA
+    if (query.devices.empty()) {
+        std::printf("CUDA: built in, but %s\n", query.problem.c_str());
+        return 0;
+    }
+    Table table({"#", "GPU", "compute", "memory", "free", "SMs", "bandwidth GB/s"},
+                {true, false, false, true, true, true, true});
+    for (const auto& d : query.devices) {
+        char bandwidth[32];
+        std::snprintf(bandwidth, sizeof bandwidth, "%.0f", d.memory_bandwidth_gbps);
+        table.add_row({std::to_string(d.index), d.name,
+                       std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor),
+                       human_bytes(d.total_memory_bytes), human_bytes(d.free_memory_bytes),
+                       std::to_string(d.multiprocessors), bandwidth});
+    }
+    std::printf("CUDA:\n%s", table.render().c_str());
+#else
+    std::printf("CUDA: not built into this binary\n");
+#endif
+    return 0;
+}
+
+}  // namespace tokenscope::cli

@@ -1,0 +1,11 @@
+#pragma once
+// One function per tokenscope-cli command. Each returns the process exit status and throws
+// tokenscope::Error for anything wrong with the input; main() turns that into one line on
+// stderr and status 1.
+namespace tokenscope::cli {
+
+int run_inspect(int argc, char** argv, int first);
+int run_tokenize(int argc, char** argv, int first);
+int run_devices(int argc, char** argv, int first);
+
+}  // namespace tokenscope::cli

@@ -1,0 +1,81 @@
+// tokenscope-cli: the headless entry point. Output goes to stdout; logs and errors to stderr.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <optional>
+#include <string>
+
+#include "commands.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "version.h"
+
+namespace {
+
+const char* const kUsage =
+    "usage: tokenscope-cli [--log-level LEVEL] COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  inspect   --model FILE [--ram-gib N] [--json]\n"
+    "            metadata, tensors and the memory budget of a GGUF file\n"
+    "  tokenize  --model FILE --text TEXT [--bos] [--parse-special] [--json]\n"
+    "            token ids of TEXT (space separated), or ids and pieces as JSON\n"
+    "  devices   [--json]\n"
+    "            the compute devices this build can use\n"
+    "\n"
+    "global options:\n"
+    "  --log-level trace|debug|info|warn|error|critical|off  (default: $TOKENSCOPE_LOG or warn)\n"
+    "  --version, --help\n";
+
+int dispatch(int argc, char** argv) {
+    int first = 1;
+    std::optional<std::string> log_level;
+    while (first < argc) {
+        const std::string arg = argv[first];
+        if (arg == "--help" || arg == "-h") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        if (arg == "--version") {
+            std::printf("tokenscope-cli %s\n", TOKENSCOPE_VERSION);
+            return 0;
+        }
+        if (arg == "--log-level") {
+            if (first + 1 >= argc) throw tokenscope::InvalidArgument("--log-level needs a value");
+            log_level = argv[first + 1];
+            first += 2;
+            continue;
+        }
+        if (arg.rfind("--log-level=", 0) == 0) {
+            log_level = arg.substr(std::strlen("--log-level="));
+            ++first;
+            continue;
+        }
+        break;
+    }
+    tokenscope::log::configure(log_level);
+    if (first >= argc) {
+        std::fputs(kUsage, stderr);
+        throw tokenscope::InvalidArgument("no command given");
+    }
+    const std::string command = argv[first];
+    if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
+    if (command == "tokenize") return tokenscope::cli::run_tokenize(argc, argv, first + 1);
+    if (command == "devices") return tokenscope::cli::run_devices(argc, argv, first + 1);
+    throw tokenscope::InvalidArgument("unknown command '" + command +
+                                      "' (commands: inspect, tokenize, devices; see --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return dispatch(argc, argv);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "tokenscope-cli: error: out of memory\n");
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "tokenscope-cli: error: %s\n", e.what());
+    }
+    return 1;
+}
