@@ -110,9 +110,13 @@ void print_text(const gguf::File& file, const inspect::MemoryBudget& budget,
     }
 
     std::printf("Memory budget\n");
-    std::printf("  weights:                  %s (%llu bytes)\n",
-                human_bytes(budget.weight_bytes).c_str(),
-                static_cast<unsigned long long>(budget.weight_bytes));
+    if (file.tensors().empty()) {
+        std::printf("  weights:                  none (this file holds no tensors)\n");
+    } else {
+        std::printf("  weights:                  %s (%llu bytes)\n",
+                    human_bytes(budget.weight_bytes).c_str(),
+                    static_cast<unsigned long long>(budget.weight_bytes));
+    }
     if (!budget.kv) {
         std::printf("  KV cache:                 n/a (no model hyperparameters in this file)\n");
         return;

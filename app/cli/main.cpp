@@ -56,8 +56,7 @@ int dispatch(int argc, char** argv) {
     }
     tokenscope::log::configure(log_level);
     if (first >= argc) {
-        std::fputs(kUsage, stderr);
-        throw tokenscope::InvalidArgument("no command given");
+        throw tokenscope::InvalidArgument("no command given (commands: inspect, tokenize, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);

@@ -192,8 +192,21 @@ private slots:
         if (vocab.empty()) QSKIP("../shared/testdata/llama-spm is absent");
         const Result r = run_cli({"inspect", "--model", QString::fromStdString(vocab)});
         QVERIFY2(r.exit_code == 0, qPrintable(describe(r)));
-        QVERIFY(r.out.contains("n/a (no model hyperparameters in this file)"));
         QVERIFY(r.out.contains("[string x 32000]"));
+        QVERIFY(r.out.contains("weights:                  none (this file holds no tensors)"));
+        // The file keeps Llama 2 7B's hyperparameters: 2 x 32 x 32 x 128 x 2 = 524288 bytes.
+        QVERIFY2(r.out.contains("2 x 32 layers x 32 kv heads x 128 head dim x 2 bytes = 524288 bytes"), qPrintable(r.out));
+    }
+
+    void inspectFileWithoutModel() {
+        const QString path = dir_ + "/no_model.gguf";
+        gguf::Writer w;
+        w.set("general.name", gguf::Value::string("just a name"));
+        const auto bytes = w.to_bytes();
+        write_file(path, QByteArray(reinterpret_cast<const char*>(bytes.data()), static_cast<qsizetype>(bytes.size())));
+        const Result r = run_cli({"inspect", "--model", path});
+        QVERIFY2(r.exit_code == 0, qPrintable(describe(r)));
+        QVERIFY(r.out.contains("n/a (no model hyperparameters in this file)"));
     }
 
     // The corpus of broken files: every truncation point class, header corruptions and seeded
@@ -221,8 +234,10 @@ private slots:
             QVERIFY2(r.err.count('\n') == 1, qPrintable(name + ": " + r.err));
             ++rejected;
         };
+        const auto& last = parsed.tensors().back();
+        const int data_end = data_offset + static_cast<int>(last.offset + last.byte_size);
         for (int cut : {0, 3, 4, 7, 8, 15, 16, 23, 24, 30, 60, 100, 200, data_offset - 1, data_offset + 10,
-                        static_cast<int>(valid.size()) - 1}) {
+                        data_end - 1}) {
             check(valid.left(cut), QString("truncated_%1").arg(cut), true);
         }
         std::mt19937 rng(20261130);
