@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (t.byte_size > 0) sum += t.data[0] + t.data[t.byte_size - 1];
             if (t.data < data || t.data + t.byte_size > data + size) std::abort();
         }
-        for (const auto& [key, value] : file.metadata()) sum += key.size() + value.to_display_string().size();
+        for (const auto& [key, value] : file.metadata())
+            sum += key.size() + value.to_display_string().size();
         if (sum == 0xFFFFFFFFFFFFFFFFull) std::abort();  // keeps the reads from being optimised out
     } catch (const tokenscope::Error&) {
         // Rejected with a message: the expected outcome for malformed input.

@@ -29,8 +29,8 @@ Arguments::Arguments(const std::string& command, const std::vector<OptionSpec>& 
         if (!spec) {
             std::string known;
             for (const auto& s : specs) known += (known.empty() ? "--" : ", --") + s.name;
-            throw InvalidArgument("'" + command + "': unknown option '--" + name + "' (accepted: " +
-                                  known + ")");
+            throw InvalidArgument("'" + command + "': unknown option '--" + name +
+                                  "' (accepted: " + known + ")");
         }
         if (!spec->takes_value) {
             if (inline_value) {
@@ -68,8 +68,8 @@ std::optional<double> Arguments::number(const std::string& name) const {
     char* end = nullptr;
     const double parsed = std::strtod(v->c_str(), &end);
     if (v->empty() || end != v->c_str() + v->size() || errno != 0 || !std::isfinite(parsed)) {
-        throw InvalidArgument("'" + command_ + "': option '--" + name + "' expects a number, got '" +
-                              *v + "'");
+        throw InvalidArgument("'" + command_ + "': option '--" + name +
+                              "' expects a number, got '" + *v + "'");
     }
     return parsed;
 }

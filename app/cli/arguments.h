@@ -16,7 +16,7 @@ struct OptionSpec {
 };
 
 class Arguments {
-public:
+  public:
     // Parses argv[first..argc). Throws InvalidArgument for unknown options, missing values
     // and stray positional arguments.
     Arguments(const std::string& command, const std::vector<OptionSpec>& specs, int argc,
@@ -28,7 +28,7 @@ public:
     // Parses a numeric option; throws InvalidArgument naming the option and the bad text.
     std::optional<double> number(const std::string& name) const;
 
-private:
+  private:
     std::string command_;
     std::set<std::string> flags_;
     std::map<std::string, std::string> values_;

@@ -41,8 +41,8 @@ int run_devices(int argc, char** argv, int first) {
         json.begin_object();
         json.key("index").value(d.index);
         json.key("name").value(d.name);
-        json.key("compute_capability").value(std::to_string(d.compute_major) + "." +
-                                             std::to_string(d.compute_minor));
+        json.key("compute_capability")
+            .value(std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor));
         json.key("total_memory_bytes").value(d.total_memory_bytes);
         json.key("free_memory_bytes").value(d.free_memory_bytes);
         json.key("multiprocessors").value(d.multiprocessors);

@@ -1,7 +1,7 @@
 // `tokenscope-cli inspect`: what is in a GGUF file and what it will cost to run.
+#include <unistd.h>
 #include <cstdio>
 #include <map>
-#include <unistd.h>
 
 #include "arguments.h"
 #include "commands.h"
@@ -28,10 +28,16 @@ std::uint64_t physical_ram_bytes() {
 void write_json_value(JsonWriter& json, const gguf::Value& value) {
     using gguf::ValueType;
     switch (value.type()) {
-        case ValueType::String: json.value(value.as_string()); break;
-        case ValueType::Bool: json.value(value.as_bool()); break;
+        case ValueType::String:
+            json.value(value.as_string());
+            break;
+        case ValueType::Bool:
+            json.value(value.as_bool());
+            break;
         case ValueType::Float32:
-        case ValueType::Float64: json.value(value.as_double()); break;
+        case ValueType::Float64:
+            json.value(value.as_double());
+            break;
         case ValueType::Array: {
             // Vocabularies hold hundreds of thousands of entries: give the length and a head.
             const gguf::Array& array = value.as_array();
@@ -49,8 +55,12 @@ void write_json_value(JsonWriter& json, const gguf::Value& value) {
         case ValueType::Int8:
         case ValueType::Int16:
         case ValueType::Int32:
-        case ValueType::Int64: json.value(value.as_int()); break;
-        default: json.value(value.as_uint()); break;
+        case ValueType::Int64:
+            json.value(value.as_int());
+            break;
+        default:
+            json.value(value.as_uint());
+            break;
     }
 }
 
@@ -86,8 +96,8 @@ void print_text(const gguf::File& file, const inspect::MemoryBudget& budget,
 
     Table metadata({"key", "type", "value"});
     for (const auto& [key, value] : file.metadata()) {
-        metadata.add_row({key, gguf::value_type_name(value.type()),
-                          printable(value.to_display_string(6), 80)});
+        metadata.add_row(
+            {key, gguf::value_type_name(value.type()), printable(value.to_display_string(6), 80)});
     }
     std::printf("Metadata\n%s\n", metadata.render().c_str());
 
@@ -127,12 +137,12 @@ void print_text(const gguf::File& file, const inspect::MemoryBudget& budget,
                     static_cast<unsigned long long>(budget.kv->context_length),
                     human_bytes(budget.kv_bytes_per_token() * budget.kv->context_length).c_str());
     }
-    std::printf("  longest context in %.3g GiB: %llu tokens%s\n", ram_gib,
-                static_cast<unsigned long long>(budget.max_context_for(ram_bytes)),
-                budget.kv->context_length &&
-                        budget.max_context_for(ram_bytes) == budget.kv->context_length
-                    ? " (the model's full context)"
-                    : "");
+    std::printf(
+        "  longest context in %.3g GiB: %llu tokens%s\n", ram_gib,
+        static_cast<unsigned long long>(budget.max_context_for(ram_bytes)),
+        budget.kv->context_length && budget.max_context_for(ram_bytes) == budget.kv->context_length
+            ? " (the model's full context)"
+            : "");
 }
 
 void print_json(const gguf::File& file, const inspect::MemoryBudget& budget,
@@ -195,8 +205,9 @@ int run_inspect(int argc, char** argv, int first) {
     std::uint64_t ram_bytes = physical_ram_bytes();
     if (auto gib = args.number("ram-gib")) {
         if (*gib <= 0 || *gib > 1e6) {
-            throw InvalidArgument("'inspect': option '--ram-gib' must be a positive number of GiB, got '" +
-                                  *args.value("ram-gib") + "'");
+            throw InvalidArgument(
+                "'inspect': option '--ram-gib' must be a positive number of GiB, got '" +
+                *args.value("ram-gib") + "'");
         }
         ram_gib = *gib;
         ram_bytes = static_cast<std::uint64_t>(*gib * 1024.0 * 1024.0 * 1024.0);

@@ -10,9 +10,10 @@
 namespace tokenscope::cli {
 
 int run_tokenize(int argc, char** argv, int first) {
-    const Arguments args("tokenize",
-                         {{"model"}, {"text"}, {"bos", false}, {"parse-special", false}, {"json", false}},
-                         argc, argv, first);
+    const Arguments args(
+        "tokenize",
+        {{"model"}, {"text"}, {"bos", false}, {"parse-special", false}, {"json", false}}, argc,
+        argv, first);
     const std::string path = args.required("model");
     const std::string text = args.required("text");
     const gguf::File file = gguf::File::open(path);

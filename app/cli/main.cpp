@@ -56,7 +56,8 @@ int dispatch(int argc, char** argv) {
     }
     tokenscope::log::configure(log_level);
     if (first >= argc) {
-        throw tokenscope::InvalidArgument("no command given (commands: inspect, tokenize, devices; see --help)");
+        throw tokenscope::InvalidArgument(
+            "no command given (commands: inspect, tokenize, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);

@@ -8,12 +8,12 @@
 namespace tokenscope::cli {
 
 class Table {
-public:
+  public:
     explicit Table(std::vector<std::string> headers, std::vector<bool> right_aligned = {});
     void add_row(std::vector<std::string> cells);
     std::string render() const;
 
-private:
+  private:
     std::vector<std::string> headers_;
     std::vector<bool> right_;
     std::vector<std::vector<std::string>> rows_;

@@ -30,17 +30,22 @@ std::uint64_t value_size_lower_bound(ValueType type) {
     switch (type) {
         case ValueType::UInt8:
         case ValueType::Int8:
-        case ValueType::Bool: return 1;
+        case ValueType::Bool:
+            return 1;
         case ValueType::UInt16:
-        case ValueType::Int16: return 2;
+        case ValueType::Int16:
+            return 2;
         case ValueType::UInt32:
         case ValueType::Int32:
-        case ValueType::Float32: return 4;
+        case ValueType::Float32:
+            return 4;
         case ValueType::UInt64:
         case ValueType::Int64:
         case ValueType::Float64:
-        case ValueType::String: return 8;
-        case ValueType::Array: return 4 + 8;
+        case ValueType::String:
+            return 8;
+        case ValueType::Array:
+            return 4 + 8;
     }
     return 1;
 }
@@ -50,7 +55,7 @@ std::uint64_t value_size_lower_bound(ValueType type) {
 // Reads the header with a bounds-checked cursor. Every error names the file, the offset of
 // the field being read and the key or tensor it belongs to.
 class Parser {
-public:
+  public:
     Parser(File& file) : file_(file), bytes_(file.bytes_) {}
 
     void run() {
@@ -61,7 +66,7 @@ public:
         place_tensor_data();
     }
 
-private:
+  private:
     [[noreturn]] void fail(std::uint64_t offset, const std::string& what) const {
         throw FormatError(file_.path_ + ": offset " + std::to_string(offset) + ": " + context_ +
                           what);
@@ -140,8 +145,8 @@ private:
         }
         if (tensor_count_ > remaining() / kMinTensorInfoBytes) {
             fail(tensor_count_at, "tensor count " + std::to_string(tensor_count_) +
-                                      " cannot fit in the file's " +
-                                      std::to_string(bytes_.size()) + " bytes");
+                                      " cannot fit in the file's " + std::to_string(bytes_.size()) +
+                                      " bytes");
         }
     }
 
@@ -170,24 +175,36 @@ private:
 
     Value read_value(ValueType type, int depth) {
         switch (type) {
-            case ValueType::UInt8: return Value::u8(read<std::uint8_t>("uint8 value"));
-            case ValueType::Int8: return Value::i8(read<std::int8_t>("int8 value"));
-            case ValueType::UInt16: return Value::u16(read<std::uint16_t>("uint16 value"));
-            case ValueType::Int16: return Value::i16(read<std::int16_t>("int16 value"));
-            case ValueType::UInt32: return Value::u32(read<std::uint32_t>("uint32 value"));
-            case ValueType::Int32: return Value::i32(read<std::int32_t>("int32 value"));
-            case ValueType::UInt64: return Value::u64(read<std::uint64_t>("uint64 value"));
-            case ValueType::Int64: return Value::i64(read<std::int64_t>("int64 value"));
-            case ValueType::Float32: return Value::f32(read<float>("float32 value"));
-            case ValueType::Float64: return Value::f64(read<double>("float64 value"));
+            case ValueType::UInt8:
+                return Value::u8(read<std::uint8_t>("uint8 value"));
+            case ValueType::Int8:
+                return Value::i8(read<std::int8_t>("int8 value"));
+            case ValueType::UInt16:
+                return Value::u16(read<std::uint16_t>("uint16 value"));
+            case ValueType::Int16:
+                return Value::i16(read<std::int16_t>("int16 value"));
+            case ValueType::UInt32:
+                return Value::u32(read<std::uint32_t>("uint32 value"));
+            case ValueType::Int32:
+                return Value::i32(read<std::int32_t>("int32 value"));
+            case ValueType::UInt64:
+                return Value::u64(read<std::uint64_t>("uint64 value"));
+            case ValueType::Int64:
+                return Value::i64(read<std::int64_t>("int64 value"));
+            case ValueType::Float32:
+                return Value::f32(read<float>("float32 value"));
+            case ValueType::Float64:
+                return Value::f64(read<double>("float64 value"));
             case ValueType::Bool: {
                 const std::uint64_t at = pos_;
                 const auto byte = read<std::uint8_t>("bool value");
                 if (byte > 1) fail(at, "bool value " + std::to_string(byte) + " is not 0 or 1");
                 return Value::boolean(byte == 1);
             }
-            case ValueType::String: return Value::string(read_string("string value"));
-            case ValueType::Array: return read_array(depth);
+            case ValueType::String:
+                return Value::string(read_string("string value"));
+            case ValueType::Array:
+                return read_array(depth);
         }
         fail(pos_, "unreachable value type");
     }
@@ -269,14 +286,13 @@ private:
             for (const auto& t : tensor::all_types()) {
                 supported += (supported.empty() ? "" : ", ") + std::string(t.name);
             }
-            fail(type_at, "unknown tensor type id " + std::to_string(type_id) + " (supported: " +
-                              supported + ")");
+            fail(type_at, "unknown tensor type id " + std::to_string(type_id) +
+                              " (supported: " + supported + ")");
         }
         info.type = traits->type;
         if (info.dims[0] % traits->block_size != 0) {
             fail(type_at, "row length " + std::to_string(info.dims[0]) + " is not a multiple of " +
-                              traits->name + "'s block size " +
-                              std::to_string(traits->block_size));
+                              traits->name + "'s block size " + std::to_string(traits->block_size));
         }
         const std::uint64_t blocks = static_cast<std::uint64_t>(elements / traits->block_size);
         if (__builtin_mul_overflow(blocks, traits->bytes_per_block, &info.byte_size)) {

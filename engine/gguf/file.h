@@ -25,7 +25,7 @@ struct TensorInfo {
     std::string name;
     std::vector<std::int64_t> dims;  // dims[0] is the row length (ggml's ne[0])
     tensor::Type type = tensor::Type::F32;
-    std::uint64_t offset = 0;        // relative to the start of the data section
+    std::uint64_t offset = 0;  // relative to the start of the data section
     std::uint64_t byte_size = 0;
     std::int64_t element_count = 0;
     const std::uint8_t* data = nullptr;  // into the mapping
@@ -35,7 +35,7 @@ struct TensorInfo {
 };
 
 class File {
-public:
+  public:
     // Maps and validates `path`. Throws IoError or FormatError.
     static File open(const std::string& path);
     // Validates bytes already in memory (the fuzzer, tests). `bytes` must outlive the File.
@@ -71,7 +71,7 @@ public:
     // Sum of all tensors' byte sizes.
     std::uint64_t tensor_bytes() const;
 
-private:
+  private:
     File() = default;
     struct Mapping;
     [[noreturn]] void fail_key(std::string_view key, const std::string& what) const;

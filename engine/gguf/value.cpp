@@ -8,24 +8,39 @@ namespace tokenscope::gguf {
 
 const char* value_type_name(ValueType type) {
     switch (type) {
-        case ValueType::UInt8: return "uint8";
-        case ValueType::Int8: return "int8";
-        case ValueType::UInt16: return "uint16";
-        case ValueType::Int16: return "int16";
-        case ValueType::UInt32: return "uint32";
-        case ValueType::Int32: return "int32";
-        case ValueType::Float32: return "float32";
-        case ValueType::Bool: return "bool";
-        case ValueType::String: return "string";
-        case ValueType::Array: return "array";
-        case ValueType::UInt64: return "uint64";
-        case ValueType::Int64: return "int64";
-        case ValueType::Float64: return "float64";
+        case ValueType::UInt8:
+            return "uint8";
+        case ValueType::Int8:
+            return "int8";
+        case ValueType::UInt16:
+            return "uint16";
+        case ValueType::Int16:
+            return "int16";
+        case ValueType::UInt32:
+            return "uint32";
+        case ValueType::Int32:
+            return "int32";
+        case ValueType::Float32:
+            return "float32";
+        case ValueType::Bool:
+            return "bool";
+        case ValueType::String:
+            return "string";
+        case ValueType::Array:
+            return "array";
+        case ValueType::UInt64:
+            return "uint64";
+        case ValueType::Int64:
+            return "int64";
+        case ValueType::Float64:
+            return "float64";
     }
     return "unknown";
 }
 
-bool is_known_value_type(std::uint32_t id) { return id <= 12; }
+bool is_known_value_type(std::uint32_t id) {
+    return id <= 12;
+}
 
 Value Value::strings(const std::vector<std::string>& items) {
     Array array{ValueType::String, {}};
@@ -57,8 +72,10 @@ bool Value::is_integer() const {
         case ValueType::UInt32:
         case ValueType::Int32:
         case ValueType::UInt64:
-        case ValueType::Int64: return true;
-        default: return false;
+        case ValueType::Int64:
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -71,7 +88,8 @@ namespace {
 std::uint64_t Value::as_uint() const {
     if (const auto* u = std::get_if<std::uint64_t>(&storage_)) return *u;
     if (const auto* i = std::get_if<std::int64_t>(&storage_)) {
-        if (*i < 0) throw InvalidArgument("expected a non-negative integer, found " + std::to_string(*i));
+        if (*i < 0)
+            throw InvalidArgument("expected a non-negative integer, found " + std::to_string(*i));
         return static_cast<std::uint64_t>(*i);
     }
     mismatch("an unsigned integer", type_);
@@ -112,8 +130,10 @@ const Array& Value::as_array() const {
 
 std::string Value::to_display_string(std::size_t max_items) const {
     switch (type_) {
-        case ValueType::String: return as_string();
-        case ValueType::Bool: return as_bool() ? "true" : "false";
+        case ValueType::String:
+            return as_string();
+        case ValueType::Bool:
+            return as_bool() ? "true" : "false";
         case ValueType::Float32:
         case ValueType::Float64: {
             char buffer[32];

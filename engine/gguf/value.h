@@ -36,7 +36,7 @@ struct Array {
 // One metadata value. Integers are kept widened (uint64 / int64), floats as double; `type()`
 // remembers the exact GGUF type so a value writes back byte for byte.
 class Value {
-public:
+  public:
     Value() = default;
 
     static Value u8(std::uint8_t v) { return Value(ValueType::UInt8, std::uint64_t{v}); }
@@ -74,9 +74,9 @@ public:
 
     friend bool operator==(const Value&, const Value&) = default;
 
-private:
-    using Storage = std::variant<std::monostate, std::uint64_t, std::int64_t, double, bool,
-                                 std::string, Array>;
+  private:
+    using Storage =
+        std::variant<std::monostate, std::uint64_t, std::int64_t, double, bool, std::string, Array>;
     Value(ValueType type, Storage storage) : type_(type), storage_(std::move(storage)) {}
 
     ValueType type_ = ValueType::UInt8;

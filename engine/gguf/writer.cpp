@@ -13,7 +13,7 @@ namespace tokenscope::gguf {
 namespace {
 
 class ByteSink {
-public:
+  public:
     template <typename T>
     void put(T value) {
         const auto* p = reinterpret_cast<const std::uint8_t*>(&value);
@@ -28,18 +28,42 @@ public:
     }
     void put_value(const Value& value) {
         switch (value.type()) {
-            case ValueType::UInt8: put<std::uint8_t>(static_cast<std::uint8_t>(value.as_uint())); break;
-            case ValueType::Int8: put<std::int8_t>(static_cast<std::int8_t>(value.as_int())); break;
-            case ValueType::UInt16: put<std::uint16_t>(static_cast<std::uint16_t>(value.as_uint())); break;
-            case ValueType::Int16: put<std::int16_t>(static_cast<std::int16_t>(value.as_int())); break;
-            case ValueType::UInt32: put<std::uint32_t>(static_cast<std::uint32_t>(value.as_uint())); break;
-            case ValueType::Int32: put<std::int32_t>(static_cast<std::int32_t>(value.as_int())); break;
-            case ValueType::UInt64: put<std::uint64_t>(value.as_uint()); break;
-            case ValueType::Int64: put<std::int64_t>(value.as_int()); break;
-            case ValueType::Float32: put<float>(static_cast<float>(value.as_double())); break;
-            case ValueType::Float64: put<double>(value.as_double()); break;
-            case ValueType::Bool: put<std::uint8_t>(value.as_bool() ? 1 : 0); break;
-            case ValueType::String: put_string(value.as_string()); break;
+            case ValueType::UInt8:
+                put<std::uint8_t>(static_cast<std::uint8_t>(value.as_uint()));
+                break;
+            case ValueType::Int8:
+                put<std::int8_t>(static_cast<std::int8_t>(value.as_int()));
+                break;
+            case ValueType::UInt16:
+                put<std::uint16_t>(static_cast<std::uint16_t>(value.as_uint()));
+                break;
+            case ValueType::Int16:
+                put<std::int16_t>(static_cast<std::int16_t>(value.as_int()));
+                break;
+            case ValueType::UInt32:
+                put<std::uint32_t>(static_cast<std::uint32_t>(value.as_uint()));
+                break;
+            case ValueType::Int32:
+                put<std::int32_t>(static_cast<std::int32_t>(value.as_int()));
+                break;
+            case ValueType::UInt64:
+                put<std::uint64_t>(value.as_uint());
+                break;
+            case ValueType::Int64:
+                put<std::int64_t>(value.as_int());
+                break;
+            case ValueType::Float32:
+                put<float>(static_cast<float>(value.as_double()));
+                break;
+            case ValueType::Float64:
+                put<double>(value.as_double());
+                break;
+            case ValueType::Bool:
+                put<std::uint8_t>(value.as_bool() ? 1 : 0);
+                break;
+            case ValueType::String:
+                put_string(value.as_string());
+                break;
             case ValueType::Array: {
                 const Array& array = value.as_array();
                 put<std::uint32_t>(static_cast<std::uint32_t>(array.element_type));
@@ -47,8 +71,8 @@ public:
                 for (const Value& item : array.items) {
                     if (item.type() != array.element_type) {
                         throw InvalidArgument(std::string("array of ") +
-                                              value_type_name(array.element_type) +
-                                              " holds a " + value_type_name(item.type()));
+                                              value_type_name(array.element_type) + " holds a " +
+                                              value_type_name(item.type()));
                     }
                     put_value(item);
                 }
@@ -71,8 +95,8 @@ void Writer::set(const std::string& key, Value value) {
     metadata_.emplace_back(key, std::move(value));
 }
 
-void Writer::add_tensor(const std::string& name, tensor::Type type,
-                        std::vector<std::int64_t> dims, std::span<const std::uint8_t> data) {
+void Writer::add_tensor(const std::string& name, tensor::Type type, std::vector<std::int64_t> dims,
+                        std::span<const std::uint8_t> data) {
     for (const auto& t : tensors_) {
         if (t.name == name) throw InvalidArgument("tensor '" + name + "' added twice");
     }
@@ -85,8 +109,8 @@ void Writer::add_tensor(const std::string& name, tensor::Type type,
         if (d <= 0) throw InvalidArgument("tensor '" + name + "': non-positive dimension");
         elements *= d;
     }
-    const std::size_t expected = tensor::row_bytes(type, dims[0]) *
-                                 static_cast<std::size_t>(elements / dims[0]);
+    const std::size_t expected =
+        tensor::row_bytes(type, dims[0]) * static_cast<std::size_t>(elements / dims[0]);
     if (data.size() != expected) {
         throw InvalidArgument("tensor '" + name + "': " + std::to_string(data.size()) +
                               " bytes of data, its type and shape need " +

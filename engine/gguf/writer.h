@@ -12,7 +12,7 @@
 namespace tokenscope::gguf {
 
 class Writer {
-public:
+  public:
     explicit Writer(std::uint32_t version = 3) : version_(version) {}
 
     // Sets a metadata key; setting an existing key replaces its value in place.
@@ -26,7 +26,7 @@ public:
     // Writes to `path` via a temporary file and rename, so a crash never leaves half a file.
     void write(const std::string& path) const;
 
-private:
+  private:
     struct PendingTensor {
         std::string name;
         tensor::Type type;

@@ -17,7 +17,8 @@ std::optional<std::uint64_t> uint_or_max(const gguf::File& file, const std::stri
     try {
         if (value->type() == gguf::ValueType::Array) {
             std::uint64_t largest = 0;
-            for (const auto& item : value->as_array().items) largest = std::max(largest, item.as_uint());
+            for (const auto& item : value->as_array().items)
+                largest = std::max(largest, item.as_uint());
             return largest;
         }
         return value->as_uint();
@@ -30,8 +31,8 @@ std::optional<std::uint64_t> uint_or_max(const gguf::File& file, const std::stri
 
 std::uint64_t MemoryBudget::kv_bytes_per_token() const {
     if (!kv) return 0;
-    const double elements = static_cast<double>(kv->layers * kv->kv_heads *
-                                                (kv->key_length + kv->value_length));
+    const double elements =
+        static_cast<double>(kv->layers * kv->kv_heads * (kv->key_length + kv->value_length));
     return static_cast<std::uint64_t>(elements * kv_bytes_per_element);
 }
 
@@ -51,7 +52,8 @@ MemoryBudget memory_budget(const gguf::File& file) {
     const auto layers = uint_or_max(file, arch + ".block_count");
     const auto heads = uint_or_max(file, arch + ".attention.head_count");
     if (!layers || !heads) return budget;  // not a model file (e.g. a vocabulary)
-    if (*heads == 0) throw FormatError(file.path() + ": key '" + arch + ".attention.head_count': is 0");
+    if (*heads == 0)
+        throw FormatError(file.path() + ": key '" + arch + ".attention.head_count': is 0");
     KvShape shape;
     shape.architecture = arch;
     shape.layers = *layers;

@@ -15,14 +15,14 @@ struct KvShape {
     std::string architecture;
     std::uint64_t layers = 0;
     std::uint64_t kv_heads = 0;
-    std::uint64_t key_length = 0;    // per head
-    std::uint64_t value_length = 0;  // per head
+    std::uint64_t key_length = 0;      // per head
+    std::uint64_t value_length = 0;    // per head
     std::uint64_t context_length = 0;  // the model's trained maximum (0 when unknown)
 };
 
 struct MemoryBudget {
     std::uint64_t weight_bytes = 0;
-    std::optional<KvShape> kv;  // absent when the file holds no model hyperparameters
+    std::optional<KvShape> kv;          // absent when the file holds no model hyperparameters
     double kv_bytes_per_element = 2.0;  // F16 cache by default
     // 2 x layers x kv_heads x head_dim x bytes per element (K and V; with separate key and
     // value lengths, layers x kv_heads x (key_length + value_length) x bytes).

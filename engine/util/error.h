@@ -7,25 +7,25 @@
 namespace tokenscope {
 
 class Error : public std::runtime_error {
-public:
+  public:
     explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
 // A file whose bytes are not what its format requires.
 class FormatError : public Error {
-public:
+  public:
     using Error::Error;
 };
 
 // A caller asked for something the engine cannot do (unknown type, bad argument).
 class InvalidArgument : public Error {
-public:
+  public:
     using Error::Error;
 };
 
 // The operating system refused (open, mmap, read).
 class IoError : public Error {
-public:
+  public:
     using Error::Error;
 };
 

@@ -10,7 +10,7 @@
 namespace tokenscope {
 
 class JsonWriter {
-public:
+  public:
     JsonWriter& begin_object();
     JsonWriter& end_object();
     JsonWriter& begin_array();
@@ -29,7 +29,7 @@ public:
 
     static std::string escape(std::string_view text);
 
-private:
+  private:
     void before_value();
     std::string out_;
     // One entry per open container: true once it holds an element.

@@ -8,7 +8,7 @@
 namespace tokenscope {
 
 class MappedFile {
-public:
+  public:
     // Throws IoError naming the path and the system's reason.
     explicit MappedFile(const std::string& path);
     MappedFile(const MappedFile&) = delete;
@@ -18,7 +18,7 @@ public:
     std::span<const std::uint8_t> bytes() const { return {data_, size_}; }
     const std::string& path() const { return path_; }
 
-private:
+  private:
     std::string path_;
     const std::uint8_t* data_ = nullptr;
     std::size_t size_ = 0;

@@ -14,7 +14,8 @@ const char* env(const char* name) {
 std::filesystem::path data_dir() {
     if (const char* xdg = env("XDG_DATA_HOME")) return std::filesystem::path(xdg) / "tokenscope";
 #ifdef _WIN32
-    if (const char* appdata = env("LOCALAPPDATA")) return std::filesystem::path(appdata) / "tokenscope";
+    if (const char* appdata = env("LOCALAPPDATA"))
+        return std::filesystem::path(appdata) / "tokenscope";
 #endif
     if (const char* home = env("HOME")) {
         return std::filesystem::path(home) / ".local" / "share" / "tokenscope";
@@ -27,6 +28,8 @@ std::filesystem::path models_dir() {
     return data_dir() / "models";
 }
 
-std::filesystem::path default_model() { return models_dir() / kDefaultModelFile; }
+std::filesystem::path default_model() {
+    return models_dir() / kDefaultModelFile;
+}
 
 }  // namespace tokenscope::paths

@@ -44,7 +44,10 @@ Result run_cli(const QStringList& args, int timeout_ms = 30000) {
 }
 
 QString describe(const Result& r) {
-    return QString("exit %1%2, stderr: %3").arg(r.exit_code).arg(r.crashed ? " (crashed)" : "").arg(r.err);
+    return QString("exit %1%2, stderr: %3")
+        .arg(r.exit_code)
+        .arg(r.crashed ? " (crashed)" : "")
+        .arg(r.err);
 }
 
 void write_file(const QString& path, const QByteArray& bytes) {
@@ -68,7 +71,8 @@ QByteArray small_model() {
     w.add_tensor("token_embd.weight", tensor::Type::F32, {64, 4}, std::span(f32).first(64 * 4 * 4));
     w.add_tensor("blk.0.attn_q.weight", tensor::Type::Q8_0, {64, 4}, q8);
     const auto bytes = w.to_bytes();
-    return QByteArray(reinterpret_cast<const char*>(bytes.data()), static_cast<qsizetype>(bytes.size()));
+    return QByteArray(reinterpret_cast<const char*>(bytes.data()),
+                      static_cast<qsizetype>(bytes.size()));
 }
 
 }  // namespace
@@ -76,7 +80,7 @@ QByteArray small_model() {
 class TestCli : public QObject {
     Q_OBJECT
 
-private:
+  private:
     // Exit status 1, one line on stderr that starts with the program's error prefix and
     // contains every fragment.
     void expect_error(const QStringList& args, const QStringList& fragments) {
@@ -84,13 +88,15 @@ private:
         QVERIFY2(!r.crashed, qPrintable(describe(r)));
         QVERIFY2(r.exit_code == 1, qPrintable(describe(r)));
         QVERIFY2(r.err.startsWith("tokenscope-cli: error: "), qPrintable(r.err));
-        QVERIFY2(r.err.count('\n') == 1 && r.err.endsWith('\n'), qPrintable("not one line: " + r.err));
-        for (const auto& f : fragments) QVERIFY2(r.err.contains(f), qPrintable(r.err + " -- expected " + f));
+        QVERIFY2(r.err.count('\n') == 1 && r.err.endsWith('\n'),
+                 qPrintable("not one line: " + r.err));
+        for (const auto& f : fragments)
+            QVERIFY2(r.err.contains(f), qPrintable(r.err + " -- expected " + f));
     }
 
     QString dir_;
 
-private slots:
+  private slots:
     void initTestCase() { dir_ = QString::fromStdString(test::scratch_dir()); }
 
     void version() {
@@ -106,10 +112,12 @@ private slots:
         expect_error({"inspect", "--model"}, {"'--model' needs a value"});
         expect_error({"inspect", "--model", "x", "--colour"}, {"unknown option '--colour'"});
         expect_error({"inspect", "--model", "x", "stray"}, {"unexpected argument 'stray'"});
-        expect_error({"inspect", "--model", "x", "--ram-gib", "lots"}, {"'--ram-gib' expects a number, got 'lots'"});
+        expect_error({"inspect", "--model", "x", "--ram-gib", "lots"},
+                     {"'--ram-gib' expects a number, got 'lots'"});
         expect_error({"inspect", "--model", "x", "--ram-gib", "-2"}, {"must be a positive number"});
         expect_error({"--log-level", "loud", "inspect"}, {"unknown log level 'loud'"});
-        expect_error({"inspect", "--model", "/no/such/file.gguf"}, {"/no/such/file.gguf: cannot open"});
+        expect_error({"inspect", "--model", "/no/such/file.gguf"},
+                     {"/no/such/file.gguf: cannot open"});
         expect_error({"inspect", "--model", dir_}, {"is a directory"});
         expect_error({"tokenize", "--model", "x"}, {"missing required option '--text'"});
     }
@@ -121,8 +129,10 @@ private slots:
         QVERIFY2(text.exit_code == 0, qPrintable(describe(text)));
         QVERIFY(text.out.contains("blk.0.attn_q.weight  Q8_0  64 x 4"));
         // KV bytes per token by hand: 2 x 2 layers x 2 kv heads x (64/4 = 16) x 2 bytes = 256.
-        QVERIFY2(text.out.contains("2 x 2 layers x 2 kv heads x 16 head dim x 2 bytes = 256 bytes"), qPrintable(text.out));
-        QVERIFY(text.out.contains("longest context in 1 GiB: 128 tokens (the model's full context)"));
+        QVERIFY2(text.out.contains("2 x 2 layers x 2 kv heads x 16 head dim x 2 bytes = 256 bytes"),
+                 qPrintable(text.out));
+        QVERIFY(
+            text.out.contains("longest context in 1 GiB: 128 tokens (the model's full context)"));
 
         const Result json = run_cli({"inspect", "--model", path, "--json"});
         QCOMPARE(json.exit_code, 0);
@@ -138,12 +148,15 @@ private slots:
     void inspectGemma() {
         const std::string model = test::default_model();
         if (model.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
-        const Result r = run_cli({"inspect", "--model", QString::fromStdString(model), "--ram-gib", "2"});
+        const Result r =
+            run_cli({"inspect", "--model", QString::fromStdString(model), "--ram-gib", "2"});
         QVERIFY2(r.exit_code == 0, qPrintable(describe(r)));
         QVERIFY(r.out.contains("gemma3.attention.sliding_window"));
         QVERIFY(r.out.contains("token_embd.weight"));
         // 2 x 18 layers x 1 KV head x 256 x 2 bytes (hand calculation in test_gguf_real_files).
-        QVERIFY2(r.out.contains("2 x 18 layers x 1 kv heads x 256 head dim x 2 bytes = 18432 bytes"), qPrintable(r.out));
+        QVERIFY2(
+            r.out.contains("2 x 18 layers x 1 kv heads x 256 head dim x 2 bytes = 18432 bytes"),
+            qPrintable(r.out));
         QVERIFY(r.out.contains("Tensor types"));
     }
 
@@ -153,14 +166,19 @@ private slots:
         const QString model = QString::fromStdString(vocab);
         // Expected ids: line 12 of ggml-vocab-llama-spm.gguf.out ("Hello world"), from the
         // reference tokenizer; BOS is id 1 per the test data's README.
-        QCOMPARE(run_cli({"tokenize", "--model", model, "--text", "Hello world"}).out, QString("15043 3186\n"));
-        QCOMPARE(run_cli({"tokenize", "--model", model, "--text", "Hello world", "--bos"}).out, QString("1 15043 3186\n"));
+        QCOMPARE(run_cli({"tokenize", "--model", model, "--text", "Hello world"}).out,
+                 QString("15043 3186\n"));
+        QCOMPARE(run_cli({"tokenize", "--model", model, "--text", "Hello world", "--bos"}).out,
+                 QString("1 15043 3186\n"));
         // A user typing "<s>" gets plain text, not the BOS control token...
-        const QStringList plain = run_cli({"tokenize", "--model", model, "--text", "<s>"}).out.trimmed().split(' ');
+        const QStringList plain =
+            run_cli({"tokenize", "--model", model, "--text", "<s>"}).out.trimmed().split(' ');
         QVERIFY2(plain.size() > 1 && !plain.contains("1"), qPrintable(plain.join(' ')));
         // ...unless special tokens are asked for.
-        QCOMPARE(run_cli({"tokenize", "--model", model, "--text", "<s>", "--parse-special"}).out, QString("1\n"));
-        const Result json = run_cli({"tokenize", "--model", model, "--text", "Hello world", "--json"});
+        QCOMPARE(run_cli({"tokenize", "--model", model, "--text", "<s>", "--parse-special"}).out,
+                 QString("1\n"));
+        const Result json =
+            run_cli({"tokenize", "--model", model, "--text", "Hello world", "--json"});
         const QJsonObject doc = QJsonDocument::fromJson(json.out.toUtf8()).object();
         QCOMPARE(doc["ids"].toArray().size(), 2);
         QCOMPARE(doc["pieces"].toArray()[0].toString(), QString::fromUtf8("\u2581Hello"));
@@ -171,7 +189,8 @@ private slots:
         gguf::Writer w;
         w.set("general.architecture", gguf::Value::string("llama"));
         const auto bytes = w.to_bytes();
-        write_file(path, QByteArray(reinterpret_cast<const char*>(bytes.data()), static_cast<qsizetype>(bytes.size())));
+        write_file(path, QByteArray(reinterpret_cast<const char*>(bytes.data()),
+                                    static_cast<qsizetype>(bytes.size())));
         expect_error({"tokenize", "--model", path, "--text", "hi"}, {path, "tokenizer.ggml.model"});
     }
 
@@ -180,11 +199,15 @@ private slots:
         if (model.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         const QString m = QString::fromStdString(model);
         // <start_of_turn> is id 105 and <end_of_turn> id 106 in this vocabulary (its token list).
-        const Result special = run_cli({"tokenize", "--model", m, "--text", "<start_of_turn>user\nHi<end_of_turn>", "--parse-special"});
+        const Result special = run_cli({"tokenize", "--model", m, "--text",
+                                        "<start_of_turn>user\nHi<end_of_turn>", "--parse-special"});
         const QStringList ids = special.out.trimmed().split(' ');
         QVERIFY2(ids.first() == "105" && ids.last() == "106", qPrintable(special.out));
-        const Result plain = run_cli({"tokenize", "--model", m, "--text", "<start_of_turn>user\nHi<end_of_turn>"});
-        QVERIFY2(!plain.out.trimmed().split(' ').contains("105") && !plain.out.trimmed().split(' ').contains("106"), qPrintable(plain.out));
+        const Result plain =
+            run_cli({"tokenize", "--model", m, "--text", "<start_of_turn>user\nHi<end_of_turn>"});
+        QVERIFY2(!plain.out.trimmed().split(' ').contains("105") &&
+                     !plain.out.trimmed().split(' ').contains("106"),
+                 qPrintable(plain.out));
     }
 
     void inspectVocabularyOnly() {
@@ -195,7 +218,9 @@ private slots:
         QVERIFY(r.out.contains("[string x 32000]"));
         QVERIFY(r.out.contains("weights:                  none (this file holds no tensors)"));
         // The file keeps Llama 2 7B's hyperparameters: 2 x 32 x 32 x 128 x 2 = 524288 bytes.
-        QVERIFY2(r.out.contains("2 x 32 layers x 32 kv heads x 128 head dim x 2 bytes = 524288 bytes"), qPrintable(r.out));
+        QVERIFY2(
+            r.out.contains("2 x 32 layers x 32 kv heads x 128 head dim x 2 bytes = 524288 bytes"),
+            qPrintable(r.out));
     }
 
     void inspectFileWithoutModel() {
@@ -203,7 +228,8 @@ private slots:
         gguf::Writer w;
         w.set("general.name", gguf::Value::string("just a name"));
         const auto bytes = w.to_bytes();
-        write_file(path, QByteArray(reinterpret_cast<const char*>(bytes.data()), static_cast<qsizetype>(bytes.size())));
+        write_file(path, QByteArray(reinterpret_cast<const char*>(bytes.data()),
+                                    static_cast<qsizetype>(bytes.size())));
         const Result r = run_cli({"inspect", "--model", path});
         QVERIFY2(r.exit_code == 0, qPrintable(describe(r)));
         QVERIFY(r.out.contains("n/a (no model hyperparameters in this file)"));
@@ -214,8 +240,9 @@ private slots:
     // a valid file, success) and never a crash.
     void corruptedCorpus() {
         const QByteArray valid = small_model();
-        const gguf::File parsed = gguf::File::parse("x", std::span(reinterpret_cast<const std::uint8_t*>(valid.data()),
-                                                                   static_cast<std::size_t>(valid.size())));
+        const gguf::File parsed =
+            gguf::File::parse("x", std::span(reinterpret_cast<const std::uint8_t*>(valid.data()),
+                                             static_cast<std::size_t>(valid.size())));
         const int data_offset = static_cast<int>(parsed.data_offset());
         QDir().mkpath(dir_ + "/corpus");
         int files = 0, rejected = 0;
@@ -229,24 +256,27 @@ private slots:
             QVERIFY2(r.exit_code == 1, qPrintable(name + ": " + describe(r)));
             // Truncations are caught by the reader and name the offset; a flip may also make a
             // value the budget rejects (e.g. zero heads), which names the key instead.
-            const QString prefix = "tokenscope-cli: error: " + path + (must_fail ? ": offset " : ": ");
+            const QString prefix =
+                "tokenscope-cli: error: " + path + (must_fail ? ": offset " : ": ");
             QVERIFY2(r.err.startsWith(prefix), qPrintable(name + ": " + r.err));
             QVERIFY2(r.err.count('\n') == 1, qPrintable(name + ": " + r.err));
             ++rejected;
         };
         const auto& last = parsed.tensors().back();
         const int data_end = data_offset + static_cast<int>(last.offset + last.byte_size);
-        for (int cut : {0, 3, 4, 7, 8, 15, 16, 23, 24, 30, 60, 100, 200, data_offset - 1, data_offset + 10,
-                        data_end - 1}) {
+        for (int cut : {0, 3, 4, 7, 8, 15, 16, 23, 24, 30, 60, 100, 200, data_offset - 1,
+                        data_offset + 10, data_end - 1}) {
             check(valid.left(cut), QString("truncated_%1").arg(cut), true);
         }
         std::mt19937 rng(20261130);
         for (int i = 0; i < 120; ++i) {
             QByteArray bytes = valid;
-            for (int k = 0; k < 1 + i % 3; ++k) bytes[static_cast<int>(rng() % data_offset)] = static_cast<char>(rng());
+            for (int k = 0; k < 1 + i % 3; ++k)
+                bytes[static_cast<int>(rng() % data_offset)] = static_cast<char>(rng());
             check(bytes, QString("flipped_%1").arg(i), false);
         }
-        qInfo("corrupted corpus: %d files, %d rejected with a one-line error, none crashed", files, rejected);
+        qInfo("corrupted corpus: %d files, %d rejected with a one-line error, none crashed", files,
+              rejected);
         QVERIFY(rejected >= 16 + 60);
     }
 
@@ -258,7 +288,8 @@ private slots:
         const gguf::File file = gguf::File::open(model);
         const qint64 data_offset = static_cast<qint64>(file.data_offset());
         const QByteArray head = in.read(data_offset + 4096);
-        for (qint64 cut : {qint64{20}, qint64{1000}, qint64{100000}, data_offset / 2, data_offset - 1, data_offset + 4096}) {
+        for (qint64 cut : {qint64{20}, qint64{1000}, qint64{100000}, data_offset / 2,
+                           data_offset - 1, data_offset + 4096}) {
             const QString path = dir_ + QString("/gemma_cut_%1.gguf").arg(cut);
             write_file(path, head.left(cut));
             expect_error({"inspect", "--model", path}, {path + ": offset "});

@@ -13,7 +13,7 @@ using namespace tokenscope;
 class TestGgufRealFiles : public QObject {
     Q_OBJECT
 
-private slots:
+  private slots:
     void llamaVocabulary() {
         const std::string path = test::shared_testdata("llama-spm/ggml-vocab-llama-spm.gguf");
         if (path.empty()) QSKIP("../shared/testdata/llama-spm is absent: nothing to read");
@@ -54,8 +54,8 @@ private slots:
         QCOMPARE(budget.kv_bytes_per_token(), std::uint64_t{18432});
         // 1 GiB: (2^30 - weights) / 18432 tokens, under the 32768-token context.
         const std::uint64_t gib = 1ull << 30;
-        QCOMPARE(budget.max_context_for(gib), std::min<std::uint64_t>(
-                                                  32768, (gib - budget.weight_bytes) / 18432));
+        QCOMPARE(budget.max_context_for(gib),
+                 std::min<std::uint64_t>(32768, (gib - budget.weight_bytes) / 18432));
         QCOMPARE(budget.max_context_for(budget.weight_bytes), std::uint64_t{0});
     }
 };

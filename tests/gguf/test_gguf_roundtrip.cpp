@@ -47,7 +47,7 @@ std::vector<std::pair<std::string, Value>> every_value_type() {
 class TestGgufRoundtrip : public QObject {
     Q_OBJECT
 
-private slots:
+  private slots:
     void metadataAndTensors_data() {
         QTest::addColumn<int>("version");
         QTest::addColumn<int>("alignment");
@@ -63,7 +63,8 @@ private slots:
         gguf::Writer writer(static_cast<std::uint32_t>(version));
         const auto values = every_value_type();
         for (const auto& [key, value] : values) writer.set(key, value);
-        if (alignment) writer.set("general.alignment", Value::u32(static_cast<std::uint32_t>(alignment)));
+        if (alignment)
+            writer.set("general.alignment", Value::u32(static_cast<std::uint32_t>(alignment)));
 
         // Tensor payloads: recognisable byte patterns of the exact sizes the formats need.
         struct Spec {
@@ -83,7 +84,8 @@ private slots:
             for (std::size_t d = 1; d < specs[s].dims.size(); ++d) rows *= specs[s].dims[d];
             std::vector<std::uint8_t> data(tensor::row_bytes(specs[s].type, specs[s].dims[0]) *
                                            static_cast<std::size_t>(rows));
-            for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 7 + s);
+            for (std::size_t i = 0; i < data.size(); ++i)
+                data[i] = static_cast<std::uint8_t>(i * 7 + s);
             writer.add_tensor(specs[s].name, specs[s].type, specs[s].dims, data);
             payloads.push_back(std::move(data));
         }
@@ -106,14 +108,16 @@ private slots:
             QCOMPARE(t->dims, specs[s].dims);
             QCOMPARE(t->byte_size, payloads[s].size());
             QCOMPARE((reinterpret_cast<std::uintptr_t>(t->data) -
-                      reinterpret_cast<std::uintptr_t>(file.tensors()[0].data)) % file.alignment(),
+                      reinterpret_cast<std::uintptr_t>(file.tensors()[0].data)) %
+                         file.alignment(),
                      std::uintptr_t{0});
             QVERIFY(std::equal(payloads[s].begin(), payloads[s].end(), t->data));
         }
         // Writing what we read gives the same bytes again.
         gguf::Writer again(static_cast<std::uint32_t>(version));
         for (const auto& [key, value] : file.metadata()) again.set(key, value);
-        for (const auto& t : file.tensors()) again.add_tensor(t.name, t.type, t.dims, {t.data, t.byte_size});
+        for (const auto& t : file.tensors())
+            again.add_tensor(t.name, t.type, t.dims, {t.data, t.byte_size});
         QVERIFY(again.to_bytes() == writer.to_bytes());
     }
 
@@ -144,11 +148,12 @@ private slots:
         std::vector<std::uint8_t> data(10);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
                                  writer.add_tensor("t", tensor::Type::F32, {4}, data));  // needs 16
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 writer.add_tensor("t", tensor::Type::Q4_0, {10}, data));  // not 32k
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument, writer.add_tensor("t", tensor::Type::Q4_0, {10}, data));  // not 32k
         std::vector<std::uint8_t> ok(16);
         writer.add_tensor("t", tensor::Type::F32, {4}, ok);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, writer.add_tensor("t", tensor::Type::F32, {4}, ok));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 writer.add_tensor("t", tensor::Type::F32, {4}, ok));
     }
 
     void typedGettersNameTheKey() {
@@ -160,8 +165,9 @@ private slots:
             file.require_string("general.architecture");
             QFAIL("no error for a uint32 read as string");
         } catch (const FormatError& e) {
-            QCOMPARE(QString(e.what()),
-                     QString("typed.gguf: key 'general.architecture': expected a string, found uint32"));
+            QCOMPARE(
+                QString(e.what()),
+                QString("typed.gguf: key 'general.architecture': expected a string, found uint32"));
         }
         try {
             file.require_uint("llama.block_count");
@@ -177,7 +183,8 @@ private slots:
             gguf::File::open("/nonexistent/model.gguf");
             QFAIL("opened a missing file");
         } catch (const IoError& e) {
-            QVERIFY2(QString(e.what()).startsWith("/nonexistent/model.gguf: cannot open: "), e.what());
+            QVERIFY2(QString(e.what()).startsWith("/nonexistent/model.gguf: cannot open: "),
+                     e.what());
         }
         QVERIFY_THROWS_EXCEPTION(IoError, gguf::File::open(test::scratch_dir()));
     }

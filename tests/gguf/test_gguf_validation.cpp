@@ -72,7 +72,9 @@ Layout make_valid(const Options& options = {}) {
     return l;
 }
 
-File parse(const RawGguf& raw) { return File::parse("case.gguf", raw.bytes); }
+File parse(const RawGguf& raw) {
+    return File::parse("case.gguf", raw.bytes);
+}
 
 QString error_of(const RawGguf& raw) {
     try {
@@ -88,7 +90,7 @@ QString error_of(const RawGguf& raw) {
 class TestGgufValidation : public QObject {
     Q_OBJECT
 
-private:
+  private:
     // Checks the message names the file, the offset and every fragment.
     void expect(const RawGguf& raw, std::size_t offset, const QStringList& fragments) {
         const QString message = error_of(raw);
@@ -96,11 +98,12 @@ private:
         QVERIFY2(message.startsWith("case.gguf: "), qPrintable(message));
         const QString where = QString("offset %1: ").arg(offset);
         QVERIFY2(message.contains(where), qPrintable(message + " -- expected " + where));
-        for (const auto& f : fragments) QVERIFY2(message.contains(f), qPrintable(message + " -- expected " + f));
+        for (const auto& f : fragments)
+            QVERIFY2(message.contains(f), qPrintable(message + " -- expected " + f));
         QVERIFY2(!message.contains('\n'), "message is not one line");
     }
 
-private slots:
+  private slots:
     void validFileParses() {
         Layout l = make_valid();
         const File f = parse(l.raw);
@@ -160,7 +163,8 @@ private slots:
     void arrayLengthPastEnd() {
         Layout l = make_valid();
         l.raw.patch<std::uint64_t>(l.array_len_at, 1ull << 50);
-        expect(l.raw, l.array_len_at, {"key 'test.array'", "array of 1125899906842624 int32", "past the end"});
+        expect(l.raw, l.array_len_at,
+               {"key 'test.array'", "array of 1125899906842624 int32", "past the end"});
     }
     void boolNotZeroOrOne() {
         Layout l = make_valid();
@@ -172,7 +176,8 @@ private slots:
         o.second_key = "general.architecture";
         Layout l = make_valid(o);
         // The duplicate starts right after the first key/value: 8+20 key, 4 type, 8+4 value.
-        expect(l.raw, l.arch_key_at + 28 + 4 + 12, {"key 'general.architecture'", "duplicate metadata key"});
+        expect(l.raw, l.arch_key_at + 28 + 4 + 12,
+               {"key 'general.architecture'", "duplicate metadata key"});
     }
     void duplicateTensorName() {
         Options o;
@@ -184,7 +189,8 @@ private slots:
         Layout l = make_valid();
         l.raw.patch<std::uint32_t>(l.align_value_at, 48);
         const QString message = error_of(l.raw);
-        QVERIFY2(message.contains("key 'general.alignment'") && message.contains("48 is not a power of two"),
+        QVERIFY2(message.contains("key 'general.alignment'") &&
+                     message.contains("48 is not a power of two"),
                  qPrintable(message));
     }
     void dimensionCount() {
@@ -257,7 +263,8 @@ private slots:
         for (int round = 0; round < 5000; ++round) {
             std::vector<std::uint8_t> bytes = l.raw.bytes;
             const int flips = 1 + static_cast<int>(rng() % 4);
-            for (int i = 0; i < flips; ++i) bytes[rng() % l.data_at] = static_cast<std::uint8_t>(rng());
+            for (int i = 0; i < flips; ++i)
+                bytes[rng() % l.data_at] = static_cast<std::uint8_t>(rng());
             try {
                 File::parse("random.gguf", bytes);
             } catch (const FormatError&) {

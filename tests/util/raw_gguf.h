@@ -9,7 +9,7 @@
 namespace tokenscope::test {
 
 class RawGguf {
-public:
+  public:
     std::vector<std::uint8_t> bytes;
 
     std::size_t size() const { return bytes.size(); }
