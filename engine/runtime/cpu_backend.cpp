@@ -1,0 +1,256 @@
+#include "runtime/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "inspect/attention_capture.h"
+#include "runtime/cpu_ops.h"
+#include "util/error.h"
+
+namespace tokenscope::runtime {
+
+namespace {
+
+std::vector<float> inverse_frequencies(std::int64_t rope_dims, double base) {
+    std::vector<float> inv(static_cast<std::size_t>(rope_dims / 2));
+    for (std::size_t i = 0; i < inv.size(); ++i) {
+        inv[i] = static_cast<float>(std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims)));
+    }
+    return inv;
+}
+
+template <typename T>
+void grow(std::vector<T>& v, std::int64_t n) {
+    if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+}
+
+// Rows per parallel_for chunk for a matrix of `rows` rows: enough chunks for balance across
+// threads, each a multiple of 8 rows so the SIMD kernels run whole tiles.
+std::int64_t row_grain(std::int64_t rows, int threads) {
+    const std::int64_t target = std::max<std::int64_t>(8, rows / (threads * 8));
+    return (target + 7) / 8 * 8;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const model::ModelConfig& config, const model::ModelWeights& weights,
+                       const kv::CacheShape& cache_shape, int threads)
+    : config_(config), weights_(weights), storage_(cache_shape), pool_(threads) {
+    inv_freq_global_ = inverse_frequencies(config.rope_dims, config.rope_freq_base);
+    inv_freq_local_ = inverse_frequencies(config.rope_dims, config.rope_freq_base_local);
+    spdlog::info("cpu backend: {} threads, matmul kernels {}, kv kernels {}", pool_.size(),
+                 tensor::simd_level_name(tensor::active_simd_level()), storage_.kernel_name());
+}
+
+std::string CpuBackend::name() const {
+    return std::string("cpu (") + std::to_string(pool_.size()) + " threads, " +
+           tensor::simd_level_name(tensor::active_simd_level()) + ")";
+}
+
+BackendMemory CpuBackend::memory() const {
+    BackendMemory m;
+    m.weight_bytes = weights_.total_bytes;
+    m.kv_cache_bytes = storage_.bytes();
+    for (const auto* v : {&x_, &xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &scores_}) {
+        m.activation_bytes += v->capacity() * sizeof(float);
+    }
+    return m;
+}
+
+void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y) {
+    tensor::prepare_activations(w.type, x, tokens, w.cols, prepared_);
+    const std::int64_t grain = row_grain(w.rows, pool_.size());
+    pool_.parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
+        tensor::matmul_rows(w.type, w.data, w.cols, begin, end, prepared_, y, w.rows);
+    });
+}
+
+void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutputs& out) {
+    const auto& c = config_;
+    const std::int64_t T = batch.total_tokens();
+    const std::int64_t width = c.embedding_length;
+    const std::int64_t hd = c.head_dim;
+    storage_.apply(kv.take_block_copies());
+
+    // Per-token bookkeeping and each chunk's slot list (positions [0, end) of its sequence).
+    token_pos_.resize(static_cast<std::size_t>(T));
+    token_slot_.resize(static_cast<std::size_t>(T));
+    token_chunk_.resize(static_cast<std::size_t>(T));
+    chunk_slots_.resize(batch.chunks.size());
+    std::int64_t t = 0;
+    std::int64_t longest = 0;
+    for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+        const SeqChunk& chunk = batch.chunks[ci];
+        const std::int64_t end = chunk.start_pos + static_cast<std::int64_t>(chunk.tokens.size());
+        if (kv.num_tokens(chunk.seq) < end) {
+            throw InvalidArgument("forward: sequence " + std::to_string(chunk.seq) + " has " +
+                                  std::to_string(kv.num_tokens(chunk.seq)) + " cache slots, the chunk needs " +
+                                  std::to_string(end));
+        }
+        auto& slots = chunk_slots_[ci];
+        slots.resize(static_cast<std::size_t>(end));
+        for (std::int64_t p = 0; p < end; ++p) slots[static_cast<std::size_t>(p)] = kv.slot(chunk.seq, static_cast<int>(p));
+        longest = std::max(longest, end);
+        for (std::size_t i = 0; i < chunk.tokens.size(); ++i, ++t) {
+            token_pos_[static_cast<std::size_t>(t)] = chunk.start_pos + static_cast<std::int64_t>(i);
+            token_slot_[static_cast<std::size_t>(t)] = slots[static_cast<std::size_t>(chunk.start_pos) + i];
+            token_chunk_[static_cast<std::size_t>(t)] = static_cast<std::int64_t>(ci);
+        }
+        if (chunk.capture) chunk.capture->prepare_rows(end);
+    }
+
+    grow(x_, T * width);
+    grow(xn_, T * width);
+    grow(q_, T * c.q_dim());
+    grow(k_, T * c.kv_dim());
+    grow(v_, T * c.v_dim());
+    grow(attn_, T * c.heads * c.value_dim);
+    grow(proj_, T * width);
+    grow(gate_, T * c.ffn_length);
+    grow(up_, T * c.ffn_length);
+    grow(scores_, pool_.size() * longest);
+
+    // Embedding lookup: dequantize one row per token.
+    t = 0;
+    for (const auto& chunk : batch.chunks) {
+        for (std::int32_t token : chunk.tokens) {
+            if (token < 0 || token >= c.vocab_size) {
+                throw InvalidArgument("forward: token id " + std::to_string(token) + " out of range (vocabulary has " +
+                                      std::to_string(c.vocab_size) + ")");
+            }
+            float* row = x_.data() + t * width;
+            tensor::dequantize_row(weights_.token_embedding.type, weights_.token_embedding.row(token), row, width);
+            if (c.embedding_scale != 1.0f) ops::scale(row, c.embedding_scale, width);
+            ++t;
+        }
+    }
+
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+        const model::LayerWeights& L = weights_.layers[static_cast<std::size_t>(l)];
+        pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) {
+                ops::rms_norm(x_.data() + i * width, L.attn_norm.data(), xn_.data() + i * width, width, c.norm_eps);
+            }
+        });
+        matmul(L.wq, xn_.data(), T, q_.data());
+        matmul(L.wk, xn_.data(), T, k_.data());
+        matmul(L.wv, xn_.data(), T, v_.data());
+
+        const bool neox = c.rope_style == model::RopeStyle::NeoX;
+        const float* inv_freq = c.uses_window(l) ? inv_freq_local_.data() : inv_freq_global_.data();
+        pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) {
+                const double pos = static_cast<double>(token_pos_[static_cast<std::size_t>(i)]) / c.rope_linear_scale;
+                for (std::int64_t h = 0; h < c.heads; ++h) {
+                    float* head = q_.data() + i * c.q_dim() + h * hd;
+                    if (c.qk_norm) ops::rms_norm(head, L.q_norm.data(), head, hd, c.norm_eps);
+                    ops::rope(head, c.rope_dims, pos, inv_freq, neox);
+                }
+                for (std::int64_t h = 0; h < c.kv_heads; ++h) {
+                    float* head = k_.data() + i * c.kv_dim() + h * hd;
+                    if (c.qk_norm) ops::rms_norm(head, L.k_norm.data(), head, hd, c.norm_eps);
+                    ops::rope(head, c.rope_dims, pos, inv_freq, neox);
+                }
+                storage_.write(static_cast<int>(l), token_slot_[static_cast<std::size_t>(i)], k_.data() + i * c.kv_dim(),
+                               v_.data() + i * c.v_dim());
+            }
+        });
+
+        attention(static_cast<int>(l), batch, kv);
+
+        matmul(L.wo, attn_.data(), T, proj_.data());
+        pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) {
+                float* p = proj_.data() + i * width;
+                if (c.post_norms) ops::rms_norm(p, L.post_attn_norm.data(), p, width, c.norm_eps);
+                ops::add(x_.data() + i * width, p, width);
+                ops::rms_norm(x_.data() + i * width, L.ffn_norm.data(), xn_.data() + i * width, width, c.norm_eps);
+            }
+        });
+
+        matmul(L.w_gate, xn_.data(), T, gate_.data());
+        matmul(L.w_up, xn_.data(), T, up_.data());
+        pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) {
+                float* g = gate_.data() + i * c.ffn_length;
+                const float* u = up_.data() + i * c.ffn_length;
+                if (c.activation == model::FfnActivation::GeluTanh) {
+                    ops::gelu_tanh_mul(g, u, c.ffn_length);
+                } else {
+                    ops::silu_mul(g, u, c.ffn_length);
+                }
+            }
+        });
+        matmul(L.w_down, gate_.data(), T, proj_.data());
+        pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) {
+                float* p = proj_.data() + i * width;
+                if (c.post_norms) ops::rms_norm(p, L.post_ffn_norm.data(), p, width, c.norm_eps);
+                ops::add(x_.data() + i * width, p, width);
+            }
+        });
+    }
+
+    // Logits only for the rows that need them: gather those rows, norm, project.
+    out.vocab_size = c.vocab_size;
+    out.first_row.assign(batch.chunks.size(), -1);
+    std::vector<std::int64_t> rows;
+    t = 0;
+    for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+        const SeqChunk& chunk = batch.chunks[ci];
+        const auto n = static_cast<std::int64_t>(chunk.tokens.size());
+        if (chunk.logits != LogitsWanted::None && n > 0) out.first_row[ci] = static_cast<std::int64_t>(rows.size());
+        if (chunk.logits == LogitsWanted::All) {
+            for (std::int64_t i = 0; i < n; ++i) rows.push_back(t + i);
+        } else if (chunk.logits == LogitsWanted::Last && n > 0) {
+            rows.push_back(t + n - 1);
+        }
+        t += n;
+    }
+    const auto R = static_cast<std::int64_t>(rows.size());
+    out.logits.resize(static_cast<std::size_t>(R * c.vocab_size));
+    if (R == 0) return;
+    for (std::int64_t r = 0; r < R; ++r) {
+        ops::rms_norm(x_.data() + rows[static_cast<std::size_t>(r)] * width, weights_.output_norm.data(),
+                      xn_.data() + r * width, width, c.norm_eps);
+    }
+    matmul(weights_.output, xn_.data(), R, out.logits.data());
+}
+
+void CpuBackend::attention(int layer, const Batch& batch, kv::KvCacheManager& /*kv*/) {
+    const auto& c = config_;
+    const std::int64_t T = static_cast<std::int64_t>(token_pos_.size());
+    const std::int64_t hd = c.head_dim;
+    const std::int64_t group = c.heads / c.kv_heads;
+    const bool windowed = c.uses_window(layer);
+    const std::int64_t longest = static_cast<std::int64_t>(scores_.size()) / pool_.size();
+    // One work item per (token, head); each thread has its own score buffer.
+    pool_.parallel_for_indexed(T * c.heads, 4, [&](std::int64_t b, std::int64_t e, int thread) {
+        float* scores = scores_.data() + static_cast<std::int64_t>(thread) * longest;
+        for (std::int64_t item = b; item < e; ++item) {
+            const std::int64_t i = item / c.heads;
+            const int h = static_cast<int>(item % c.heads);
+            const int kvh = static_cast<int>(h / group);
+            const std::int64_t pos = token_pos_[static_cast<std::size_t>(i)];
+            const auto ci = static_cast<std::size_t>(token_chunk_[static_cast<std::size_t>(i)]);
+            const std::int64_t first = windowed ? std::max<std::int64_t>(0, pos - c.sliding_window + 1) : 0;
+            const std::int64_t n = pos - first + 1;
+            const std::span<const std::int64_t> slots(chunk_slots_[ci].data() + first, static_cast<std::size_t>(n));
+            const float* q = q_.data() + i * c.q_dim() + h * hd;
+            storage_.dot_k(layer, kvh, q, slots, {scores, static_cast<std::size_t>(n)});
+            for (std::int64_t j = 0; j < n; ++j) scores[j] *= c.attention_scale;
+            ops::softmax({scores, static_cast<std::size_t>(n)});
+            if (inspect::AttentionCapture* capture = batch.chunks[ci].capture;
+                capture && capture->wants(layer, h) && capture->wants_position(pos)) {
+                capture->set_row(layer, h, pos, first, {scores, static_cast<std::size_t>(n)});
+            }
+            float* out = attn_.data() + i * c.heads * c.value_dim + h * c.value_dim;
+            std::fill(out, out + c.value_dim, 0.0f);
+            storage_.axpy_v(layer, kvh, slots, {scores, static_cast<std::size_t>(n)}, out);
+        }
+    });
+}
+
+}  // namespace tokenscope::runtime

@@ -1,0 +1,51 @@
+#pragma once
+// The CPU backend: the transformer's forward pass over a ragged batch, f32 activations,
+// weights read in their file format by the SIMD kernels of tensor/matmul.h, K/V in the paged
+// cache (kv::KvStorage), work split over a thread pool.
+#include <memory>
+#include <vector>
+
+#include "kv/kv_storage.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "runtime/backend.h"
+#include "runtime/thread_pool.h"
+#include "tensor/matmul.h"
+
+namespace tokenscope::runtime {
+
+class CpuBackend : public Backend {
+public:
+    // `config` and `weights` must outlive the backend (the Engine owns all three).
+    CpuBackend(const model::ModelConfig& config, const model::ModelWeights& weights,
+               const kv::CacheShape& cache_shape, int threads);
+
+    void forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutputs& out) override;
+    std::string name() const override;
+    BackendMemory memory() const override;
+
+    int threads() const { return pool_.size(); }
+    const kv::KvStorage& kv_storage() const { return storage_; }
+
+private:
+    // y[t * w.rows + r] = W[r] · x[t] for t < tokens.
+    void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y);
+    void attention(int layer, const Batch& batch, kv::KvCacheManager& kv);
+
+    const model::ModelConfig& config_;
+    const model::ModelWeights& weights_;
+    kv::KvStorage storage_;
+    ThreadPool pool_;
+    std::vector<float> inv_freq_global_, inv_freq_local_;
+
+    // Scratch, grown to the largest batch seen and reused.
+    std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
+    std::vector<float> scores_;  // per thread: longest context
+    tensor::PreparedActivations prepared_;
+    // Per token of the current batch.
+    std::vector<std::int64_t> token_pos_, token_slot_, token_chunk_;
+    // Per chunk: the physical slots of positions [0, start_pos + tokens).
+    std::vector<std::vector<std::int64_t>> chunk_slots_;
+};
+
+}  // namespace tokenscope::runtime

@@ -1,0 +1,333 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/cpu_backend.h"
+#include "util/error.h"
+
+namespace tokenscope::runtime {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kKeptCaptures = 32;
+
+double ms_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+}  // namespace
+
+struct Engine::Active {
+    RequestId id = 0;
+    Request request;
+    kv::SeqId seq = 0;
+    std::vector<std::int32_t> tokens;  // prompt + generated
+    std::int64_t computed = 0;         // tokens the cache holds
+    std::int64_t prompt_size = 0;
+    std::int64_t generated = 0;
+    Sampler sampler;
+    tokenizer::StreamingDetokenizer detokenizer;
+    std::string held_back;  // text that might be the start of a stop string
+    std::shared_ptr<inspect::AttentionCapture> capture;
+    Timings timings;
+    Clock::time_point submitted = Clock::now();
+    bool cancelled = false;  // asked by cancel(); acted on at the next step
+    bool done = false;       // finished and released; removed at the end of the step
+
+    Active(Request r, const tokenizer::Tokenizer& tok)
+        : request(std::move(r)), sampler(request.sampling), detokenizer(tok) {}
+};
+
+const char* finish_reason_name(FinishReason reason) {
+    switch (reason) {
+        case FinishReason::None: return "none";
+        case FinishReason::Eos: return "eos";
+        case FinishReason::StopToken: return "stop_token";
+        case FinishReason::StopString: return "stop_string";
+        case FinishReason::MaxTokens: return "max_tokens";
+        case FinishReason::Cancelled: return "cancelled";
+        case FinishReason::ContextFull: return "context_full";
+    }
+    return "unknown";
+}
+
+Engine::Engine(gguf::File file, const EngineOptions& options)
+    : file_(std::move(file)), options_(options) {}
+
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOptions& options) {
+    if (options.kv_capacity_tokens <= 0 || options.token_budget <= 0 || options.kv_block_size <= 0) {
+        throw InvalidArgument("engine options: kv capacity, token budget and block size must be positive");
+    }
+    const auto start = Clock::now();
+    std::unique_ptr<Engine> engine(new Engine(gguf::File::open(path), options));
+    Engine& e = *engine;
+    e.config_ = model::load_model_config(e.file_);
+    e.weights_ = model::bind_weights(e.file_, e.config_);
+    e.tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(e.file_));
+    if (e.tokenizer_->vocab_size() != e.config_.vocab_size) {
+        throw FormatError(path + ": the vocabulary has " + std::to_string(e.tokenizer_->vocab_size()) +
+                          " tokens but token_embd.weight has " + std::to_string(e.config_.vocab_size) + " rows");
+    }
+    kv::CacheShape shape;
+    shape.layers = static_cast<int>(e.config_.layers);
+    shape.kv_heads = static_cast<int>(e.config_.kv_heads);
+    shape.head_dim = static_cast<int>(e.config_.head_dim);
+    shape.block_size = options.kv_block_size;
+    shape.num_blocks = static_cast<int>((options.kv_capacity_tokens + options.kv_block_size - 1) / options.kv_block_size);
+    shape.type = options.kv_type;
+    e.kv_ = std::make_unique<kv::KvCacheManager>(shape);
+    e.backend_ = std::make_unique<CpuBackend>(e.config_, e.weights_, shape, options.threads);
+    spdlog::info("loaded {} ({}, {} layers, width {}, vocab {}) in {:.0f} ms; {}", path, e.config_.architecture,
+                 e.config_.layers, e.config_.embedding_length, e.config_.vocab_size, ms_since(start),
+                 e.backend_->name());
+    return engine;
+}
+
+RequestId Engine::submit(Request request) {
+    request.sampling.validate();
+    if (request.prompt.empty()) throw InvalidArgument("request: the prompt has no tokens");
+    if (request.max_tokens < 0) throw InvalidArgument("request: max_tokens is negative");
+    for (std::int32_t t : request.prompt) {
+        if (t < 0 || t >= config_.vocab_size) {
+            throw InvalidArgument("request: token id " + std::to_string(t) + " out of range (vocabulary has " +
+                                  std::to_string(config_.vocab_size) + ")");
+        }
+    }
+    auto a = std::make_unique<Active>(std::move(request), *tokenizer_);
+    a->id = next_request_++;
+    a->tokens = a->request.prompt;
+    a->prompt_size = static_cast<std::int64_t>(a->tokens.size());
+    a->timings.prompt_tokens = a->prompt_size;
+
+    // Multi-turn reuse: keep the longest common prefix of the cached conversation, but always
+    // recompute at least the last prompt token (its logits pick the first new token).
+    auto cached = a->request.conversation.empty() ? conversations_.end() : conversations_.find(a->request.conversation);
+    if (cached != conversations_.end()) {
+        for (const auto& other : active_) {
+            if (other->request.conversation == a->request.conversation) {
+                throw InvalidArgument("request: conversation '" + a->request.conversation + "' is already generating");
+            }
+        }
+        Cached& c = cached->second;
+        std::size_t common = 0;
+        const std::size_t limit = std::min(c.tokens.size(), a->tokens.size() - 1);
+        while (common < limit && c.tokens[common] == a->tokens[common]) ++common;
+        kv_->truncate(c.seq, static_cast<int>(common));
+        a->seq = c.seq;
+        a->computed = static_cast<std::int64_t>(common);
+        a->capture = std::move(c.capture);
+        conversations_.erase(cached);
+    } else {
+        a->seq = next_seq_++;
+    }
+    a->timings.reused_tokens = a->computed;
+    if (a->request.capture.enabled) {
+        if (!a->capture || a->capture->spec().layers != a->request.capture.layers ||
+            a->capture->spec().heads != a->request.capture.heads ||
+            a->capture->spec().max_context != a->request.capture.max_context) {
+            a->capture = std::make_shared<inspect::AttentionCapture>(a->request.capture, static_cast<int>(config_.layers),
+                                                                     static_cast<int>(config_.heads));
+        }
+    } else {
+        a->capture.reset();
+    }
+    if (a->capture) {
+        captures_[a->id] = a->capture;
+        while (captures_.size() > kKeptCaptures) captures_.erase(captures_.begin());
+    }
+    const RequestId id = a->id;
+    active_.push_back(std::move(a));
+    return id;
+}
+
+void Engine::cancel(RequestId id) {
+    for (auto& a : active_) {
+        if (a->id == id) a->cancelled = true;
+    }
+}
+
+const inspect::AttentionCapture* Engine::capture(RequestId id) const {
+    auto it = captures_.find(id);
+    return it == captures_.end() ? nullptr : it->second.get();
+}
+
+void Engine::drop_conversation(const std::string& key) {
+    auto it = conversations_.find(key);
+    if (it == conversations_.end()) return;
+    if (kv_->has_sequence(it->second.seq)) kv_->free_sequence(it->second.seq);
+    conversations_.erase(it);
+}
+
+bool Engine::evict_idle_conversation() {
+    if (conversations_.empty()) return false;
+    auto oldest = std::min_element(conversations_.begin(), conversations_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_used < b.second.last_used;
+    });
+    spdlog::debug("engine: evicting idle conversation '{}' to free KV blocks", oldest->first);
+    drop_conversation(oldest->first);
+    return true;
+}
+
+bool Engine::ensure_slots(kv::SeqId seq, int n) {
+    for (;;) {
+        if (kv_->blocks_needed(seq, n) <= kv_->pool().num_free()) return kv_->allocate_slots(seq, n);
+        if (!evict_idle_conversation()) return false;
+    }
+}
+
+void Engine::release(Active& a) {
+    if (!kv_->has_sequence(a.seq)) return;
+    if (a.request.conversation.empty()) {
+        kv_->free_sequence(a.seq);
+        return;
+    }
+    // Keep the cache for the next turn: it holds tokens [0, computed).
+    Cached c;
+    c.seq = a.seq;
+    c.tokens.assign(a.tokens.begin(), a.tokens.begin() + a.computed);
+    c.last_used = ++clock_;
+    c.capture = a.capture;
+    conversations_[a.request.conversation] = std::move(c);
+}
+
+void Engine::finish(Active& a, FinishReason reason, TokenEvent& event) {
+    a.done = true;
+    event.finished = true;
+    event.reason = reason;
+    // Whatever the detokenizer and the stop-string filter still hold belongs to the answer.
+    if (reason != FinishReason::StopString) event.text += a.held_back + a.detokenizer.flush();
+    a.held_back.clear();
+    release(a);
+}
+
+std::vector<TokenEvent> Engine::step() {
+    std::vector<TokenEvent> events;
+    const auto step_start = Clock::now();
+    auto finish_now = [&](Active& a, FinishReason reason) {
+        TokenEvent e;
+        e.request = a.id;
+        e.timings = a.timings;
+        finish(a, reason, e);
+        events.push_back(std::move(e));
+    };
+
+    // Cancelled requests and ones past the model's context finish before scheduling.
+    for (auto& ptr : active_) {
+        if (ptr->cancelled) {
+            finish_now(*ptr, FinishReason::Cancelled);
+        } else if (static_cast<std::int64_t>(ptr->tokens.size()) > config_.context_length) {
+            finish_now(*ptr, FinishReason::ContextFull);
+        }
+    }
+
+    // Schedule: hand out tokens within the budget, oldest request first.
+    Batch batch;
+    std::vector<Active*> scheduled;
+    std::int64_t budget = options_.token_budget;
+    for (auto& ptr : active_) {
+        Active& a = *ptr;
+        if (a.done) continue;
+        const std::int64_t remaining = static_cast<std::int64_t>(a.tokens.size()) - a.computed;
+        const int n = static_cast<int>(std::min(remaining, budget));
+        if (n <= 0) continue;
+        if (!ensure_slots(a.seq, n)) {
+            if (!scheduled.empty()) break;  // wait until others finish and free blocks
+            spdlog::warn("engine: request {} needs more KV cache than exists ({} tokens)", a.id,
+                         options_.kv_capacity_tokens);
+            finish_now(a, FinishReason::ContextFull);
+            continue;
+        }
+        SeqChunk chunk;
+        chunk.seq = a.seq;
+        chunk.tokens = std::span<const std::int32_t>(a.tokens.data() + a.computed, static_cast<std::size_t>(n));
+        chunk.start_pos = a.computed;
+        chunk.logits =
+            a.computed + n == static_cast<std::int64_t>(a.tokens.size()) ? LogitsWanted::Last : LogitsWanted::None;
+        chunk.capture = a.capture.get();
+        batch.chunks.push_back(chunk);
+        scheduled.push_back(&a);
+        if (a.generated == 0) a.timings.prefilled_tokens += n;
+        budget -= n;
+        if (budget == 0) break;
+    }
+    if (!batch.chunks.empty()) {
+        backend_->forward(batch, *kv_, outputs_);
+        sample_scheduled(batch, scheduled, ms_since(step_start), events);
+    }
+    std::erase_if(active_, [](const auto& a) { return a->done; });
+    return events;
+}
+
+void Engine::sample_scheduled(const Batch& batch, const std::vector<Active*>& scheduled, double step_ms,
+                              std::vector<TokenEvent>& events) {
+    for (std::size_t ci = 0; ci < scheduled.size(); ++ci) {
+        Active& a = *scheduled[ci];
+        a.computed += static_cast<std::int64_t>(batch.chunks[ci].tokens.size());
+        if (outputs_.first_row[ci] < 0) continue;  // a prefill chunk short of the prompt's end
+        const SampleResult s = a.sampler.sample(outputs_.row(outputs_.first_row[ci]), a.tokens);
+        TokenEvent e;
+        e.request = a.id;
+        e.token = s.token;
+        e.position = static_cast<std::int64_t>(a.tokens.size());
+        e.probability = s.probability;
+        e.logprob = s.model_logprob;
+        for (const auto& c : s.before) e.before.push_back({c.id, tokenizer_->piece(c.id), c.probability});
+        for (const auto& c : s.after) e.after.push_back({c.id, tokenizer_->piece(c.id), c.probability});
+        if (a.generated == 0) {
+            a.timings.prefill_ms = ms_since(a.submitted);
+        } else {
+            a.timings.decode_ms += step_ms;
+        }
+        a.timings.token_ms = step_ms;
+        a.tokens.push_back(s.token);
+        ++a.generated;
+        a.timings.generated_tokens = a.generated;
+
+        FinishReason reason = FinishReason::None;
+        const auto& stops = a.request.stop_tokens;
+        if (s.token == tokenizer_->eos_id()) {
+            reason = FinishReason::Eos;
+        } else if (std::find(stops.begin(), stops.end(), s.token) != stops.end()) {
+            reason = FinishReason::StopToken;
+        } else {
+            e.text = filter_stop_strings(a, a.held_back + a.detokenizer.push(s.token), reason);
+            if (reason == FinishReason::None && a.generated >= a.request.max_tokens) reason = FinishReason::MaxTokens;
+        }
+        e.timings = a.timings;
+        // The sampled token has not been through the model: the cache holds [0, computed).
+        if (reason != FinishReason::None) finish(a, reason, e);
+        events.push_back(std::move(e));
+    }
+}
+
+std::string Engine::filter_stop_strings(Active& a, std::string text, FinishReason& reason) {
+    a.held_back.clear();
+    std::size_t stop_at = std::string::npos;
+    for (const auto& stop : a.request.stop_strings) {
+        if (!stop.empty()) stop_at = std::min(stop_at, text.find(stop));
+    }
+    if (stop_at != std::string::npos) {
+        text.resize(stop_at);
+        reason = FinishReason::StopString;
+        return text;
+    }
+    // Hold back the longest tail that is a proper prefix of some stop string.
+    std::size_t hold = 0;
+    for (const auto& stop : a.request.stop_strings) {
+        for (std::size_t len = std::min(stop.size() - 1, text.size()); len > hold && !stop.empty(); --len) {
+            if (text.compare(text.size() - len, len, stop, 0, len) == 0) {
+                hold = len;
+                break;
+            }
+        }
+    }
+    a.held_back = text.substr(text.size() - hold);
+    text.resize(text.size() - hold);
+    return text;
+}
+
+}  // namespace tokenscope::runtime

@@ -1,0 +1,194 @@
+#include "reference/reference_forward.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "gguf/file.h"
+#include "tensor/type.h"
+
+namespace tokenscope::test {
+
+namespace {
+
+using Vec = std::vector<double>;
+using Mat = std::vector<Vec>;  // rows
+
+Mat load_matrix(const gguf::File& f, const std::string& name) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    if (!t) throw std::runtime_error("reference: missing " + name);
+    const std::int64_t cols = t->dims[0];
+    const std::int64_t rows = t->element_count / cols;
+    const std::size_t row_bytes = t->byte_size / static_cast<std::size_t>(rows);
+    Mat m(static_cast<std::size_t>(rows), Vec(static_cast<std::size_t>(cols)));
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        tensor::dequantize_row(t->type, t->data + static_cast<std::size_t>(r) * row_bytes, row.data(), cols);
+        for (std::int64_t c = 0; c < cols; ++c) m[static_cast<std::size_t>(r)][static_cast<std::size_t>(c)] = row[static_cast<std::size_t>(c)];
+    }
+    return m;
+}
+
+Vec load_vector(const gguf::File& f, const std::string& name) { return load_matrix(f, name).at(0); }
+
+Vec matvec(const Mat& w, const Vec& x) {
+    Vec y(w.size(), 0.0);
+    for (std::size_t r = 0; r < w.size(); ++r) {
+        double s = 0.0;
+        for (std::size_t c = 0; c < x.size(); ++c) s += w[r][c] * x[c];
+        y[r] = s;
+    }
+    return y;
+}
+
+Vec rms_norm(const Vec& x, const Vec& w, double eps) {
+    double ss = 0.0;
+    for (double v : x) ss += v * v;
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps);
+    Vec y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
+    return y;
+}
+
+// Rotation of dimension pairs by position * base^(-2i/d); Gemma pairs i with i + d/2,
+// Llama pairs 2i with 2i + 1.
+void rope(double* head, std::int64_t d, std::int64_t pos, double base, bool halves) {
+    for (std::int64_t i = 0; i < d / 2; ++i) {
+        const double theta = static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+        const std::int64_t a = halves ? i : 2 * i;
+        const std::int64_t b = halves ? i + d / 2 : 2 * i + 1;
+        const double x0 = head[a], x1 = head[b];
+        head[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+        head[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    }
+}
+
+}  // namespace
+
+ReferenceOutput reference_forward(const std::string& gguf_path, const TinyModelSpec& spec,
+                                  std::span<const std::int32_t> tokens) {
+    const gguf::File f = gguf::File::open(gguf_path);
+    const bool gemma = spec.architecture == "gemma3";
+    const auto n = static_cast<std::int64_t>(tokens.size());
+    const std::int64_t d = spec.width, hd = spec.head_dim;
+    const double eps = spec.norm_eps;
+    const Mat embedding = load_matrix(f, "token_embd.weight");
+    const Mat output = (gemma || spec.tied_output) ? embedding : load_matrix(f, "output.weight");
+
+    std::vector<Vec> x(static_cast<std::size_t>(n));
+    for (std::int64_t t = 0; t < n; ++t) {
+        x[static_cast<std::size_t>(t)] = embedding.at(static_cast<std::size_t>(tokens[static_cast<std::size_t>(t)]));
+        if (gemma) {
+            for (double& v : x[static_cast<std::size_t>(t)]) v *= std::sqrt(static_cast<double>(d));
+        }
+    }
+    ReferenceOutput out;
+    out.attention.resize(static_cast<std::size_t>(spec.layers));
+    for (std::int64_t l = 0; l < spec.layers; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        const Mat wq = load_matrix(f, p + "attn_q.weight"), wk = load_matrix(f, p + "attn_k.weight");
+        const Mat wv = load_matrix(f, p + "attn_v.weight"), wo = load_matrix(f, p + "attn_output.weight");
+        const Mat wg = load_matrix(f, p + "ffn_gate.weight"), wu = load_matrix(f, p + "ffn_up.weight");
+        const Mat wd = load_matrix(f, p + "ffn_down.weight");
+        const Vec attn_norm = load_vector(f, p + "attn_norm.weight"), ffn_norm = load_vector(f, p + "ffn_norm.weight");
+        // Gemma 3: five sliding-window layers, then one global layer; local RoPE base 10 000.
+        const bool local = spec.sliding_window > 0 && (!gemma || (l + 1) % 6 != 0);
+        const double base = gemma && local ? 10000.0 : spec.rope_base;
+
+        std::vector<Vec> q(static_cast<std::size_t>(n)), k(static_cast<std::size_t>(n)), v(static_cast<std::size_t>(n));
+        for (std::int64_t t = 0; t < n; ++t) {
+            const Vec h = rms_norm(x[static_cast<std::size_t>(t)], attn_norm, eps);
+            q[static_cast<std::size_t>(t)] = matvec(wq, h);
+            k[static_cast<std::size_t>(t)] = matvec(wk, h);
+            v[static_cast<std::size_t>(t)] = matvec(wv, h);
+            for (std::int64_t head = 0; head < spec.heads; ++head) {
+                double* qh = q[static_cast<std::size_t>(t)].data() + head * hd;
+                if (gemma) {
+                    const Vec qn = rms_norm(Vec(qh, qh + hd), load_vector(f, p + "attn_q_norm.weight"), eps);
+                    std::copy(qn.begin(), qn.end(), qh);
+                }
+                rope(qh, hd, t, base, gemma);
+            }
+            for (std::int64_t head = 0; head < spec.kv_heads; ++head) {
+                double* kh = k[static_cast<std::size_t>(t)].data() + head * hd;
+                if (gemma) {
+                    const Vec kn = rms_norm(Vec(kh, kh + hd), load_vector(f, p + "attn_k_norm.weight"), eps);
+                    std::copy(kn.begin(), kn.end(), kh);
+                }
+                rope(kh, hd, t, base, gemma);
+            }
+        }
+        auto& attention = out.attention[static_cast<std::size_t>(l)];
+        attention.assign(static_cast<std::size_t>(spec.heads), std::vector<Vec>(static_cast<std::size_t>(n)));
+        const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+        std::vector<Vec> attn_out(static_cast<std::size_t>(n), Vec(static_cast<std::size_t>(spec.heads * hd), 0.0));
+        for (std::int64_t head = 0; head < spec.heads; ++head) {
+            const std::int64_t kvh = head / (spec.heads / spec.kv_heads);
+            for (std::int64_t i = 0; i < n; ++i) {
+                // softmax(q k^T * scale + mask): mask keys after i, and keys outside the window.
+                Vec w(static_cast<std::size_t>(i + 1), 0.0);
+                double max = -1e300;
+                for (std::int64_t j = 0; j <= i; ++j) {
+                    if (local && i - j >= spec.sliding_window) continue;
+                    double s = 0.0;
+                    for (std::int64_t e = 0; e < hd; ++e) {
+                        s += q[static_cast<std::size_t>(i)][static_cast<std::size_t>(head * hd + e)] *
+                             k[static_cast<std::size_t>(j)][static_cast<std::size_t>(kvh * hd + e)];
+                    }
+                    w[static_cast<std::size_t>(j)] = s * scale;
+                    max = std::max(max, s * scale);
+                }
+                double sum = 0.0;
+                for (std::int64_t j = 0; j <= i; ++j) {
+                    if (local && i - j >= spec.sliding_window) {
+                        w[static_cast<std::size_t>(j)] = 0.0;
+                        continue;
+                    }
+                    w[static_cast<std::size_t>(j)] = std::exp(w[static_cast<std::size_t>(j)] - max);
+                    sum += w[static_cast<std::size_t>(j)];
+                }
+                for (double& wj : w) wj /= sum;
+                for (std::int64_t j = 0; j <= i; ++j) {
+                    for (std::int64_t e = 0; e < hd; ++e) {
+                        attn_out[static_cast<std::size_t>(i)][static_cast<std::size_t>(head * hd + e)] +=
+                            w[static_cast<std::size_t>(j)] * v[static_cast<std::size_t>(j)][static_cast<std::size_t>(kvh * hd + e)];
+                    }
+                }
+                attention[static_cast<std::size_t>(head)][static_cast<std::size_t>(i)] = std::move(w);
+            }
+        }
+        for (std::int64_t t = 0; t < n; ++t) {
+            Vec o = matvec(wo, attn_out[static_cast<std::size_t>(t)]);
+            if (gemma) o = rms_norm(o, load_vector(f, p + "post_attention_norm.weight"), eps);
+            Vec& xt = x[static_cast<std::size_t>(t)];
+            for (std::int64_t e = 0; e < d; ++e) xt[static_cast<std::size_t>(e)] += o[static_cast<std::size_t>(e)];
+            const Vec h = rms_norm(xt, ffn_norm, eps);
+            Vec g = matvec(wg, h);
+            const Vec u = matvec(wu, h);
+            for (std::size_t e = 0; e < g.size(); ++e) {
+                const double a = g[e];
+                // SiLU(a) = a * sigmoid(a); GELU(a) ~ 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))
+                const double act = gemma ? 0.5 * a * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a * a * a)))
+                                         : a / (1.0 + std::exp(-a));
+                g[e] = act * u[e];
+            }
+            Vec down = matvec(wd, g);
+            if (gemma) down = rms_norm(down, load_vector(f, p + "post_ffw_norm.weight"), eps);
+            for (std::int64_t e = 0; e < d; ++e) xt[static_cast<std::size_t>(e)] += down[static_cast<std::size_t>(e)];
+        }
+    }
+    const Vec out_norm = load_vector(f, "output_norm.weight");
+    for (std::int64_t t = 0; t < n; ++t) out.logits.push_back(matvec(output, rms_norm(x[static_cast<std::size_t>(t)], out_norm, eps)));
+    return out;
+}
+
+double relative_error(std::span<const float> a, std::span<const double> b) {
+    double num = 0.0, den = 0.0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        const double diff = static_cast<double>(a[i]) - b[i];
+        num += diff * diff;
+        den += b[i] * b[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+}  // namespace tokenscope::test
