@@ -1,0 +1,36 @@
+#pragma once
+// Row kernels behind KvStorage, internal to engine/kv. One table per instruction set, chosen
+// once at runtime; rows are one head's head_dim values.
+//
+// Deliberately includes no standard library header: kv_kernels_avx2.cpp is compiled with
+// -mavx2 -mfma -mf16c, and any inline library function instantiated there could be the copy
+// the linker keeps for the whole program, putting AVX2 instructions on paths that run on
+// CPUs without it.
+#include <cstdint>
+
+namespace tokenscope::kv::detail {
+
+struct Kernels {
+    const char* name;
+    void (*f32_to_f16)(const float* in, std::uint16_t* out, int n);
+    void (*f16_to_f32)(const std::uint16_t* in, float* out, int n);
+    float (*dot_f32)(const float* k, const float* q, int n);
+    float (*dot_f16)(const std::uint16_t* k, const float* q, int n);
+    float (*dot_q8)(const std::int8_t* k, const float* q, int n);  // unscaled
+    void (*axpy_f32)(const float* v, float w, float* acc, int n);
+    void (*axpy_f16)(const std::uint16_t* v, float w, float* acc, int n);
+    void (*axpy_q8)(const std::int8_t* v, float w, float* acc, int n);  // w includes the scale
+};
+
+// Portable C++ (kv_storage.cpp).
+const Kernels& scalar_kernels();
+// The best table this CPU runs (kv_storage.cpp).
+const Kernels& best_kernels();
+
+#if defined(TOKENSCOPE_KV_AVX2)
+// AVX2 + FMA + F16C (kv_kernels_avx2.cpp, built on x86-64 with GCC or Clang only). Callers
+// must check the CPU first.
+const Kernels& avx2_kernel_table();
+#endif
+
+}  // namespace tokenscope::kv::detail

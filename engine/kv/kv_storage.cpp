@@ -1,0 +1,309 @@
+#include "kv/kv_storage.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "kv/kv_kernels.h"
+#include "tensor/f16.h"
+#include "util/error.h"
+
+namespace tokenscope::kv {
+
+namespace detail {
+
+namespace {
+
+void f32_to_f16(const float* in, std::uint16_t* out, int n) {
+    for (int i = 0; i < n; ++i) out[i] = tensor::f32_to_f16(in[i]);
+}
+
+void f16_to_f32(const std::uint16_t* in, float* out, int n) {
+    for (int i = 0; i < n; ++i) out[i] = tensor::f16_to_f32(in[i]);
+}
+
+float dot_f32(const float* k, const float* q, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += k[i] * q[i];
+    return sum;
+}
+
+float dot_f16(const std::uint16_t* k, const float* q, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += tensor::f16_to_f32(k[i]) * q[i];
+    return sum;
+}
+
+float dot_q8(const std::int8_t* k, const float* q, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += static_cast<float>(k[i]) * q[i];
+    return sum;
+}
+
+void axpy_f32(const float* v, float w, float* acc, int n) {
+    for (int i = 0; i < n; ++i) acc[i] += w * v[i];
+}
+
+void axpy_f16(const std::uint16_t* v, float w, float* acc, int n) {
+    for (int i = 0; i < n; ++i) acc[i] += w * tensor::f16_to_f32(v[i]);
+}
+
+void axpy_q8(const std::int8_t* v, float w, float* acc, int n) {
+    for (int i = 0; i < n; ++i) acc[i] += w * static_cast<float>(v[i]);
+}
+
+constexpr Kernels kScalar{"scalar", f32_to_f16, f16_to_f32, dot_f32, dot_f16,
+                          dot_q8,   axpy_f32,   axpy_f16,   axpy_q8};
+
+const Kernels& choose_best() {
+#if defined(TOKENSCOPE_KV_AVX2)
+    // Called here, in a file built for the baseline instruction set, never in the AVX2 file.
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+        return avx2_kernel_table();
+    }
+#endif
+    return kScalar;
+}
+
+}  // namespace
+
+const Kernels& scalar_kernels() {
+    return kScalar;
+}
+
+const Kernels& best_kernels() {
+    static const Kernels& best = choose_best();
+    return best;
+}
+
+}  // namespace detail
+
+namespace {
+
+// Q8 row: scale = max|x| / 127, q = round(x / scale), so |x - q * scale| <= scale / 2.
+// An all-zero row gets scale 0 and zeros.
+float quantize_q8(const float* x, std::int8_t* q, int n) {
+    float amax = 0.0f;
+    for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float scale = amax / 127.0f;
+    if (scale == 0.0f) {
+        std::memset(q, 0, static_cast<std::size_t>(n));
+        return 0.0f;
+    }
+    for (int i = 0; i < n; ++i) {
+        // The clamp only matters when x / scale rounds a hair above 127 for the largest value.
+        const float r = std::round(x[i] / scale);
+        q[i] = static_cast<std::int8_t>(std::clamp(r, -127.0f, 127.0f));
+    }
+    return scale;
+}
+
+}  // namespace
+
+void KvStorage::Freer::operator()(void* p) const {
+    std::free(p);
+}
+
+KvStorage::KvStorage(const CacheShape& shape, KernelChoice kernels)
+    : shape_(shape),
+      kernels_(kernels == KernelChoice::Scalar ? &detail::scalar_kernels()
+                                               : &detail::best_kernels()) {
+    validate(shape_);
+    slots_ = capacity_tokens(shape_);
+    row_value_bytes_ = static_cast<std::int64_t>(shape_.head_dim) * element_bytes(shape_.type);
+    const auto rows = static_cast<std::size_t>(shape_.layers) * static_cast<std::size_t>(slots_) *
+                      static_cast<std::size_t>(shape_.kv_heads);
+    const std::size_t value_bytes = rows * static_cast<std::size_t>(row_value_bytes_);
+    const std::size_t scale_bytes = shape_.type == ElementType::Q8 ? rows * sizeof(float) : 0;
+    const std::size_t total = 2 * (value_bytes + scale_bytes);
+    assert(total == capacity_bytes(shape_));
+
+    // calloc: large blocks come straight from mmap as zero pages, so untouched slots cost
+    // neither time nor resident memory, and a slot read before it is written reads zeros.
+    memory_.reset(static_cast<std::byte*>(std::calloc(total, 1)));
+    if (!memory_) throw std::bad_alloc();
+    // Scales first: the float arrays then sit at calloc's alignment.
+    std::byte* p = memory_.get();
+    if (scale_bytes != 0) {
+        k_scales_ = reinterpret_cast<float*>(p);
+        v_scales_ = reinterpret_cast<float*>(p + scale_bytes);
+        p += 2 * scale_bytes;
+    }
+    k_values_ = p;
+    v_values_ = p + value_bytes;
+    spdlog::debug(
+        "kv: storage {} layers x {} kv heads x {} head_dim x {} slots, {}, {} bytes, {} "
+        "kernels",
+        shape_.layers, shape_.kv_heads, shape_.head_dim, slots_, element_type_name(shape_.type),
+        total, kernels_->name);
+}
+
+KvStorage::~KvStorage() = default;
+KvStorage::KvStorage(KvStorage&&) noexcept = default;
+KvStorage& KvStorage::operator=(KvStorage&&) noexcept = default;
+
+std::uint64_t KvStorage::bytes() const {
+    return capacity_bytes(shape_);
+}
+
+const char* KvStorage::kernel_name() const {
+    return kernels_->name;
+}
+
+void KvStorage::check(int layer, std::int64_t slot, int head, const char* what) const {
+    if (layer < 0 || layer >= shape_.layers || slot < 0 || slot >= slots_ || head < 0 ||
+        head >= shape_.kv_heads) {
+        throw InvalidArgument(fmt::format(
+            "kv: {} at layer {} slot {} head {} out of range (layers {}, slots {}, kv heads {})",
+            what, layer, slot, head, shape_.layers, slots_, shape_.kv_heads));
+    }
+}
+
+void KvStorage::write_part(Part part, std::int64_t first_row, const float* x) {
+    const int d = shape_.head_dim;
+    const int n = shape_.kv_heads * d;
+    std::byte* out = (part == Part::K ? k_values_ : v_values_) + first_row * row_value_bytes_;
+    switch (shape_.type) {
+        case ElementType::F32:
+            std::memcpy(out, x, static_cast<std::size_t>(n) * sizeof(float));
+            break;
+        case ElementType::F16:
+            kernels_->f32_to_f16(x, reinterpret_cast<std::uint16_t*>(out), n);
+            break;
+        case ElementType::Q8: {
+            float* scales = (part == Part::K ? k_scales_ : v_scales_) + first_row;
+            for (int h = 0; h < shape_.kv_heads; ++h) {
+                scales[h] = quantize_q8(x + h * d, reinterpret_cast<std::int8_t*>(out) + h * d, d);
+            }
+            break;
+        }
+    }
+}
+
+void KvStorage::write(int layer, std::int64_t slot, const float* k, const float* v) {
+    check(layer, slot, 0, "write");
+    const std::int64_t first_row = row_index(layer, slot, 0);
+    write_part(Part::K, first_row, k);
+    write_part(Part::V, first_row, v);
+}
+
+float KvStorage::dot_k(int layer, std::int64_t slot, int head, const float* q) const {
+    assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot < slots_ && head >= 0 &&
+           head < shape_.kv_heads);
+    const std::int64_t row = row_index(layer, slot, head);
+    const std::byte* k = values(Part::K, row);
+    const int d = shape_.head_dim;
+    switch (shape_.type) {
+        case ElementType::F32:
+            return kernels_->dot_f32(reinterpret_cast<const float*>(k), q, d);
+        case ElementType::F16:
+            return kernels_->dot_f16(reinterpret_cast<const std::uint16_t*>(k), q, d);
+        case ElementType::Q8:
+            return k_scales_[row] * kernels_->dot_q8(reinterpret_cast<const std::int8_t*>(k), q, d);
+    }
+    return 0.0f;
+}
+
+void KvStorage::axpy_v(int layer, std::int64_t slot, int head, float weight, float* acc) const {
+    assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot < slots_ && head >= 0 &&
+           head < shape_.kv_heads);
+    const std::int64_t row = row_index(layer, slot, head);
+    const std::byte* v = values(Part::V, row);
+    const int d = shape_.head_dim;
+    switch (shape_.type) {
+        case ElementType::F32:
+            kernels_->axpy_f32(reinterpret_cast<const float*>(v), weight, acc, d);
+            break;
+        case ElementType::F16:
+            kernels_->axpy_f16(reinterpret_cast<const std::uint16_t*>(v), weight, acc, d);
+            break;
+        case ElementType::Q8:
+            kernels_->axpy_q8(reinterpret_cast<const std::int8_t*>(v), weight * v_scales_[row], acc,
+                              d);
+            break;
+    }
+}
+
+void KvStorage::dot_k(int layer, int head, const float* q, std::span<const std::int64_t> slot_ids,
+                      std::span<float> scores) const {
+    assert(slot_ids.size() == scores.size());
+    for (std::size_t i = 0; i < slot_ids.size(); ++i)
+        scores[i] = dot_k(layer, slot_ids[i], head, q);
+}
+
+void KvStorage::axpy_v(int layer, int head, std::span<const std::int64_t> slot_ids,
+                       std::span<const float> weights, float* acc) const {
+    assert(slot_ids.size() == weights.size());
+    for (std::size_t i = 0; i < slot_ids.size(); ++i)
+        axpy_v(layer, slot_ids[i], head, weights[i], acc);
+}
+
+void KvStorage::read(Part part, int layer, std::int64_t slot, int head, float* out) const {
+    check(layer, slot, head, part == Part::K ? "read_k" : "read_v");
+    const std::int64_t row = row_index(layer, slot, head);
+    const std::byte* x = values(part, row);
+    const int d = shape_.head_dim;
+    switch (shape_.type) {
+        case ElementType::F32:
+            std::memcpy(out, x, static_cast<std::size_t>(d) * sizeof(float));
+            break;
+        case ElementType::F16:
+            kernels_->f16_to_f32(reinterpret_cast<const std::uint16_t*>(x), out, d);
+            break;
+        case ElementType::Q8: {
+            const float scale = (part == Part::K ? k_scales_ : v_scales_)[row];
+            const auto* q = reinterpret_cast<const std::int8_t*>(x);
+            for (int i = 0; i < d; ++i) out[i] = static_cast<float>(q[i]) * scale;
+            break;
+        }
+    }
+}
+
+void KvStorage::read_k(int layer, std::int64_t slot, int head, float* out) const {
+    read(Part::K, layer, slot, head, out);
+}
+
+void KvStorage::read_v(int layer, std::int64_t slot, int head, float* out) const {
+    read(Part::V, layer, slot, head, out);
+}
+
+void KvStorage::copy_block(const BlockCopy& copy) {
+    const int bs = shape_.block_size;
+    if (copy.src < 0 || copy.src >= shape_.num_blocks || copy.dst < 0 ||
+        copy.dst >= shape_.num_blocks || copy.tokens < 0 || copy.tokens > bs) {
+        throw InvalidArgument(fmt::format(
+            "kv: copy of {} tokens from block {} to block {} out of range ({} blocks of {})",
+            copy.tokens, copy.src, copy.dst, shape_.num_blocks, bs));
+    }
+    if (copy.src == copy.dst || copy.tokens == 0) return;
+    // The slots of one block are consecutive, so per layer each part is one contiguous range.
+    const auto rows = static_cast<std::int64_t>(copy.tokens) * shape_.kv_heads;
+    for (int layer = 0; layer < shape_.layers; ++layer) {
+        const std::int64_t src = row_index(layer, static_cast<std::int64_t>(copy.src) * bs, 0);
+        const std::int64_t dst = row_index(layer, static_cast<std::int64_t>(copy.dst) * bs, 0);
+        const auto value_bytes = static_cast<std::size_t>(rows * row_value_bytes_);
+        std::memcpy(k_values_ + dst * row_value_bytes_, k_values_ + src * row_value_bytes_,
+                    value_bytes);
+        std::memcpy(v_values_ + dst * row_value_bytes_, v_values_ + src * row_value_bytes_,
+                    value_bytes);
+        if (shape_.type == ElementType::Q8) {
+            const auto scale_bytes = static_cast<std::size_t>(rows) * sizeof(float);
+            std::memcpy(k_scales_ + dst, k_scales_ + src, scale_bytes);
+            std::memcpy(v_scales_ + dst, v_scales_ + src, scale_bytes);
+        }
+    }
+}
+
+void KvStorage::apply(std::span<const BlockCopy> copies) {
+    for (const BlockCopy& copy : copies) copy_block(copy);
+}
+
+}  // namespace tokenscope::kv

@@ -1,0 +1,102 @@
+#pragma once
+// KvStorage: the CPU backend's K and V data for every layer, indexed by the physical slots
+// that KvCacheManager hands out (slot = block * block_size + offset). A device backend keeps
+// the same bookkeeping and its own device buffers instead of this class.
+//
+// Layout, per layer and separately for K and V: [slot][kv_head][head_dim] elements, so that
+// writing one token (all heads of a layer) touches one contiguous range. Q8 keeps the float
+// scales in their own [layer][slot][kv_head] arrays so that the int8 rows stay dense.
+// The memory is allocated zeroed and untouched, so an unused cache costs no resident memory.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_types.h"
+
+namespace tokenscope::kv {
+
+namespace detail {
+struct Kernels;
+}
+
+// Best: the fastest kernels this CPU runs (AVX2+FMA+F16C on x86-64, chosen at runtime).
+// Scalar: portable C++ only, to compare against and for benchmarks.
+enum class KernelChoice { Best, Scalar };
+
+class KvStorage {
+  public:
+    // Throws InvalidArgument for a bad shape (see validate()) and std::bad_alloc when the
+    // memory is not there.
+    explicit KvStorage(const CacheShape& shape, KernelChoice kernels = KernelChoice::Best);
+    ~KvStorage();
+    KvStorage(KvStorage&&) noexcept;
+    KvStorage& operator=(KvStorage&&) noexcept;
+    KvStorage(const KvStorage&) = delete;
+    KvStorage& operator=(const KvStorage&) = delete;
+
+    // Stores one token's K and V of one layer, all kv heads (k, v: kv_heads * head_dim floats,
+    // head-major), converting to the element type: F16 rounds to nearest even; Q8 uses per
+    // (head) row scale = max|x| / 127 and q = round(x / scale). Throws InvalidArgument for a
+    // layer or slot out of range.
+    void write(int layer, std::int64_t slot, const float* k, const float* v);
+
+    // Attention inner loops. Not range-checked outside debug builds: callers pass slots from
+    // KvCacheManager. q and acc hold head_dim floats.
+    // q · K[layer, slot, head]
+    float dot_k(int layer, std::int64_t slot, int head, const float* q) const;
+    // acc += weight * V[layer, slot, head]
+    void axpy_v(int layer, std::int64_t slot, int head, float weight, float* acc) const;
+    // Batched forms over a sequence's slots: scores[i] = q · K[slot_ids[i]];
+    // acc += sum_i weights[i] * V[slot_ids[i]]. Sizes must match. (Not named "slots": that
+    // is a Qt macro, and Qt code includes this header.)
+    void dot_k(int layer, int head, const float* q, std::span<const std::int64_t> slot_ids,
+               std::span<float> scores) const;
+    void axpy_v(int layer, int head, std::span<const std::int64_t> slot_ids,
+                std::span<const float> weights, float* acc) const;
+
+    // The stored row converted back to float (head_dim values), for tests and attention
+    // capture. Range-checked (InvalidArgument).
+    void read_k(int layer, std::int64_t slot, int head, float* out) const;
+    void read_v(int layer, std::int64_t slot, int head, float* out) const;
+
+    // Performs KvCacheManager's copy-on-write copies, in order. Throws InvalidArgument for a
+    // block out of range or a token count outside [0, block_size].
+    void copy_block(const BlockCopy& copy);
+    void apply(std::span<const BlockCopy> copies);
+
+    // Capacity in bytes, equal to capacity_bytes(shape) and KvStats::bytes_total.
+    std::uint64_t bytes() const;
+    const CacheShape& shape() const { return shape_; }
+    // "avx2+fma+f16c" or "scalar", for logs and benchmark records.
+    const char* kernel_name() const;
+
+  private:
+    struct Freer {
+        void operator()(void* p) const;
+    };
+    enum class Part { K, V };
+
+    void check(int layer, std::int64_t slot, int head, const char* what) const;
+    std::int64_t row_index(int layer, std::int64_t slot, int head) const {
+        return (static_cast<std::int64_t>(layer) * slots_ + slot) * shape_.kv_heads + head;
+    }
+    const std::byte* values(Part part, std::int64_t row) const {
+        return (part == Part::K ? k_values_ : v_values_) + row * row_value_bytes_;
+    }
+    void write_part(Part part, std::int64_t first_row, const float* x);
+    void read(Part part, int layer, std::int64_t slot, int head, float* out) const;
+
+    CacheShape shape_;
+    const detail::Kernels* kernels_;
+    std::int64_t slots_ = 0;
+    std::int64_t row_value_bytes_ = 0;  // head_dim * element bytes
+    std::unique_ptr<std::byte, Freer> memory_;
+    std::byte* k_values_ = nullptr;
+    std::byte* v_values_ = nullptr;
+    float* k_scales_ = nullptr;  // Q8 only
+    float* v_scales_ = nullptr;
+};
+
+}  // namespace tokenscope::kv
