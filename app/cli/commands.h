@@ -7,5 +7,6 @@ namespace tokenscope::cli {
 int run_inspect(int argc, char** argv, int first);
 int run_tokenize(int argc, char** argv, int first);
 int run_devices(int argc, char** argv, int first);
+int run_run(int argc, char** argv, int first);
 
 }  // namespace tokenscope::cli

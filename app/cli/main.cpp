@@ -21,6 +21,10 @@ const char* const kUsage =
     "            metadata, tensors and the memory budget of a GGUF file\n"
     "  tokenize  --model FILE --text TEXT [--bos] [--parse-special] [--json]\n"
     "            token ids of TEXT (space separated), or ids and pieces as JSON\n"
+    "  run       --model FILE --prompt TEXT [--chat] [--n-predict N] [--json]\n"
+    "            [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window N --seed S]\n"
+    "            [--threads N --ctx N --kv-type f16|f32|q8 --batch N]\n"
+    "            generate a continuation (or, with --chat, an answer) and stream it\n"
     "  devices   [--json]\n"
     "            the compute devices this build can use\n"
     "\n"
@@ -57,14 +61,15 @@ int dispatch(int argc, char** argv) {
     tokenscope::log::configure(log_level);
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
     if (command == "tokenize") return tokenscope::cli::run_tokenize(argc, argv, first + 1);
     if (command == "devices") return tokenscope::cli::run_devices(argc, argv, first + 1);
+    if (command == "run") return tokenscope::cli::run_run(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, devices; see --help)");
 }
 
 }  // namespace

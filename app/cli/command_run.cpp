@@ -1,0 +1,81 @@
+// `tokenscope-cli run`: one prompt in, the model's continuation streamed out.
+#include <cstdio>
+
+#include "arguments.h"
+#include "commands.h"
+#include "generation_options.h"
+#include "prompt_builder.h"
+#include "util/error.h"
+#include "util/json_writer.h"
+
+namespace tokenscope::cli {
+
+int run_run(int argc, char** argv, int first) {
+    const Arguments args("run",
+                         join(join({{"model"}, {"prompt"}, {"chat", false}, {"n-predict"}, {"json", false}},
+                                   engine_option_specs()),
+                              sampling_option_specs()),
+                         argc, argv, first);
+    const std::string model = args.required("model");
+    const std::string prompt = args.required("prompt");
+    const runtime::SamplingParams sampling = sampling_params(args);
+    const runtime::EngineOptions options = engine_options(args);
+    const auto n_predict = args.number("n-predict").value_or(128);
+    if (n_predict < 0 || n_predict > 1e6) throw InvalidArgument("'run': option '--n-predict' must be 0 to 1000000");
+    const bool json = args.flag("json");
+
+    auto engine = runtime::Engine::load(model, options);
+    const PromptBuilder builder(*engine);
+    runtime::Request request = args.flag("chat") ? builder.chat({{"user", prompt}}) : builder.raw(prompt);
+    request.sampling = sampling;
+    request.max_tokens = static_cast<int>(n_predict);
+    engine->submit(std::move(request));
+
+    std::vector<std::int32_t> tokens;
+    std::string text;
+    runtime::Timings timings;
+    runtime::FinishReason reason = runtime::FinishReason::None;
+    while (engine->has_work()) {
+        for (const auto& e : engine->step()) {
+            if (e.token >= 0 && e.reason != runtime::FinishReason::Eos && e.reason != runtime::FinishReason::StopToken) {
+                tokens.push_back(e.token);
+            }
+            text += e.text;
+            timings = e.timings;
+            if (!json) {
+                std::fputs(e.text.c_str(), stdout);
+                std::fflush(stdout);
+            }
+            if (e.finished) reason = e.reason;
+        }
+    }
+    const double decode_tps = timings.generated_tokens > 1 && timings.decode_ms > 0
+                                  ? static_cast<double>(timings.generated_tokens - 1) / (timings.decode_ms / 1000.0)
+                                  : 0.0;
+    if (json) {
+        JsonWriter w;
+        w.begin_object();
+        w.key("tokens").begin_array();
+        for (auto t : tokens) w.value(static_cast<std::int64_t>(t));
+        w.end_array();
+        w.key("text").value(text);
+        w.key("finish_reason").value(runtime::finish_reason_name(reason));
+        w.key("timings").begin_object();
+        w.key("prompt_tokens").value(timings.prompt_tokens);
+        w.key("prefill_ms").value(timings.prefill_ms);
+        w.key("decode_ms").value(timings.decode_ms);
+        w.key("generated_tokens").value(timings.generated_tokens);
+        w.key("tokens_per_s").value(decode_tps);
+        w.end_object();
+        w.end_object();
+        std::printf("%s\n", w.str().c_str());
+    } else {
+        std::fprintf(stderr, "\n[%lld prompt tokens, prefill %.0f ms; %lld tokens, %.1f tok/s; %s]\n",
+                     static_cast<long long>(timings.prompt_tokens), timings.prefill_ms,
+                     static_cast<long long>(timings.generated_tokens), decode_tps,
+                     runtime::finish_reason_name(reason));
+    }
+    return 0;
+}
+
+}  // namespace tokenscope::cli
