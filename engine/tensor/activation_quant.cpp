@@ -1,0 +1,172 @@
+// Conversion of f32 activation rows into the form the weight type's kernels dot with. Runs once
+// per matmul (not per weight row), and for a single token it is small next to streaming the
+// weights, but it is written to vectorize (no calls, no branches in the inner loops) so that
+// it stays a few percent of a decode step.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "tensor/matmul.h"
+#include "util/error.h"
+
+namespace tokenscope::tensor {
+
+namespace {
+
+constexpr std::size_t kAlign = 64;
+
+std::size_t round_up(std::size_t v, std::size_t m) {
+    return (v + m - 1) / m * m;
+}
+
+// Nearest integer (ties to even in the default rounding mode) of |v| < 2^22 without a libm
+// call: adding 1.5 * 2^23 pushes the fraction bits out of the float. Compilers keep this
+// (no -ffast-math here) and it vectorizes.
+inline float round_nearest(float v) {
+    constexpr float kMagic = 12582912.0f;
+    return (v + kMagic) - kMagic;
+}
+
+// One block of `len` activations to int8: d = max|x| / 127, q = round(x / d), |q| <= 127.
+// Returns d; writes q. All-zero (or non-finite-free tiny) blocks get d = 0 and q = 0.
+float quantize_block(const float* x, int len, std::int8_t* q) {
+    float amax = 0.0f;
+    for (int i = 0; i < len; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < len; ++i) {
+        // x * id is within [-127, 127] up to rounding of id; the clamp keeps a 127.00001
+        // from rounding to 128.
+        const float v = std::min(127.0f, std::max(-127.0f, x[i] * id));
+        q[i] = static_cast<std::int8_t>(round_nearest(v));
+    }
+    return d;
+}
+
+void quantize_row_q8_32(const float* x, std::int64_t n, std::uint8_t* row, std::size_t scale_off,
+                        std::size_t sum_off) {
+    auto* qs = reinterpret_cast<std::int8_t*>(row);
+    auto* d = reinterpret_cast<float*>(row + scale_off);
+    auto* s = reinterpret_cast<float*>(row + sum_off);
+    for (std::int64_t b = 0; b < n / 32; ++b) {
+        std::int8_t* q = qs + 32 * b;
+        d[b] = quantize_block(x + 32 * b, 32, q);
+        int sum = 0;
+        for (int i = 0; i < 32; ++i) sum += q[i];
+        s[b] = d[b] * static_cast<float>(sum);
+    }
+}
+
+void quantize_row_q8_256(const float* x, std::int64_t n, std::uint8_t* row, std::size_t scale_off,
+                         std::size_t sum_off) {
+    auto* qs = reinterpret_cast<std::int8_t*>(row);
+    auto* d = reinterpret_cast<float*>(row + scale_off);
+    auto* s16 = reinterpret_cast<float*>(row + sum_off);
+    for (std::int64_t b = 0; b < n / 256; ++b) {
+        std::int8_t* q = qs + 256 * b;
+        d[b] = quantize_block(x + 256 * b, 256, q);
+        for (int j = 0; j < 16; ++j) {
+            int sum = 0;
+            for (int i = 0; i < 16; ++i) sum += q[16 * j + i];
+            s16[16 * b + j] = d[b] * static_cast<float>(sum);
+        }
+    }
+}
+
+}  // namespace
+
+void PreparedActivations::AlignedFree::operator()(std::uint8_t* p) const {
+    ::operator delete[](p, std::align_val_t{kAlign});
+}
+
+ActivationFormat activation_format_for(Type weight_type) {
+    switch (weight_type) {
+        case Type::F32:
+        case Type::F16:
+        case Type::BF16:
+            return ActivationFormat::F32;
+        case Type::Q4_0:
+        case Type::Q4_1:
+        case Type::Q5_0:
+        case Type::Q5_1:
+        case Type::Q8_0:
+            return ActivationFormat::Q8_32;
+        case Type::Q2_K:
+        case Type::Q3_K:
+        case Type::Q4_K:
+        case Type::Q5_K:
+        case Type::Q6_K:
+            return ActivationFormat::Q8_256;
+    }
+    throw InvalidArgument("no matmul for tensor type id " +
+                          std::to_string(static_cast<std::uint32_t>(weight_type)));
+}
+
+void prepare_activations(Type weight_type, const float* x, std::int64_t rows, std::int64_t n,
+                         PreparedActivations& out) {
+    const ActivationFormat format = activation_format_for(weight_type);
+    if (rows < 0) throw InvalidArgument("negative activation row count " + std::to_string(rows));
+    (void)row_bytes(weight_type, n);  // throws unless n is a whole number of blocks
+
+    const auto un = static_cast<std::size_t>(n);
+    std::size_t stride = 0;
+    std::size_t scale_off = 0;
+    std::size_t sum_off = 0;
+    switch (format) {
+        case ActivationFormat::F32:
+            stride = round_up(std::max<std::size_t>(un, 1) * sizeof(float), kAlign);
+            break;
+        case ActivationFormat::Q8_32: {
+            const std::size_t n_pad = round_up(std::max<std::size_t>(un, 1), 64);
+            scale_off = n_pad;
+            sum_off = scale_off + round_up(n_pad / 32 * sizeof(float), kAlign);
+            stride = sum_off + round_up(n_pad / 32 * sizeof(float), kAlign);
+            break;
+        }
+        case ActivationFormat::Q8_256: {
+            const std::size_t n_pad = round_up(std::max<std::size_t>(un, 1), 256);
+            scale_off = n_pad;
+            sum_off = scale_off + round_up(n_pad / 256 * sizeof(float), kAlign);
+            stride = sum_off + round_up(n_pad / 16 * sizeof(float), kAlign);
+            break;
+        }
+    }
+
+    const std::size_t need = stride * static_cast<std::size_t>(rows);
+    if (need > out.capacity_) {
+        out.data_.reset(
+            static_cast<std::uint8_t*>(::operator new[](need, std::align_val_t{kAlign})));
+        out.capacity_ = need;
+    }
+    out.format_ = format;
+    out.weight_type_ = weight_type;
+    out.rows_ = rows;
+    out.n_ = n;
+    out.row_stride_ = stride;
+    out.scale_offset_ = scale_off;
+    out.sum_offset_ = sum_off;
+    if (need == 0) return;
+    // Zero padding everywhere: kernels read whole vectors past the last element and rely on
+    // the padding contributing nothing.
+    std::memset(out.data_.get(), 0, need);
+
+    for (std::int64_t t = 0; t < rows; ++t) {
+        const float* xt = x + t * n;
+        std::uint8_t* row = out.data_.get() + static_cast<std::size_t>(t) * stride;
+        switch (format) {
+            case ActivationFormat::F32:
+                if (un > 0) std::memcpy(row, xt, un * sizeof(float));
+                break;
+            case ActivationFormat::Q8_32:
+                quantize_row_q8_32(xt, n, row, scale_off, sum_off);
+                break;
+            case ActivationFormat::Q8_256:
+                quantize_row_q8_256(xt, n, row, scale_off, sum_off);
+                break;
+        }
+    }
+}
+
+}  // namespace tokenscope::tensor

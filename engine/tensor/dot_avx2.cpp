@@ -1,0 +1,250 @@
+// AVX2 + FMA + F16C kernels. Compiled with those instruction sets and called only when the CPU
+// has them (simd_dispatch.cpp). Same scheme as dot_avx512.cpp with 256-bit vectors and without
+// VNNI: pmaddubsw (u8 x s8 -> pairs in int16) then pmaddwd (-> int32).
+//
+// Q8_0 is the exception to the unsigned-weight scheme here: its offset weights reach 255 and
+// 255 * 127 * 2 overflows pmaddubsw's int16, so its kernel flips u back to the signed byte and
+// uses the |w| * sign(q, w) form, whose pairs stay within 2 * 128 * 127, and then needs no
+// offset correction.
+#include <immintrin.h>
+
+#include "tensor/matmul_internal.h"
+#include "tensor/matmul_tiling.h"
+#include "tensor/pack_simd256.h"
+
+namespace tokenscope::tensor::detail {
+
+namespace {
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+template <bool kSigned>
+struct Q32Avx2 {
+    static constexpr int kRows = 2;
+    static constexpr int kTokens = 3;
+    static void pack(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
+                     float* d, float* c) {
+        pack_q32_simd(type, blocks, nb, u, d, c);
+    }
+    template <int R, int T>
+    static void tile(Q32Tile<kRows, kTokens>& t) {
+        __m256 acc[R][T];
+        for (int i = 0; i < R; ++i) {
+            for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+        }
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+        const std::int64_t nb = t.len / 32;
+        for (std::int64_t b = 0; b < nb; ++b) {
+            __m256i w[R];
+            __m256i wabs[R];
+            __m256 wd[R];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) {
+                w[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.wu[i] + 32 * b));
+                if constexpr (kSigned) {
+                    w[i] = _mm256_xor_si256(w[i], flip);
+                    wabs[i] = _mm256_abs_epi8(w[i]);  // -128 -> 0x80 = 128 as unsigned
+                }
+                wd[i] = _mm256_broadcast_ss(t.wd[i] + b);
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < T; ++j) {
+                const __m256i a =
+                    _mm256_load_si256(reinterpret_cast<const __m256i*>(t.aq[j] + 32 * b));
+                const __m256 ad = _mm256_broadcast_ss(t.ad[j] + b);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) {
+                    const __m256i pairs =
+                        kSigned ? _mm256_maddubs_epi16(wabs[i], _mm256_sign_epi8(a, w[i]))
+                                : _mm256_maddubs_epi16(w[i], a);
+                    const __m256i dot = _mm256_madd_epi16(pairs, ones);
+                    acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(wd[i], ad),
+                                                acc[i][j]);
+                }
+            }
+        }
+        if constexpr (!kSigned) {
+            const std::int64_t nb_pad = round_up_to(nb, 16);
+            for (std::int64_t s = 0; s < nb_pad; s += 8) {
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) {
+                    const __m256 c = _mm256_load_ps(t.wc[i] + s);
+#pragma GCC unroll 4
+                    for (int j = 0; j < T; ++j) {
+                        acc[i][j] = _mm256_fmadd_ps(c, _mm256_loadu_ps(t.as[j] + s), acc[i][j]);
+                    }
+                }
+            }
+        }
+        for (int i = 0; i < R; ++i) {
+            for (int j = 0; j < T; ++j) t.res[i][j] = hsum(acc[i][j]);
+        }
+    }
+};
+
+struct KAvx2 {
+    static constexpr int kRows = 2;
+    static constexpr int kTokens = 2;
+    static void pack(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
+                     std::int16_t* sc, float* d, float* c) {
+        pack_k_simd(type, blocks, nb, u, sc, d, c);
+    }
+    template <int R, int T>
+    static void tile(KTile<kRows, kTokens>& t) {
+        __m256 acc[R][T];
+        for (int i = 0; i < R; ++i) {
+            for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+        }
+        const std::int64_t blocks = t.len / 256;
+        for (std::int64_t b = 0; b < blocks; ++b) {
+            __m256i isum[R][T];
+            for (int i = 0; i < R; ++i) {
+                for (int j = 0; j < T; ++j) isum[i][j] = _mm256_setzero_si256();
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; ++g) {
+                const std::int64_t off = 256 * b + 32 * g;
+                __m256i a[T];
+                for (int j = 0; j < T; ++j) {
+                    a[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.aq[j] + off));
+                }
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) {
+                    const __m256i w =
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(t.wu[i] + off));
+                    const __m256i sc =
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(t.wsc[i] + off / 2));
+#pragma GCC unroll 4
+                    for (int j = 0; j < T; ++j) {
+                        const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(w, a[j]), sc);
+                        isum[i][j] = _mm256_add_epi32(isum[i][j], prod);
+                    }
+                }
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < T; ++j) {
+                const __m256 ad = _mm256_set1_ps(t.ad[j][b]);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) {
+                    const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(t.wd[i][b]), ad);
+                    acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][j]), scale, acc[i][j]);
+                }
+            }
+        }
+        for (std::int64_t s = 0; s < t.len / 16; s += 8) {
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) {
+                const __m256 c = _mm256_load_ps(t.wc[i] + s);
+#pragma GCC unroll 4
+                for (int j = 0; j < T; ++j) {
+                    acc[i][j] = _mm256_fmadd_ps(c, _mm256_loadu_ps(t.as[j] + s), acc[i][j]);
+                }
+            }
+        }
+        for (int i = 0; i < R; ++i) {
+            for (int j = 0; j < T; ++j) t.res[i][j] = hsum(acc[i][j]);
+        }
+    }
+};
+
+template <Type W>
+inline __m256 load8(const std::uint8_t* row, std::int64_t k) {
+    if constexpr (W == Type::F32) {
+        return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+    } else if constexpr (W == Type::F16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+    } else {
+        const __m256i h =
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * k)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    }
+}
+
+template <Type W>
+inline float load1(const std::uint8_t* row, std::int64_t k) {
+    if constexpr (W == Type::F32) {
+        float v;
+        std::memcpy(&v, row + 4 * k, sizeof v);
+        return v;
+    } else {
+        const auto h = static_cast<std::uint16_t>(row[2 * k] | (row[2 * k + 1] << 8));
+        if constexpr (W == Type::F16) return _cvtsh_ss(h);
+        const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+        float v;
+        std::memcpy(&v, &bits, sizeof v);
+        return v;
+    }
+}
+
+template <Type W>
+struct FAvx2 {
+    static constexpr int kRows = 2;
+    static constexpr int kTokens = 4;
+    template <int R, int T>
+    static void tile(FTile<kRows, kTokens>& t) {
+        __m256 acc[R][T];
+        for (int i = 0; i < R; ++i) {
+            for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
+        }
+        const std::int64_t full = t.n / 8 * 8;
+        for (std::int64_t k = 0; k < full; k += 8) {
+            __m256 w[R];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) w[i] = load8<W>(t.w[i], k);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; ++j) {
+                const __m256 a = _mm256_load_ps(t.a[j] + k);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(w[i], a, acc[i][j]);
+            }
+        }
+        for (int i = 0; i < R; ++i) {
+            for (int j = 0; j < T; ++j) {
+                float tail = 0.0f;
+                for (std::int64_t k = full; k < t.n; ++k) tail += load1<W>(t.w[i], k) * t.a[j][k];
+                t.res[i][j] = hsum(acc[i][j]) + tail;
+            }
+        }
+    }
+};
+
+}  // namespace
+
+bool matmul_avx2(const MatmulArgs& args) {
+    switch (args.type) {
+        case Type::F32:
+            run_f<FAvx2<Type::F32>>(args);
+            return true;
+        case Type::F16:
+            run_f<FAvx2<Type::F16>>(args);
+            return true;
+        case Type::BF16:
+            run_f<FAvx2<Type::BF16>>(args);
+            return true;
+        case Type::Q8_0:
+            run_q32<Q32Avx2<true>>(args);
+            return true;
+        case Type::Q4_0:
+        case Type::Q4_1:
+        case Type::Q5_0:
+        case Type::Q5_1:
+            run_q32<Q32Avx2<false>>(args);
+            return true;
+        case Type::Q2_K:
+        case Type::Q3_K:
+        case Type::Q4_K:
+        case Type::Q5_K:
+        case Type::Q6_K:
+            run_k<KAvx2>(args);
+            return true;
+    }
+    return false;
+}
+
+}  // namespace tokenscope::tensor::detail

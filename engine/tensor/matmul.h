@@ -1,0 +1,101 @@
+#pragma once
+// CPU matrix kernels that work directly on weight rows in their file format (F32/F16/BF16 and
+// the ggml quantized blocks): weights are decoded a few rows at a time into a small stack
+// buffer, never dequantized wholesale. Activations are converted once per matmul into the
+// format the weight type dots best with (int8 blocks for quantized weights, so the inner loop
+// is an integer dot product: VNNI on AVX-512, maddubs on AVX2).
+//
+// The instruction set is chosen at run time (the binary itself targets baseline x86-64), so
+// one build runs everywhere and uses AVX-512 where the CPU has it.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensor/type.h"
+
+namespace tokenscope::tensor {
+
+// Avx2 needs AVX2 + FMA + F16C; Avx512 needs AVX-512 F/BW/VL/DQ and VNNI (Ice Lake, Zen 4 and
+// later: a Skylake-X without VNNI runs the AVX2 kernels).
+enum class SimdLevel { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+
+SimdLevel detected_simd_level();  // the best level this CPU supports
+SimdLevel active_simd_level();    // the level matmul_rows uses: detected unless overridden
+// For tests and benchmarks: force a level at or below the detected one. Throws InvalidArgument
+// when the CPU lacks it. Not meant to be called while matmuls run on other threads.
+void set_simd_level(SimdLevel level);
+const char* simd_level_name(SimdLevel level);  // "scalar", "avx2", "avx512"
+
+// How prepared activations are stored; which one follows from the weight type.
+enum class ActivationFormat {
+    F32,    // F32 / F16 / BF16 weights: the activations as they are
+    Q8_32,  // Q4_0/Q4_1/Q5_0/Q5_1/Q8_0: blocks of 32 int8 with a float scale and block sum
+    Q8_256  // K-quants: blocks of 256 int8 with a float scale and sums of every 16
+};
+
+ActivationFormat activation_format_for(Type weight_type);
+
+// Activation rows converted for one weight type. Owns a 64-byte aligned buffer that
+// prepare_activations() reuses (grows only), so a forward pass allocates once.
+//
+// Layout of each row (row_stride bytes apart; every part starts 64-byte aligned and is padded
+// with zeros, so kernels may read whole vectors past the last element):
+//   F32:    n floats, padded to a multiple of 16.
+//   Q8_32:  qs: int8[n_pad] (n_pad = n rounded up to 64), then scale d: float[n_pad / 32],
+//           then sum: float[n_pad / 32] = d * (sum of the block's qs).
+//   Q8_256: qs: int8[n_pad] (n multiple of 256), d: float[n / 256], then
+//           sum16: float[n / 16] = d_block * (sum of each 16 qs).
+// Element k of a row is approximately qs[k] * d[block of k]; qs is in [-127, 127].
+class PreparedActivations {
+  public:
+    PreparedActivations() = default;
+    PreparedActivations(const PreparedActivations&) = delete;
+    PreparedActivations& operator=(const PreparedActivations&) = delete;
+    PreparedActivations(PreparedActivations&&) noexcept = default;
+    PreparedActivations& operator=(PreparedActivations&&) noexcept = default;
+
+    ActivationFormat format() const { return format_; }
+    Type weight_type() const { return weight_type_; }
+    std::int64_t rows() const { return rows_; }
+    std::int64_t n() const { return n_; }
+    std::size_t row_stride() const { return row_stride_; }
+    // Byte offsets inside a row of the scale and sum arrays (0 for F32).
+    std::size_t scale_offset() const { return scale_offset_; }
+    std::size_t sum_offset() const { return sum_offset_; }
+    const std::uint8_t* row(std::int64_t r) const {
+        return data_.get() + static_cast<std::size_t>(r) * row_stride_;
+    }
+
+  private:
+    friend void prepare_activations(Type, const float*, std::int64_t, std::int64_t,
+                                    PreparedActivations&);
+    struct AlignedFree {
+        void operator()(std::uint8_t* p) const;
+    };
+    std::unique_ptr<std::uint8_t[], AlignedFree> data_;
+    std::size_t capacity_ = 0;
+    ActivationFormat format_ = ActivationFormat::F32;
+    Type weight_type_ = Type::F32;
+    std::int64_t rows_ = 0;
+    std::int64_t n_ = 0;
+    std::size_t row_stride_ = 0;
+    std::size_t scale_offset_ = 0;
+    std::size_t sum_offset_ = 0;
+};
+
+// Converts `rows` activation rows of `n` floats (row t at x + t * n) for a matmul with weights
+// of `weight_type`. Throws InvalidArgument when n is not a whole number of the weight type's
+// blocks or rows/n is negative.
+void prepare_activations(Type weight_type, const float* x, std::int64_t rows, std::int64_t n,
+                         PreparedActivations& out);
+
+// out[t * out_stride + r] = dot(weight row r, activation row t) for r in [row_begin, row_end)
+// and t in [0, acts.rows()). Weight row r starts at weights + r * row_bytes(weight_type, n) and
+// may sit at any address (mmapped file). Thread-safe and allocation-free, so callers split the
+// rows across threads. Throws InvalidArgument when acts were prepared for another weight type
+// or length, or the range is invalid.
+void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int64_t row_begin,
+                 std::int64_t row_end, const PreparedActivations& acts, float* out,
+                 std::int64_t out_stride);
+
+}  // namespace tokenscope::tensor

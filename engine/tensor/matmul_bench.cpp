@@ -1,0 +1,184 @@
+// Benchmarks of the matmul kernels; see matmul_bench.h.
+#include "tensor/matmul_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "tensor/block_layouts.h"
+#include "util/error.h"
+
+namespace tokenscope::tensor {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void put_u16(std::uint8_t* p, std::uint16_t v) {
+    p[0] = static_cast<std::uint8_t>(v & 0xFF);
+    p[1] = static_cast<std::uint8_t>(v >> 8);
+}
+
+// Random codes; every f16 scale and float element is a normal number of moderate size, so
+// no subnormal slows the float units down and no inf/NaN appears.
+void fill_weights(Type type, std::vector<std::uint8_t>& bytes, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+        const std::uint32_t r = rng();
+        std::memcpy(bytes.data() + i, &r, 4);
+    }
+    const auto fix_halves = [&](std::size_t block_bytes,
+                                std::initializer_list<std::size_t> offsets) {
+        for (std::size_t b = 0; b + block_bytes <= bytes.size(); b += block_bytes) {
+            for (std::size_t off : offsets) put_u16(bytes.data() + b + off, 0x2400);  // 2^-6
+        }
+    };
+    switch (type) {
+        case Type::F32:
+            for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+                const float v =
+                    static_cast<float>(static_cast<std::int32_t>(rng() % 2001) - 1000) * 1e-3f;
+                std::memcpy(bytes.data() + i, &v, 4);
+            }
+            break;
+        case Type::F16:
+        case Type::BF16:
+            for (std::size_t i = 0; i + 2 <= bytes.size(); i += 2) {
+                std::uint16_t h;
+                std::memcpy(&h, bytes.data() + i, 2);
+                // sign and mantissa random, exponent fixed near 1
+                h = type == Type::F16 ? static_cast<std::uint16_t>((h & 0x83FF) | 0x3800)
+                                      : static_cast<std::uint16_t>((h & 0x807F) | 0x3F00);
+                std::memcpy(bytes.data() + i, &h, 2);
+            }
+            break;
+        case Type::Q4_0:
+        case Type::Q5_0:
+            fix_halves(traits(type).bytes_per_block, {0});
+            break;
+        case Type::Q8_0:
+            fix_halves(sizeof(BlockQ8_0), {0});
+            break;
+        case Type::Q4_1:
+        case Type::Q5_1:
+            fix_halves(traits(type).bytes_per_block, {0, 2});
+            break;
+        case Type::Q2_K:
+            fix_halves(sizeof(BlockQ2_K), {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)});
+            break;
+        case Type::Q3_K:
+            fix_halves(sizeof(BlockQ3_K), {offsetof(BlockQ3_K, d)});
+            break;
+        case Type::Q4_K:
+        case Type::Q5_K:
+            fix_halves(traits(type).bytes_per_block, {0, 2});
+            break;
+        case Type::Q6_K:
+            fix_halves(sizeof(BlockQ6_K), {offsetof(BlockQ6_K, d)});
+            break;
+    }
+}
+
+// Calls work(thread_index) on `threads` threads (the calling thread is index 0).
+template <class F>
+void run_threads(int threads, const F& work) {
+    std::vector<std::thread> pool;
+    for (int i = 1; i < threads; ++i) pool.emplace_back([&work, i] { work(i); });
+    work(0);
+    for (auto& t : pool) t.join();
+}
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+MatmulBenchResult benchmark_matmul(const MatmulBenchConfig& c) {
+    if (c.rows <= 0 || c.tokens <= 0 || c.threads <= 0) {
+        throw InvalidArgument("benchmark_matmul: rows, tokens and threads must be positive");
+    }
+    const std::size_t rb = row_bytes(c.type, c.n);
+    const std::size_t matrix_bytes = rb * static_cast<std::size_t>(c.rows);
+    const std::size_t copies = std::max<std::size_t>(
+        1, (c.min_working_set_bytes + matrix_bytes - 1) / std::max<std::size_t>(matrix_bytes, 1));
+    std::vector<std::vector<std::uint8_t>> weights(copies);
+    for (std::size_t i = 0; i < copies; ++i) {
+        weights[i].resize(matrix_bytes);
+        fill_weights(c.type, weights[i], static_cast<std::uint32_t>(i + 1));
+    }
+    std::vector<float> x(static_cast<std::size_t>(c.tokens * c.n));
+    std::mt19937 rng(7);
+    for (auto& v : x)
+        v = static_cast<float>(static_cast<std::int32_t>(rng() % 2001) - 1000) * 1e-3f;
+    PreparedActivations acts;
+    std::vector<float> out(static_cast<std::size_t>(c.tokens * c.rows));
+
+    const auto one_call = [&](std::size_t copy) {
+        prepare_activations(c.type, x.data(), c.tokens, c.n, acts);
+        run_threads(c.threads, [&](int t) {
+            const std::int64_t begin = c.rows * t / c.threads;
+            const std::int64_t end = c.rows * (t + 1) / c.threads;
+            matmul_rows(c.type, weights[copy].data(), c.n, begin, end, acts, out.data(), c.rows);
+        });
+    };
+    one_call(0);  // warm-up: page faults, buffers
+    std::vector<double> times;
+    const auto start = Clock::now();
+    for (std::size_t i = 0; times.size() < 3 || seconds_since(start) < c.min_seconds; ++i) {
+        const auto t0 = Clock::now();
+        one_call(i % copies);
+        times.push_back(seconds_since(t0));
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    MatmulBenchResult r{};
+    r.level = active_simd_level();
+    r.calls = static_cast<std::int64_t>(times.size());
+    r.seconds_per_call = median;
+    r.weight_bytes = static_cast<double>(matrix_bytes);
+    r.weight_gb_per_s = r.weight_bytes / median / 1e9;
+    r.gflop_per_s = 2.0 * static_cast<double>(c.rows) * static_cast<double>(c.n) *
+                    static_cast<double>(c.tokens) / median / 1e9;
+    return r;
+}
+
+double measure_read_bandwidth(std::size_t bytes, int threads, double min_seconds) {
+    if (threads <= 0) throw InvalidArgument("measure_read_bandwidth: threads must be positive");
+    const std::size_t words = std::max<std::size_t>(bytes / 8, 1);
+    std::vector<std::uint64_t> buffer(words);
+    for (std::size_t i = 0; i < words; ++i) buffer[i] = i;
+    std::vector<std::uint64_t> sinks(static_cast<std::size_t>(threads));
+    double best = 0;
+    const auto start = Clock::now();
+    do {
+        const auto t0 = Clock::now();
+        run_threads(threads, [&](int t) {
+            const std::size_t begin =
+                words * static_cast<std::size_t>(t) / static_cast<std::size_t>(threads);
+            const std::size_t end =
+                words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(threads);
+            // Four independent sums so the loop is limited by loads, not by an add chain;
+            // the compiler vectorizes it with the baseline SSE2.
+            std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            std::size_t i = begin;
+            for (; i + 4 <= end; i += 4) {
+                s0 += buffer[i];
+                s1 += buffer[i + 1];
+                s2 += buffer[i + 2];
+                s3 += buffer[i + 3];
+            }
+            for (; i < end; ++i) s0 += buffer[i];
+            sinks[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
+        });
+        best = std::max(best, static_cast<double>(words * 8) / seconds_since(t0) / 1e9);
+    } while (seconds_since(start) < min_seconds);
+    volatile std::uint64_t keep = 0;
+    for (std::uint64_t s : sinks) keep = keep + s;
+    return best;
+}
+
+}  // namespace tokenscope::tensor

@@ -1,0 +1,42 @@
+#pragma once
+// Throughput measurements of the matmul kernels, for `tokenscope-cli bench` and the
+// bench_matmul tool: GB/s of weights streamed (the decode view: one token reads every weight
+// once) and GFLOP/s (the prefill view: many tokens per weight), with the machine's own read
+// bandwidth as the ceiling to compare against.
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/matmul.h"
+#include "tensor/type.h"
+
+namespace tokenscope::tensor {
+
+struct MatmulBenchConfig {
+    Type type = Type::Q8_0;
+    std::int64_t rows = 4096;  // weight rows (outputs)
+    std::int64_t n = 4096;     // row length
+    std::int64_t tokens = 1;   // activation rows
+    int threads = 1;           // rows split evenly, one std::thread each (the caller's share too)
+    double min_seconds = 0.5;  // keep calling until this much time has passed (at least 3 calls)
+    // Cycle through copies of the weight matrix so that together they exceed this many bytes:
+    // each call then reads from memory, not from a (possibly huge) last-level cache. 0: one copy.
+    std::size_t min_working_set_bytes = 0;
+};
+
+struct MatmulBenchResult {
+    SimdLevel level;
+    std::int64_t calls;
+    double seconds_per_call;  // median
+    double weight_bytes;      // per call
+    double weight_gb_per_s;   // weight_bytes / seconds_per_call / 1e9
+    double gflop_per_s;       // 2 * rows * n * tokens / seconds_per_call / 1e9
+};
+
+// Random weights with valid scales and random activations; runs at active_simd_level().
+MatmulBenchResult benchmark_matmul(const MatmulBenchConfig& config);
+
+// Read bandwidth (GB/s) of `threads` threads summing a buffer of `bytes` (should be far larger
+// than the last-level cache), best of repeated passes for min_seconds.
+double measure_read_bandwidth(std::size_t bytes, int threads, double min_seconds);
+
+}  // namespace tokenscope::tensor

@@ -1,0 +1,58 @@
+#pragma once
+// Internals shared by the matmul kernels of every instruction set (dot_*.cpp) and the
+// dispatcher (simd_dispatch.cpp). Only plain data and out-of-line functions live here: the
+// files compiled with -mavx2 / -mavx512* must not share inline code with baseline files, or
+// the linker could keep an AVX copy of it for callers running on CPUs without AVX.
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/type.h"
+
+namespace tokenscope::tensor::detail {
+
+// One checked matmul_rows() call, as the kernels see it.
+struct MatmulArgs {
+    Type type;
+    const std::uint8_t* weights;  // row r at weights + r * row_bytes
+    std::size_t row_bytes;
+    std::int64_t n;
+    std::int64_t row_begin;
+    std::int64_t row_end;
+    const std::uint8_t* acts;  // PreparedActivations::row(0)
+    std::size_t act_stride;
+    std::size_t act_scale_offset;
+    std::size_t act_sum_offset;
+    std::int64_t tokens;
+    float* out;
+    std::int64_t out_stride;
+};
+
+// Each returns false when it has no kernel for the type at its level (the dispatcher then runs
+// the scalar one, which handles every type).
+void matmul_scalar(const MatmulArgs& args);
+bool matmul_avx2(const MatmulArgs& args);
+bool matmul_avx512(const MatmulArgs& args);
+
+// Weight rows are decoded into one of two "packed" forms that the integer kernels consume.
+// Both are plain arrays, identical for every instruction set, so that all levels compute the
+// same integer sums and the scalar packers below serve any format without a SIMD packer.
+//
+// 32-blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): for block b,
+//   dot(w_b, x_b) = d[b] * d_a[b] * sum_k u[k] q_a[k] + coef[b] * s_a[b]
+// where u is unsigned (the quant plus an offset: Q4_0 nibble = q + 8, Q8_0 byte = q + 128),
+// d_a / q_a / s_a = d_a * sum(q_a) are the activation block's scale, int8 values and sum.
+// The offset (or Q4_1's min) is thus folded into one float term per block: coef = -offset * d
+// for Q4_0/Q5_0/Q8_0 and coef = m for Q4_1/Q5_1.
+void pack_q32_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std::uint8_t* u,
+                  float* d, float* coef);
+
+// 256-blocks (K-quants): for super-block b and 16-element sub-block j,
+//   dot(w_b, x_b) = d[b] * d_a[b] * sum_j sc[j] * sum_k u[k] q_a[k] + sum_j coef16[j] * s16_a[j]
+// with u unsigned (Q3_K: q + 4, Q6_K: q without the -32), sc[j] a small signed integer, stored
+// as sc16[k / 2] = sc[k / 16] (one int16 per pair of elements, the shape pmaddubsw produces),
+// and coef16[j] the offset or min term (Q4_K: -dmin * m; Q6_K: -32 * d * sc[j]).
+// u * q_a pairs stay within int16 (u <= 63, |q_a| <= 127), so pmaddubsw never saturates.
+void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std::uint8_t* u,
+                std::int16_t* sc16, float* d, float* coef16);
+
+}  // namespace tokenscope::tensor::detail

@@ -1,0 +1,221 @@
+#pragma once
+// The loop nest shared by the kernels of every instruction set: walk the weight rows in groups
+// of K::kRows, decode (pack) each group once, then run a register tile of kRows rows x
+// kTokens activation rows over it for every group of tokens. A weight block is thus decoded
+// once per matmul and each decoded vector is reused from a register for kTokens tokens, which
+// is what lets prefill run at compute speed; for one token the same loop streams the weights.
+//
+// Everything here is in an unnamed namespace on purpose: each dot_*.cpp includes it and gets
+// its own copy compiled with its own instruction set, so no AVX code can be shared with (and
+// picked by the linker for) a baseline caller.
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/matmul_internal.h"
+
+namespace tokenscope::tensor::detail {
+namespace {
+
+// Elements of a weight row decoded at a time; bounds the stack buffers (kRows x kPackChunk
+// bytes of weights plus as many of K-quant scales). A multiple of 256 (and so of 64).
+constexpr std::int64_t kPackChunk = 4096;
+
+constexpr std::int64_t round_up_to(std::int64_t v, std::int64_t m) {
+    return (v + m - 1) / m * m;
+}
+constexpr std::int64_t min_of(std::int64_t a, std::int64_t b) {
+    return a < b ? a : b;
+}
+
+// One register tile over packed 32-block rows. len: packed elements (multiple of 64);
+// the d / coef arrays and the activation d / s arrays hold at least round_up(len/32, 16)
+// entries, zero beyond the data.
+template <int MR, int MT>
+struct Q32Tile {
+    const std::uint8_t* wu[MR];
+    const float* wd[MR];
+    const float* wc[MR];
+    const std::uint8_t* aq[MT];
+    const float* ad[MT];
+    const float* as[MT];
+    std::int64_t len;
+    float res[MR][MT];
+};
+
+// One register tile over packed K-quant rows. len: elements, a multiple of 256.
+template <int MR, int MT>
+struct KTile {
+    const std::uint8_t* wu[MR];
+    const std::int16_t* wsc[MR];
+    const float* wd[MR];  // one per 256
+    const float* wc[MR];  // one per 16
+    const std::uint8_t* aq[MT];
+    const float* ad[MT];  // one per 256
+    const float* as[MT];  // one per 16
+    std::int64_t len;
+    float res[MR][MT];
+};
+
+// One register tile over raw F32/F16/BF16 weight rows (unaligned) and f32 activations
+// (64-byte aligned, zero-padded to a multiple of 16).
+template <int MR, int MT>
+struct FTile {
+    const std::uint8_t* w[MR];
+    const float* a[MT];
+    std::int64_t n;
+    float res[MR][MT];
+};
+
+// Picks K::tile<rows, toks> for a partial tile at the edges with compile-time sizes, so the
+// accumulators of every variant stay in registers.
+template <class K, class Tile, int R, int T>
+void call_tile_tokens(int toks, Tile& t) {
+    if constexpr (T > 1) {
+        if (toks < T) {
+            call_tile_tokens<K, Tile, R, T - 1>(toks, t);
+            return;
+        }
+    }
+    K::template tile<R, T>(t);
+}
+
+template <class K, class Tile, int R>
+void call_tile(int rows, int toks, Tile& t) {
+    if constexpr (R > 1) {
+        if (rows < R) {
+            call_tile<K, Tile, R - 1>(rows, toks, t);
+            return;
+        }
+    }
+    call_tile_tokens<K, Tile, R, K::kTokens>(toks, t);
+}
+
+template <int MR, int MT>
+void store_results(const MatmulArgs& a, std::int64_t r0, int rows, std::int64_t t0, int toks,
+                   bool first_chunk, const float (&res)[MR][MT]) {
+    for (int j = 0; j < toks; ++j) {
+        float* o = a.out + (t0 + j) * a.out_stride + r0;
+        for (int i = 0; i < rows; ++i) o[i] = first_chunk ? res[i][j] : o[i] + res[i][j];
+    }
+}
+
+const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
+    return a.acts + static_cast<std::size_t>(t) * a.act_stride;
+}
+
+// K: kRows, kTokens, pack(type, blocks, nblocks, u, d, coef), tile<R, T>(Q32Tile&).
+template <class K>
+void run_q32(const MatmulArgs& a) {
+    constexpr int MR = K::kRows;
+    constexpr int MT = K::kTokens;
+    constexpr std::int64_t kScales = kPackChunk / 32;  // already a multiple of 16
+    alignas(64) std::uint8_t u[MR * kPackChunk];
+    alignas(64) float d[MR * kScales];
+    alignas(64) float c[MR * kScales];
+    const std::size_t block_bytes = a.row_bytes / static_cast<std::size_t>(a.n / 32);
+    Q32Tile<MR, MT> t;
+    for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
+        const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
+        for (std::int64_t k0 = 0; k0 < a.n; k0 += kPackChunk) {
+            const std::int64_t kc = min_of(kPackChunk, a.n - k0);
+            const std::int64_t len = round_up_to(kc, 64);
+            const std::int64_t nb = kc / 32;
+            const std::int64_t nb_pad = round_up_to(len / 32, 16);
+            for (int i = 0; i < rows; ++i) {
+                std::uint8_t* ui = u + i * len;
+                float* di = d + i * nb_pad;
+                float* ci = c + i * nb_pad;
+                const std::uint8_t* src = a.weights +
+                                          static_cast<std::size_t>(r0 + i) * a.row_bytes +
+                                          static_cast<std::size_t>(k0 / 32) * block_bytes;
+                K::pack(a.type, src, nb, ui, di, ci);
+                std::memset(ui + kc, 0, static_cast<std::size_t>(len - kc));
+                for (std::int64_t b = nb; b < nb_pad; ++b) di[b] = ci[b] = 0.0f;
+                t.wu[i] = ui;
+                t.wd[i] = di;
+                t.wc[i] = ci;
+            }
+            t.len = len;
+            for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
+                const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
+                for (int j = 0; j < toks; ++j) {
+                    const std::uint8_t* row = act_row(a, t0 + j);
+                    t.aq[j] = row + k0;
+                    t.ad[j] = reinterpret_cast<const float*>(row + a.act_scale_offset) + k0 / 32;
+                    t.as[j] = reinterpret_cast<const float*>(row + a.act_sum_offset) + k0 / 32;
+                }
+                call_tile<K, Q32Tile<MR, MT>, MR>(rows, toks, t);
+                store_results(a, r0, rows, t0, toks, k0 == 0, t.res);
+            }
+        }
+    }
+}
+
+// K: kRows, kTokens, pack(type, blocks, nblocks, u, sc16, d, coef16), tile<R, T>(KTile&).
+template <class K>
+void run_k(const MatmulArgs& a) {
+    constexpr int MR = K::kRows;
+    constexpr int MT = K::kTokens;
+    alignas(64) std::uint8_t u[MR * kPackChunk];
+    alignas(64) std::int16_t sc[MR * kPackChunk / 2];
+    alignas(64) float d[MR * kPackChunk / 256];
+    alignas(64) float c[MR * kPackChunk / 16];
+    const std::size_t block_bytes = a.row_bytes / static_cast<std::size_t>(a.n / 256);
+    KTile<MR, MT> t;
+    for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
+        const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
+        for (std::int64_t k0 = 0; k0 < a.n; k0 += kPackChunk) {
+            const std::int64_t len = min_of(kPackChunk, a.n - k0);
+            for (int i = 0; i < rows; ++i) {
+                const std::uint8_t* src = a.weights +
+                                          static_cast<std::size_t>(r0 + i) * a.row_bytes +
+                                          static_cast<std::size_t>(k0 / 256) * block_bytes;
+                K::pack(a.type, src, len / 256, u + i * len, sc + i * len / 2, d + i * len / 256,
+                        c + i * len / 16);
+                t.wu[i] = u + i * len;
+                t.wsc[i] = sc + i * len / 2;
+                t.wd[i] = d + i * len / 256;
+                t.wc[i] = c + i * len / 16;
+            }
+            t.len = len;
+            for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
+                const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
+                for (int j = 0; j < toks; ++j) {
+                    const std::uint8_t* row = act_row(a, t0 + j);
+                    t.aq[j] = row + k0;
+                    t.ad[j] = reinterpret_cast<const float*>(row + a.act_scale_offset) + k0 / 256;
+                    t.as[j] = reinterpret_cast<const float*>(row + a.act_sum_offset) + k0 / 16;
+                }
+                call_tile<K, KTile<MR, MT>, MR>(rows, toks, t);
+                store_results(a, r0, rows, t0, toks, k0 == 0, t.res);
+            }
+        }
+    }
+}
+
+// K: kRows, kTokens, tile<R, T>(FTile&) for one weight type. Rows are not packed: a float
+// row is already what the kernel multiplies, and F16/BF16 convert in a register.
+template <class K>
+void run_f(const MatmulArgs& a) {
+    constexpr int MR = K::kRows;
+    constexpr int MT = K::kTokens;
+    FTile<MR, MT> t;
+    t.n = a.n;
+    for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
+        const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
+        for (int i = 0; i < rows; ++i) {
+            t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
+        }
+        for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
+            const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
+            for (int j = 0; j < toks; ++j) {
+                t.a[j] = reinterpret_cast<const float*>(act_row(a, t0 + j));
+            }
+            call_tile<K, FTile<MR, MT>, MR>(rows, toks, t);
+            store_results(a, r0, rows, t0, toks, true, t.res);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace tokenscope::tensor::detail

@@ -1,0 +1,199 @@
+#pragma once
+// SIMD packers (AVX2 + F16C, 256-bit) for the formats the default models use, producing
+// exactly the arrays of the scalar pack_q32_row / pack_k_row (matmul_internal.h). Included by
+// dot_avx2.cpp and dot_avx512.cpp; in an unnamed namespace so each gets its own copy compiled
+// for its instruction set. Formats without a SIMD packer fall back to the scalar one.
+//
+// For one token the packers run once per weight block used once, so they are on the
+// bandwidth-bound path and must cost a few instructions per 32 weights, not a few per weight.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/block_layouts.h"
+#include "tensor/matmul_internal.h"
+
+namespace tokenscope::tensor::detail {
+namespace {
+
+// Own copies instead of load_f16() / unpack_scale_min_k4(): those are inline functions of
+// shared headers, and an out-of-line copy compiled here could replace the baseline one.
+inline float half_to_float(const std::uint8_t* p) {
+    return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8)));
+}
+
+inline std::uint32_t load_le32(const std::uint8_t* p) {
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// Bit e of `bits` -> 0x10 in byte e (the fifth bit of Q5_0/Q5_1 element e).
+inline __m256i fifth_bits(std::uint32_t bits) {
+    // Byte e takes byte e/8 of the word, keeps bit e%8 of it, and turns a set bit into 0x10.
+    const __m256i word = _mm256_set1_epi32(static_cast<int>(bits));
+    const __m256i spread =
+        _mm256_shuffle_epi8(word, _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                                                     0x0202020202020202, 0x0303030303030303));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// 16 bytes of nibbles -> 32 bytes: element e < 16 from the low nibble of byte e, e >= 16 from
+// the high nibble of byte e - 16 (the Q4_0 / Q5_0 order).
+inline __m256i split_nibbles16(const std::uint8_t* qs) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(x, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), mask);
+    return _mm256_set_m128i(hi, lo);
+}
+
+inline void store32(std::uint8_t* p, __m256i v) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p), v);  // packed buffers are 64-aligned
+}
+
+void pack_q32_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
+                   float* d, float* c) {
+    switch (type) {
+        case Type::Q8_0: {
+            const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+            for (std::int64_t b = 0; b < nb; ++b) {
+                const std::uint8_t* blk = blocks + b * sizeof(BlockQ8_0);
+                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+                store32(u + 32 * b, _mm256_xor_si256(q, flip));
+                d[b] = half_to_float(blk);
+                c[b] = -128.0f * d[b];
+            }
+            return;
+        }
+        case Type::Q4_0:
+            for (std::int64_t b = 0; b < nb; ++b) {
+                const std::uint8_t* blk = blocks + b * sizeof(BlockQ4_0);
+                store32(u + 32 * b, split_nibbles16(blk + 2));
+                d[b] = half_to_float(blk);
+                c[b] = -8.0f * d[b];
+            }
+            return;
+        case Type::Q4_1:
+            for (std::int64_t b = 0; b < nb; ++b) {
+                const std::uint8_t* blk = blocks + b * sizeof(BlockQ4_1);
+                store32(u + 32 * b, split_nibbles16(blk + 4));
+                d[b] = half_to_float(blk);
+                c[b] = half_to_float(blk + 2);
+            }
+            return;
+        case Type::Q5_0:
+            for (std::int64_t b = 0; b < nb; ++b) {
+                const std::uint8_t* blk = blocks + b * sizeof(BlockQ5_0);
+                store32(u + 32 * b,
+                        _mm256_or_si256(split_nibbles16(blk + 6), fifth_bits(load_le32(blk + 2))));
+                d[b] = half_to_float(blk);
+                c[b] = -16.0f * d[b];
+            }
+            return;
+        case Type::Q5_1:
+            for (std::int64_t b = 0; b < nb; ++b) {
+                const std::uint8_t* blk = blocks + b * sizeof(BlockQ5_1);
+                store32(u + 32 * b,
+                        _mm256_or_si256(split_nibbles16(blk + 8), fifth_bits(load_le32(blk + 4))));
+                d[b] = half_to_float(blk);
+                c[b] = half_to_float(blk + 2);
+            }
+            return;
+        default:
+            pack_q32_row(type, blocks, nb, u, d, c);
+            return;
+    }
+}
+
+inline void fill_sc16_simd(std::int16_t* sc16, const int (&sc)[16]) {
+    for (int j = 0; j < 16; ++j) {
+        _mm_store_si128(reinterpret_cast<__m128i*>(sc16 + 8 * j),
+                        _mm_set1_epi16(static_cast<short>(sc[j])));
+    }
+}
+
+// Q4_K / Q5_K 6-bit scale and min of sub-block j (see kquant_scales.h for the packing).
+inline void scale_min_k4(int j, const std::uint8_t* q, int& sc, int& m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
+                 std::int16_t* sc16, float* d, float* c) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    switch (type) {
+        case Type::Q4_K:
+            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
+                const auto* blk = reinterpret_cast<const BlockQ4_K*>(blocks) + b;
+                // 32 bytes of qs hold sub-block 2g (low nibbles) and 2g+1 (high nibbles).
+                for (int g = 0; g < 4; ++g) {
+                    const __m256i x =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * g));
+                    store32(u + 64 * g, _mm256_and_si256(x, low4));
+                    store32(u + 64 * g + 32, _mm256_and_si256(_mm256_srli_epi16(x, 4), low4));
+                }
+                d[b] = half_to_float(blk->d);
+                const float dmin = half_to_float(blk->dmin);
+                int sc[16];
+                for (int s = 0; s < 8; ++s) {
+                    int scale, min;
+                    scale_min_k4(s, blk->scales, scale, min);
+                    sc[2 * s] = sc[2 * s + 1] = scale;
+                    c[2 * s] = c[2 * s + 1] = -dmin * static_cast<float>(min);
+                }
+                fill_sc16_simd(sc16, sc);
+            }
+            return;
+        case Type::Q6_K:
+            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
+                const auto* blk = reinterpret_cast<const BlockQ6_K*>(blocks) + b;
+                const __m256i high2 = _mm256_set1_epi8(0x30);
+                for (int half = 0; half < 2; ++half) {
+                    const std::uint8_t* ql = blk->ql + 64 * half;
+                    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+                    const __m256i l1 =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+                    const __m256i h =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh + 32 * half));
+                    // Element 128*half + 32k + l: low nibble (k < 2) or high nibble (k >= 2) of
+                    // ql[32*(k%2) + l], plus bits 2k..2k+1 of qh[l] moved to bits 4..5. The
+                    // 16-bit shifts leak bits across bytes only outside the masked bits.
+                    std::uint8_t* o = u + 128 * half;
+                    store32(o, _mm256_or_si256(_mm256_and_si256(l0, low4),
+                                               _mm256_and_si256(_mm256_slli_epi16(h, 4), high2)));
+                    store32(o + 32,
+                            _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(h, 2), high2)));
+                    store32(o + 64,
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                            _mm256_and_si256(h, high2)));
+                    store32(o + 96,
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                            _mm256_and_si256(_mm256_srli_epi16(h, 2), high2)));
+                }
+                d[b] = half_to_float(blk->d);
+                int sc[16];
+                for (int j = 0; j < 16; ++j) {
+                    sc[j] = blk->scales[j];
+                    c[j] = -32.0f * d[b] * static_cast<float>(sc[j]);
+                }
+                fill_sc16_simd(sc16, sc);
+            }
+            return;
+        default:
+            pack_k_row(type, blocks, nb, u, sc16, d, c);
+            return;
+    }
+}
+
+}  // namespace
+}  // namespace tokenscope::tensor::detail

@@ -1,0 +1,127 @@
+// Run-time choice of the kernel instruction set and the checked entry point matmul_rows().
+// The binary targets baseline x86-64; the AVX2 and AVX-512 kernels live in their own files
+// compiled with those instruction sets and are only called after the CPU said it has them.
+#include <atomic>
+#include <string>
+
+#include "tensor/matmul.h"
+#include "tensor/matmul_internal.h"
+#include "util/error.h"
+
+namespace tokenscope::tensor {
+
+namespace {
+
+SimdLevel detect() {
+#if defined(TOKENSCOPE_X86_KERNELS)
+    // __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0), so a
+    // kernel without AVX-512 state support reports no AVX-512.
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+        return SimdLevel::Avx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+        return SimdLevel::Avx2;
+    }
+#endif
+    return SimdLevel::Scalar;
+}
+
+// -1: not overridden, follow detected_simd_level().
+std::atomic<int> g_forced_level{-1};
+
+}  // namespace
+
+SimdLevel detected_simd_level() {
+    static const SimdLevel level = detect();
+    return level;
+}
+
+SimdLevel active_simd_level() {
+    const int forced = g_forced_level.load(std::memory_order_relaxed);
+    return forced < 0 ? detected_simd_level() : static_cast<SimdLevel>(forced);
+}
+
+void set_simd_level(SimdLevel level) {
+    if (static_cast<int>(level) < 0 ||
+        static_cast<int>(level) > static_cast<int>(SimdLevel::Avx512)) {
+        throw InvalidArgument("unknown SIMD level " + std::to_string(static_cast<int>(level)));
+    }
+    if (static_cast<int>(level) > static_cast<int>(detected_simd_level())) {
+        throw InvalidArgument(std::string("this CPU does not support ") + simd_level_name(level) +
+                              " (best: " + simd_level_name(detected_simd_level()) + ")");
+    }
+    g_forced_level.store(static_cast<int>(level), std::memory_order_relaxed);
+}
+
+const char* simd_level_name(SimdLevel level) {
+    switch (level) {
+        case SimdLevel::Scalar:
+            return "scalar";
+        case SimdLevel::Avx2:
+            return "avx2";
+        case SimdLevel::Avx512:
+            return "avx512";
+    }
+    return "unknown";
+}
+
+void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int64_t row_begin,
+                 std::int64_t row_end, const PreparedActivations& acts, float* out,
+                 std::int64_t out_stride) {
+    const std::size_t rbytes = row_bytes(weight_type, n);  // checks n
+    if (acts.format() != activation_format_for(weight_type) || acts.n() != n) {
+        throw InvalidArgument(std::string("activations prepared for ") +
+                              type_name(acts.weight_type()) + " rows of " +
+                              std::to_string(acts.n()) + " used with " + type_name(weight_type) +
+                              " rows of " + std::to_string(n));
+    }
+    if (row_begin < 0 || row_end < row_begin) {
+        throw InvalidArgument("bad weight row range [" + std::to_string(row_begin) + ", " +
+                              std::to_string(row_end) + ")");
+    }
+    if (acts.rows() > 1 && out_stride < row_end) {
+        throw InvalidArgument("output stride " + std::to_string(out_stride) +
+                              " is shorter than the rows " + std::to_string(row_end));
+    }
+    if (row_end == row_begin || acts.rows() == 0) return;
+    if (n == 0) {
+        for (std::int64_t t = 0; t < acts.rows(); ++t) {
+            for (std::int64_t r = row_begin; r < row_end; ++r) out[t * out_stride + r] = 0.0f;
+        }
+        return;
+    }
+
+    const detail::MatmulArgs args{weight_type,
+                                  static_cast<const std::uint8_t*>(weights),
+                                  rbytes,
+                                  n,
+                                  row_begin,
+                                  row_end,
+                                  acts.row(0),
+                                  acts.row_stride(),
+                                  acts.scale_offset(),
+                                  acts.sum_offset(),
+                                  acts.rows(),
+                                  out,
+                                  out_stride};
+    switch (active_simd_level()) {
+#if defined(TOKENSCOPE_X86_KERNELS)
+        case SimdLevel::Avx512:
+            if (detail::matmul_avx512(args)) return;
+            break;
+        case SimdLevel::Avx2:
+            if (detail::matmul_avx2(args)) return;
+            break;
+#endif
+        default:
+            break;
+    }
+    detail::matmul_scalar(args);
+}
+
+}  // namespace tokenscope::tensor

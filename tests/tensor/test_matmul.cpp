@@ -1,0 +1,462 @@
+// Tests of the CPU matmul kernels (engine/tensor/matmul.h) for every weight format at every
+// SIMD level this CPU has.
+//
+// Expected values are computed here, in float64, from the dequantized weights (dequantize_row,
+// itself tested against gguf-py in test_tensor_formats) and the activations:
+//   * exact activations: the kernels quantize activations to int8 blocks, so the result may
+//     differ by the rounding of each activation, |x - x'| <= d_a / 2 with d_a = max|block| / 127.
+//     The bound checked per output is sum_k |w_k| * d_a(k) / 2 (plus float rounding), which
+//     holds for any data. The whole-vector error ||got - ref|| / ||ref|| is also checked
+//     against its statistical prediction: the roundings are independent and uniform, so the
+//     error of output o has variance sum_k w_k^2 d_a(k)^2 / 12, and the realized norm over
+//     the >= 9 outputs of a case stays well within 2x of the predicted one. (A fixed bound
+//     such as 1e-2 is not meaningful: it depends on the data. With these activations, normal
+//     with an 8x outlier every 97 elements, the prediction is 0.5-3%; for the weights made by
+//     quantize_row it is about 1%.)
+//   * quantized activations: the test quantizes the activations itself (same rule: d = amax/127,
+//     q = round-to-nearest-even(x / d), implemented here, not taken from the engine) and the
+//     only remaining error is float rounding: |err| <= 2e-5 * sum |w_k x'_k| per output.
+//     (The kernels sum integer products exactly and accumulate at most a few hundred floats in
+//     each lane, so their rounding error is a few hundred ulps of sum |w x| at worst: 2e-5
+//     has a wide margin, yet a wrong sub-block scale or a misplaced bit fails it by orders.)
+//   * every SIMD level against the scalar kernels, same bound: they compute the same integer
+//     sums and differ only in the order of float additions.
+// Weights are random bytes with sane random scales (covering every code, including -128 in
+// Q8_0 and the extreme 6-bit values of the K-quants) and, separately, quantize_row() output.
+#include <QObject>
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/block_layouts.h"
+#include "tensor/f16.h"
+#include "tensor/matmul.h"
+#include "tensor/type.h"
+#include "util/error.h"
+
+using tokenscope::InvalidArgument;
+using namespace tokenscope::tensor;
+
+namespace {
+
+class Random {
+  public:
+    explicit Random(std::uint32_t seed) : gen_(seed) {}
+    std::uint32_t bits() { return gen_(); }
+    double open_unit() { return (static_cast<double>(gen_() >> 8) + 0.5) * 0x1p-24; }
+    double uniform(double lo, double hi) { return lo + (hi - lo) * open_unit(); }
+    double normal() {
+        const double r = std::sqrt(-2.0 * std::log(open_unit()));
+        return r * std::cos(2.0 * std::numbers::pi * open_unit());
+    }
+
+  private:
+    std::mt19937 gen_;
+};
+
+using Bytes = std::vector<std::uint8_t>;
+
+void put_half(Bytes& bytes, std::size_t offset, float value) {
+    const std::uint16_t h = f32_to_f16(value);
+    bytes[offset] = static_cast<std::uint8_t>(h & 0xFF);
+    bytes[offset + 1] = static_cast<std::uint8_t>(h >> 8);
+}
+
+struct ScaleField {
+    std::size_t offset;
+    bool may_be_negative;
+};
+
+// Where each quantized format keeps its f16 scales (and mins) inside a block.
+std::vector<ScaleField> scale_fields(Type type) {
+    switch (type) {
+        case Type::Q4_0:
+        case Type::Q5_0:
+        case Type::Q8_0:
+            return {{0, true}};
+        case Type::Q4_1:
+        case Type::Q5_1:
+            return {{0, false}, {2, true}};
+        case Type::Q2_K:
+            return {{offsetof(BlockQ2_K, d), false}, {offsetof(BlockQ2_K, dmin), false}};
+        case Type::Q3_K:
+            return {{offsetof(BlockQ3_K, d), true}};
+        case Type::Q4_K:
+            return {{0, false}, {2, false}};
+        case Type::Q5_K:
+            return {{0, false}, {2, false}};
+        case Type::Q6_K:
+            return {{offsetof(BlockQ6_K, d), true}};
+        default:
+            return {};
+    }
+}
+
+// `rows` rows of n elements: random codes with random scales of magnitude ~ 2^-6.
+Bytes random_weights(Type type, std::int64_t rows, std::int64_t n, std::uint32_t seed) {
+    Random rng(seed);
+    const TypeTraits& t = traits(type);
+    const std::size_t rb = row_bytes(type, n);
+    Bytes bytes(rb * static_cast<std::size_t>(rows));
+    if (type == Type::F32 || type == Type::F16 || type == Type::BF16) {
+        for (std::int64_t i = 0; i < rows * n; ++i) {
+            const float v = static_cast<float>(rng.normal());
+            if (type == Type::F32) {
+                std::memcpy(bytes.data() + 4 * i, &v, 4);
+            } else {
+                const std::uint16_t h = type == Type::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+                bytes[2 * i] = static_cast<std::uint8_t>(h & 0xFF);
+                bytes[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
+            }
+        }
+        return bytes;
+    }
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng.bits() >> 24);
+    const std::size_t nblocks = bytes.size() / t.bytes_per_block;
+    for (std::size_t b = 0; b < nblocks; ++b) {
+        for (const ScaleField& f : scale_fields(type)) {
+            float v = static_cast<float>(rng.uniform(0.5, 1.0) * 0x1p-6);
+            if (f.may_be_negative && (rng.bits() & 1)) v = -v;
+            put_half(bytes, b * t.bytes_per_block + f.offset, v);
+        }
+    }
+    return bytes;
+}
+
+Bytes quantized_weights(Type type, std::int64_t rows, std::int64_t n, std::uint32_t seed) {
+    Random rng(seed);
+    std::vector<float> w(static_cast<std::size_t>(rows * n));
+    for (auto& v : w) v = static_cast<float>(0.02 * rng.normal());
+    const std::size_t rb = row_bytes(type, n);
+    Bytes bytes(rb * static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r)
+        quantize_row(type, w.data() + r * n, bytes.data() + r * rb, n);
+    return bytes;
+}
+
+std::vector<float> random_activations(std::int64_t tokens, std::int64_t n, std::uint32_t seed) {
+    Random rng(seed);
+    std::vector<float> x(static_cast<std::size_t>(tokens * n));
+    for (auto& v : x) v = static_cast<float>(rng.normal());
+    // A few outliers, as real hidden states have: they set the block scale of their block.
+    for (std::size_t i = 0; i < x.size(); i += 97) x[i] *= 8.0f;
+    return x;
+}
+
+std::int64_t activation_block(Type type) {
+    switch (activation_format_for(type)) {
+        case ActivationFormat::F32:
+            return 0;
+        case ActivationFormat::Q8_32:
+            return 32;
+        case ActivationFormat::Q8_256:
+            return 256;
+    }
+    return 0;
+}
+
+// The test's own activation quantization (see the header comment): x' = q * d and d per
+// element. Without int8 activations x' = x and d = 0.
+void quantize_activations(Type type, const std::vector<float>& x, std::vector<double>& xq,
+                          std::vector<double>& dq) {
+    const std::int64_t block = activation_block(type);
+    xq.assign(x.begin(), x.end());
+    dq.assign(x.size(), 0.0);
+    if (block == 0) return;
+    for (std::size_t b0 = 0; b0 < x.size(); b0 += static_cast<std::size_t>(block)) {
+        float amax = 0.0f;
+        for (std::int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[b0 + i]));
+        const float d = amax / 127.0f;
+        const float id = d > 0.0f ? 1.0f / d : 0.0f;
+        for (std::int64_t i = 0; i < block; ++i) {
+            const float v = std::clamp(x[b0 + i] * id, -127.0f, 127.0f);
+            xq[b0 + i] = static_cast<double>(std::nearbyint(v)) * d;
+            dq[b0 + i] = d;
+        }
+    }
+}
+
+std::vector<SimdLevel> supported_levels() {
+    std::vector<SimdLevel> levels;
+    for (int l = 0; l <= static_cast<int>(detected_simd_level()); ++l) {
+        levels.push_back(static_cast<SimdLevel>(l));
+    }
+    return levels;
+}
+
+// Restores the detected level when a test ends (also on a failed QVERIFY's early return).
+struct LevelGuard {
+    ~LevelGuard() { set_simd_level(detected_simd_level()); }
+};
+
+struct Case {
+    Type type;
+    std::int64_t rows;
+    std::int64_t n;
+    std::int64_t tokens;
+    bool quantized_from_floats;
+};
+
+std::string describe(const Case& c, SimdLevel level) {
+    return std::string(type_name(c.type)) + " n=" + std::to_string(c.n) +
+           " tokens=" + std::to_string(c.tokens) + " rows=" + std::to_string(c.rows) + " " +
+           simd_level_name(level);
+}
+
+// Runs one case at every level; returns "" or the first failure.
+std::string check_case(const Case& c, double* worst_vector_rel_error) {
+    const std::uint32_t seed =
+        static_cast<std::uint32_t>(c.n * 131 + c.tokens * 7 + static_cast<int>(c.type));
+    const Bytes w = c.quantized_from_floats ? quantized_weights(c.type, c.rows, c.n, seed)
+                                            : random_weights(c.type, c.rows, c.n, seed);
+    const std::vector<float> x = random_activations(c.tokens, c.n, seed + 1);
+    const std::size_t rb = row_bytes(c.type, c.n);
+
+    std::vector<double> wd(static_cast<std::size_t>(c.rows * c.n));
+    {
+        std::vector<float> row(static_cast<std::size_t>(c.n));
+        for (std::int64_t r = 0; r < c.rows; ++r) {
+            dequantize_row(c.type, w.data() + r * rb, row.data(), c.n);
+            std::copy(row.begin(), row.end(), wd.begin() + r * c.n);
+        }
+    }
+    std::vector<double> xq, dq;
+    quantize_activations(c.type, x, xq, dq);
+
+    // References and bounds, [t][r].
+    const auto outputs = static_cast<std::size_t>(c.tokens * c.rows);
+    std::vector<double> ref_exact(outputs), ref_quant(outputs), abs_sum(outputs),
+        act_bound(outputs);
+    double predicted_err2 = 0;
+    for (std::int64_t t = 0; t < c.tokens; ++t) {
+        for (std::int64_t r = 0; r < c.rows; ++r) {
+            double e = 0, q = 0, a = 0, bound = 0, variance = 0;
+            for (std::int64_t k = 0; k < c.n; ++k) {
+                const double wk = wd[r * c.n + k];
+                const auto xi = static_cast<std::size_t>(t * c.n + k);
+                e += wk * x[xi];
+                q += wk * xq[xi];
+                a += std::fabs(wk * xq[xi]);
+                bound += std::fabs(wk) * dq[xi] * 0.5;
+                variance += wk * wk * dq[xi] * dq[xi] / 12.0;
+            }
+            predicted_err2 += variance;
+            const auto o = static_cast<std::size_t>(t * c.rows + r);
+            ref_exact[o] = e;
+            ref_quant[o] = q;
+            abs_sum[o] = a;
+            act_bound[o] = bound;
+        }
+    }
+
+    PreparedActivations acts;
+    prepare_activations(c.type, x.data(), c.tokens, c.n, acts);
+    std::vector<float> scalar_out;
+    LevelGuard guard;
+    for (SimdLevel level : supported_levels()) {
+        set_simd_level(level);
+        std::vector<float> out(outputs, std::numeric_limits<float>::quiet_NaN());
+        matmul_rows(c.type, w.data(), c.n, 0, c.rows, acts, out.data(), c.rows);
+        double err2 = 0, ref2 = 0;
+        for (std::size_t o = 0; o < outputs; ++o) {
+            const double got = out[o];
+            const double tight = 2e-5 * abs_sum[o] + 1e-30;
+            if (!(std::fabs(got - ref_quant[o]) <= tight)) {
+                return describe(c, level) + ": output " + std::to_string(o) + " = " +
+                       std::to_string(got) + ", expected " + std::to_string(ref_quant[o]) +
+                       " (with the activations quantized) within " + std::to_string(tight);
+            }
+            if (!(std::fabs(got - ref_exact[o]) <= act_bound[o] * 1.0001 + tight)) {
+                return describe(c, level) + ": output " + std::to_string(o) + " = " +
+                       std::to_string(got) + " is further than the activation rounding bound " +
+                       std::to_string(act_bound[o]) + " from " + std::to_string(ref_exact[o]);
+            }
+            if (!scalar_out.empty() && !(std::fabs(got - scalar_out[o]) <= tight)) {
+                return describe(c, level) + ": output " + std::to_string(o) + " = " +
+                       std::to_string(got) + " differs from the scalar kernel's " +
+                       std::to_string(scalar_out[o]);
+            }
+            err2 += (got - ref_exact[o]) * (got - ref_exact[o]);
+            ref2 += ref_exact[o] * ref_exact[o];
+        }
+        const double rel = std::sqrt(err2 / ref2);
+        // Float formats (f32 activations): float rounding only, a few ulps times sqrt(n).
+        const double predicted = std::sqrt(predicted_err2 / ref2);
+        const double limit = activation_block(c.type) == 0 ? 1e-5 : 2.0 * predicted;
+        if (!(rel <= limit)) {
+            return describe(c, level) + ": relative error " + std::to_string(rel) + " > " +
+                   std::to_string(limit) + " (predicted " + std::to_string(predicted) + ")";
+        }
+        *worst_vector_rel_error = std::max(*worst_vector_rel_error, rel);
+        if (level == SimdLevel::Scalar) scalar_out = out;
+    }
+    return {};
+}
+
+const Type kAllTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0, Type::Q4_1,
+                          Type::Q5_0, Type::Q5_1, Type::Q8_0, Type::Q2_K, Type::Q3_K,
+                          Type::Q4_K, Type::Q5_K, Type::Q6_K};
+
+}  // namespace
+
+class TestMatmul : public QObject {
+    Q_OBJECT
+
+  private slots:
+    void simdLevelsCanBeForcedDownButNotUp();
+    void matchesFloat64Reference_data();
+    void matchesFloat64Reference();
+    void quantizedFromFloatsMatchesReference();
+    void subRangeWritesOnlyItsRowsAtTheStride();
+    void preparedActivationsAreReused();
+    void emptyInputs();
+    void rejectsMismatchedArguments();
+};
+
+void TestMatmul::simdLevelsCanBeForcedDownButNotUp() {
+    LevelGuard guard;
+    const SimdLevel detected = detected_simd_level();
+    qInfo("detected SIMD level: %s", simd_level_name(detected));
+    QCOMPARE(active_simd_level(), detected);
+    set_simd_level(SimdLevel::Scalar);
+    QCOMPARE(active_simd_level(), SimdLevel::Scalar);
+    if (detected != SimdLevel::Avx512) {
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set_simd_level(SimdLevel::Avx512));
+    }
+    QCOMPARE(std::string(simd_level_name(SimdLevel::Avx2)), std::string("avx2"));
+}
+
+void TestMatmul::matchesFloat64Reference_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<qint64>("n");
+    QTest::addColumn<qint64>("tokens");
+    for (Type type : kAllTypes) {
+        const std::int64_t block = traits(type).block_size;
+        // 256 and 2048: one and several K-quant super-blocks. 640 (Gemma 3 270M's width) is no
+        // multiple of 256, so only for the 32-block and float formats; 4128 and 4864 span two
+        // packing chunks (4096) with a partial last one; 37 exercises float row tails.
+        std::vector<std::int64_t> lengths = {256, 2048};
+        if (block <= 32) lengths.insert(lengths.end(), {640, 4128});
+        if (block == 256) lengths.push_back(4864);
+        if (block == 1) lengths.push_back(37);
+        for (std::int64_t n : lengths) {
+            for (std::int64_t tokens : {1, 7, 128}) {
+                if (n > 2048 && tokens == 128) continue;  // keeps the float64 reference quick
+                const std::string name = std::string(type_name(type)) + " n=" + std::to_string(n) +
+                                         " tokens=" + std::to_string(tokens);
+                QTest::newRow(name.c_str())
+                    << static_cast<int>(type) << qint64(n) << qint64(tokens);
+            }
+        }
+    }
+}
+
+void TestMatmul::matchesFloat64Reference() {
+    QFETCH(int, type);
+    QFETCH(qint64, n);
+    QFETCH(qint64, tokens);
+    // 13 rows: three full 4-row groups and a remainder for every kernel's tile height.
+    const Case c{static_cast<Type>(type), 13, n, tokens, false};
+    double worst = 0;
+    const std::string failure = check_case(c, &worst);
+    QVERIFY2(failure.empty(), failure.c_str());
+}
+
+void TestMatmul::quantizedFromFloatsMatchesReference() {
+    for (Type type : kAllTypes) {
+        if (traits(type).quantize_row == nullptr) continue;
+        const std::int64_t n = traits(type).block_size == 256 ? 2048 : 640;
+        double worst = 0;
+        const std::string failure = check_case({type, 9, n, 5, true}, &worst);
+        QVERIFY2(failure.empty(), failure.c_str());
+        qInfo("%s: relative error vs exact activations %.4f", type_name(type), worst);
+    }
+}
+
+void TestMatmul::subRangeWritesOnlyItsRowsAtTheStride() {
+    LevelGuard guard;
+    for (Type type : {Type::F16, Type::Q8_0, Type::Q4_K}) {
+        const std::int64_t rows = 11, n = 512, tokens = 6, stride = 17;
+        const Bytes w = random_weights(type, rows, n, 5);
+        const std::vector<float> x = random_activations(tokens, n, 6);
+        PreparedActivations acts;
+        prepare_activations(type, x.data(), tokens, n, acts);
+        for (SimdLevel level : supported_levels()) {
+            set_simd_level(level);
+            std::vector<float> full(static_cast<std::size_t>(tokens * stride), -1.0f);
+            matmul_rows(type, w.data(), n, 0, rows, acts, full.data(), stride);
+            // Two ranges, as two threads would split the rows: [3, 8) and [8, 11).
+            std::vector<float> split(full.size(), -7.0f);
+            matmul_rows(type, w.data(), n, 3, 8, acts, split.data(), stride);
+            matmul_rows(type, w.data(), n, 8, rows, acts, split.data(), stride);
+            for (std::int64_t t = 0; t < tokens; ++t) {
+                for (std::int64_t r = 0; r < stride; ++r) {
+                    const float got = split[static_cast<std::size_t>(t * stride + r)];
+                    if (r < 3 || r >= rows) {
+                        QCOMPARE(got, -7.0f);  // untouched
+                    } else {
+                        // Same rows, same tiles: bit-identical to the full call.
+                        QCOMPARE(got, full[static_cast<std::size_t>(t * stride + r)]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+void TestMatmul::preparedActivationsAreReused() {
+    PreparedActivations acts;
+    const std::vector<float> x = random_activations(4, 2048, 9);
+    prepare_activations(Type::Q4_K, x.data(), 4, 2048, acts);
+    const std::uint8_t* first = acts.row(0);
+    QCOMPARE(acts.format(), ActivationFormat::Q8_256);
+    prepare_activations(Type::Q8_0, x.data(), 2, 1024, acts);  // smaller: same buffer
+    QCOMPARE(acts.row(0), first);
+    QCOMPARE(acts.format(), ActivationFormat::Q8_32);
+    QCOMPARE(acts.rows(), std::int64_t{2});
+    QVERIFY(reinterpret_cast<std::uintptr_t>(acts.row(1)) % 64 == 0);
+}
+
+void TestMatmul::emptyInputs() {
+    PreparedActivations acts;
+    prepare_activations(Type::Q8_0, nullptr, 3, 0, acts);
+    std::vector<float> out(6, -1.0f);
+    matmul_rows(Type::Q8_0, nullptr, 0, 0, 2, acts, out.data(), 2);
+    for (float v : out) QCOMPARE(v, 0.0f);
+    prepare_activations(Type::Q8_0, nullptr, 0, 64, acts);
+    matmul_rows(Type::Q8_0, nullptr, 64, 0, 2, acts, out.data(), 2);  // no tokens: no writes
+}
+
+void TestMatmul::rejectsMismatchedArguments() {
+    const std::vector<float> x = random_activations(2, 512, 3);
+    const Bytes w = random_weights(Type::Q4_K, 2, 512, 4);
+    std::vector<float> out(4);
+    PreparedActivations acts;
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             prepare_activations(Type::Q4_K, x.data(), 1, 100, acts));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             prepare_activations(Type::Q8_0, x.data(), -1, 64, acts));
+    prepare_activations(Type::Q8_0, x.data(), 2, 512, acts);
+    // Prepared for 32-blocks, used with K-quant weights.
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             matmul_rows(Type::Q4_K, w.data(), 512, 0, 2, acts, out.data(), 2));
+    prepare_activations(Type::Q4_K, x.data(), 2, 512, acts);
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             matmul_rows(Type::Q4_K, w.data(), 256, 0, 2, acts, out.data(), 2));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             matmul_rows(Type::Q4_K, w.data(), 512, 2, 1, acts, out.data(), 2));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             matmul_rows(Type::Q4_K, w.data(), 512, 0, 2, acts, out.data(), 1));
+    matmul_rows(Type::Q4_K, w.data(), 512, 0, 2, acts, out.data(), 2);
+}
+
+QTEST_APPLESS_MAIN(TestMatmul)
+#include "test_matmul.moc"
