@@ -1,0 +1,102 @@
+#pragma once
+// Turns one row of logits into one token, and reports what the choice looked like before and
+// after the logits were shaped, for the token inspector.
+//
+// Stage order (the same as llama.cpp's default chain):
+//
+//   penalties -> top-k -> top-p -> min-p -> temperature -> softmax -> draw
+//
+// Why this order:
+//  - Penalties first: they express "this token was already said" and must be able to push a
+//    token out of (or into) the candidate set before any cut is made.
+//  - The three truncations run at temperature 1, i.e. on the model's own (penalised)
+//    distribution. The support therefore does not depend on the temperature; temperature only
+//    reshapes probabilities within the support. (Temperature before the cuts would make a hot
+//    temperature admit more tokens through top-p and min-p, coupling two knobs the UI shows
+//    separately.)
+//  - top-k first among the cuts because it is the cheap one (a bounded heap over the
+//    vocabulary): top-p and min-p then work on k candidates instead of 262144. top-p
+//    renormalises over the top-k survivors, as llama.cpp does.
+//  - min-p's threshold is relative to the most likely surviving token:
+//    keep p_i >= min_p * p_max.
+//  - Temperature 0 means greedy: the argmax of the penalised logits (ties: lowest id). The cuts
+//    are skipped since they always keep the argmax anyway.
+//
+// The draw uses std::mt19937_64 seeded from SamplingParams::seed; the uniform number is built
+// from the generator's raw 64-bit output (not std::uniform_real_distribution, whose algorithm
+// differs between standard libraries), so a seed gives the same tokens on every platform for the
+// same logits.
+//
+// A Sampler belongs to one sequence; it is not thread-safe (it owns a random generator and a
+// scratch buffer reused across steps, so that a step allocates nothing vocabulary-sized).
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace tokenscope::runtime {
+
+struct SamplingParams {
+    float temperature = 0.8f;        // >= 0; 0 = greedy argmax
+    int top_k = 40;                  // >= 0; 0 = off
+    float top_p = 0.95f;             // [0, 1]; 1 = off; at least one token always survives
+    float min_p = 0.05f;             // [0, 1]; 0 = off; relative to the most likely token
+    float repeat_penalty = 1.0f;     // > 0; 1 = off (CTRL convention, see apply_penalties)
+    float frequency_penalty = 0.0f;  // [-2, 2] as OpenAI allows; 0 = off
+    float presence_penalty = 0.0f;   // [-2, 2]; 0 = off
+    int penalty_window = 64;         // >= 0: how many of the most recent tokens the penalties see
+    std::uint64_t seed = 0;          // any value; 0 is an ordinary seed, not "random"
+    int n_candidates = 10;           // >= 0: entries in SampleResult::before / after
+
+    // Throws InvalidArgument naming the first bad field and its value.
+    void validate() const;
+};
+
+struct Candidate {
+    std::int32_t id = 0;
+    float probability = 0.0f;
+    float logit = 0.0f;
+};
+
+struct SampleResult {
+    std::int32_t token = 0;
+    // The chosen token under the distribution actually sampled from (after shaping). With
+    // temperature 0 that distribution is a point mass: probability 1, logprob 0.
+    float probability = 0.0f;
+    float logprob = 0.0f;
+    // The chosen token under the model's own distribution (softmax of the raw logits), which is
+    // what an OpenAI-style "logprobs" field reports.
+    float model_probability = 0.0f;
+    float model_logprob = 0.0f;
+    // How many tokens the final distribution had (1 for greedy).
+    std::int32_t support_size = 0;
+    // Top n_candidates under softmax(raw logits); logit = raw logit. Most likely first.
+    std::vector<Candidate> before;
+    // Top n_candidates of the final distribution; logit = the shaped logit the final softmax
+    // saw (penalised, divided by the temperature). Most likely first.
+    std::vector<Candidate> after;
+};
+
+class Sampler {
+  public:
+    // Throws InvalidArgument for invalid params.
+    explicit Sampler(SamplingParams params);
+
+    // One step. `logits` is one row (vocabulary-sized); `history` the tokens of the sequence so
+    // far (prompt and generated), oldest first; only its tail of penalty_window tokens is read.
+    // Throws InvalidArgument for empty/NaN/+inf logits or a history id outside the vocabulary.
+    SampleResult sample(std::span<const float> logits, std::span<const std::int32_t> history);
+
+    const SamplingParams& params() const { return params_; }
+    // Restarts the random sequence from params().seed.
+    void reset();
+
+  private:
+    double next_uniform();
+
+    SamplingParams params_;
+    std::mt19937_64 rng_;
+    std::vector<float> scratch_;  // penalised logits, reused across steps
+};
+
+}  // namespace tokenscope::runtime
