@@ -8,5 +8,9 @@ int run_inspect(int argc, char** argv, int first);
 int run_tokenize(int argc, char** argv, int first);
 int run_devices(int argc, char** argv, int first);
 int run_run(int argc, char** argv, int first);
+int run_chat(int argc, char** argv, int first);
+int run_bench(int argc, char** argv, int first);
+int run_ppl(int argc, char** argv, int first);
+int run_make_model(int argc, char** argv, int first);
 
 }  // namespace tokenscope::cli

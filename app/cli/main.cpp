@@ -25,6 +25,14 @@ const char* const kUsage =
     "            [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window N --seed S]\n"
     "            [--threads N --ctx N --kv-type f16|f32|q8 --batch N]\n"
     "            generate a continuation (or, with --chat, an answer) and stream it\n"
+    "  chat      --model FILE [--system TEXT] [sampling and engine options as for run]\n"
+    "            interactive chat; each turn prefills only its new tokens\n"
+    "  bench     --model FILE [--prompt-lengths 128,512] [--n-decode 64] [--threads N] [--json]\n"
+    "            prefill and decode speed against the machine's measured ceilings\n"
+    "  ppl       --model FILE --file TEXT [--ctx N] [--json]\n"
+    "            perplexity over a text file\n"
+    "  make-model --out FILE [--type f16|q8_0|q4_k|...] [--width 1024 --layers 16 --heads 16\n"
+    "            --kv-heads 4 --ffn 2816 --vocab 32000 --seed 1]   a synthetic Llama for benchmarks\n"
     "  devices   [--json]\n"
     "            the compute devices this build can use\n"
     "\n"
@@ -61,15 +69,19 @@ int dispatch(int argc, char** argv) {
     tokenscope::log::configure(log_level);
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, chat, bench, ppl, make-model, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
     if (command == "tokenize") return tokenscope::cli::run_tokenize(argc, argv, first + 1);
     if (command == "devices") return tokenscope::cli::run_devices(argc, argv, first + 1);
     if (command == "run") return tokenscope::cli::run_run(argc, argv, first + 1);
+    if (command == "chat") return tokenscope::cli::run_chat(argc, argv, first + 1);
+    if (command == "bench") return tokenscope::cli::run_bench(argc, argv, first + 1);
+    if (command == "ppl") return tokenscope::cli::run_ppl(argc, argv, first + 1);
+    if (command == "make-model") return tokenscope::cli::run_make_model(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, chat, bench, ppl, make-model, devices; see --help)");
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+// `tokenscope-cli chat`: an interactive terminal chat. The conversation is re-formatted with
+// the model's chat template every turn and submitted under one conversation key, so the
+// engine reuses the cache and prefills only the new turn (shown in each turn's timings).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "arguments.h"
+#include "commands.h"
+#include "generation_options.h"
+#include "prompt_builder.h"
+#include "util/error.h"
+
+namespace tokenscope::cli {
+
+int run_chat(int argc, char** argv, int first) {
+    const Arguments args("chat",
+                         join(join({{"model"}, {"system"}, {"n-predict"}}, engine_option_specs()),
+                              sampling_option_specs()),
+                         argc, argv, first);
+    const runtime::SamplingParams sampling = sampling_params(args);
+    auto engine = runtime::Engine::load(args.required("model"), engine_options(args));
+    const PromptBuilder builder(*engine);
+    const auto n_predict = static_cast<int>(args.number("n-predict").value_or(512));
+    std::vector<tokenizer::ChatMessage> messages;
+    if (auto system = args.value("system")) messages.push_back({"system", *system});
+
+    std::fprintf(stderr, "tokenscope chat: %s (%s template, %s). Type /quit to leave, /reset to start over.\n",
+                 engine->config().name.c_str(), builder.chat_template().name(), engine->backend_name().c_str());
+    const std::string conversation = "terminal";
+    std::string line;
+    for (;;) {
+        std::fputs("\n> ", stderr);
+        if (!std::getline(std::cin, line) || line == "/quit") break;
+        if (line == "/reset") {
+            messages.erase(std::remove_if(messages.begin(), messages.end(), [](const auto& m) { return m.role != "system"; }),
+                           messages.end());
+            engine->drop_conversation(conversation);
+            std::fputs("(conversation cleared)\n", stderr);
+            continue;
+        }
+        if (line.empty()) continue;
+        messages.push_back({"user", line});
+        runtime::Request request = builder.chat(messages);
+        request.sampling = sampling;
+        request.max_tokens = n_predict;
+        request.conversation = conversation;
+        engine->submit(std::move(request));
+        std::string answer;
+        runtime::Timings t;
+        runtime::FinishReason reason = runtime::FinishReason::None;
+        while (engine->has_work()) {
+            for (const auto& e : engine->step()) {
+                std::fputs(e.text.c_str(), stdout);
+                std::fflush(stdout);
+                answer += e.text;
+                t = e.timings;
+                if (e.finished) reason = e.reason;
+            }
+        }
+        messages.push_back({"assistant", answer});
+        const double tps = t.generated_tokens > 1 && t.decode_ms > 0
+                               ? static_cast<double>(t.generated_tokens - 1) / (t.decode_ms / 1000.0)
+                               : 0.0;
+        std::fprintf(stderr,
+                     "\n[prompt %lld tokens: %lld reused from the cache, %lld prefilled in %.0f ms; "
+                     "%lld generated at %.1f tok/s; %s]\n",
+                     static_cast<long long>(t.prompt_tokens), static_cast<long long>(t.reused_tokens),
+                     static_cast<long long>(t.prefilled_tokens), t.prefill_ms,
+                     static_cast<long long>(t.generated_tokens), tps, runtime::finish_reason_name(reason));
+    }
+    return 0;
+}
+
+}  // namespace tokenscope::cli

@@ -1,0 +1,137 @@
+// `tokenscope-cli make-model`: writes a Llama-architecture GGUF with seeded random weights in
+// a chosen format, for benchmarks at realistic sizes (the default shape is ~250M parameters:
+// width 1024, 16 layers, 16 heads, 4 KV heads, FFN 2816, 32000 tokens). Its vocabulary is
+// synthetic: BOS/EOS/UNK, the 256 byte pieces and made-up words, enough for the tokenizer to
+// load and round-trip text through byte fallback.
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "arguments.h"
+#include "commands.h"
+#include "gguf/writer.h"
+#include "tokenizer/vocabulary.h"
+#include "util/error.h"
+
+namespace tokenscope::cli {
+
+namespace {
+
+tokenizer::Vocabulary synthetic_vocabulary(std::int64_t size) {
+    tokenizer::Vocabulary v;
+    auto add = [&](std::string piece, float score, tokenizer::TokenType type) {
+        v.tokens.push_back(std::move(piece));
+        v.scores.push_back(score);
+        v.types.push_back(type);
+    };
+    add("<unk>", 0.0f, tokenizer::TokenType::Unknown);
+    add("<s>", 0.0f, tokenizer::TokenType::Control);
+    add("</s>", 0.0f, tokenizer::TokenType::Control);
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        add(name, 0.0f, tokenizer::TokenType::Byte);
+    }
+    // Words "▁a", "▁b", ..., "▁aa", ...: unique pieces with descending scores.
+    for (std::int64_t i = 0; static_cast<std::int64_t>(v.tokens.size()) < size; ++i) {
+        std::string word;
+        for (std::int64_t k = i; ; k = k / 26 - 1) {
+            word.insert(word.begin(), static_cast<char>('a' + k % 26));
+            if (k < 26) break;
+        }
+        add("\xE2\x96\x81" + word, -static_cast<float>(i), tokenizer::TokenType::Normal);
+    }
+    v.unk_id = 0;
+    v.bos_id = 1;
+    v.eos_id = 2;
+    v.add_bos = true;
+    v.add_space_prefix = true;
+    return v;
+}
+
+}  // namespace
+
+int run_make_model(int argc, char** argv, int first) {
+    const Arguments args("make-model",
+                         {{"out"}, {"type"}, {"width"}, {"layers"}, {"heads"}, {"kv-heads"}, {"ffn"}, {"vocab"}, {"seed"}},
+                         argc, argv, first);
+    const std::string out = args.required("out");
+    const std::string type_name = args.value("type").value_or("q8_0");
+    const auto type = tensor::parse_type_name(type_name);
+    if (!type || !tensor::traits(*type).quantize_row) {
+        throw InvalidArgument("'make-model': option '--type' must name a format we can write (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, ...), got '" + type_name + "'");
+    }
+    auto number = [&](const char* name, double fallback) {
+        const double v = args.number(name).value_or(fallback);
+        if (v < 1 || v > 1e6 || v != std::floor(v)) throw InvalidArgument(std::string("'make-model': option '--") + name + "' must be a positive whole number");
+        return static_cast<std::int64_t>(v);
+    };
+    const std::int64_t width = number("width", 1024), layers = number("layers", 16), heads = number("heads", 16);
+    const std::int64_t kv_heads = number("kv-heads", 4), ffn = number("ffn", 2816), vocab = number("vocab", 32000);
+    const auto seed = static_cast<std::uint64_t>(number("seed", 1));
+    if (width % heads || heads % kv_heads) throw InvalidArgument("'make-model': width must divide by heads and heads by kv-heads");
+    const std::int64_t head_dim = width / heads;
+
+    gguf::Writer w;
+    w.set("general.architecture", gguf::Value::string("llama"));
+    w.set("general.name", gguf::Value::string("synthetic llama " + type_name));
+    w.set("llama.context_length", gguf::Value::u32(4096));
+    w.set("llama.embedding_length", gguf::Value::u32(static_cast<std::uint32_t>(width)));
+    w.set("llama.block_count", gguf::Value::u32(static_cast<std::uint32_t>(layers)));
+    w.set("llama.feed_forward_length", gguf::Value::u32(static_cast<std::uint32_t>(ffn)));
+    w.set("llama.attention.head_count", gguf::Value::u32(static_cast<std::uint32_t>(heads)));
+    w.set("llama.attention.head_count_kv", gguf::Value::u32(static_cast<std::uint32_t>(kv_heads)));
+    w.set("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
+    w.set("llama.rope.freq_base", gguf::Value::f32(10000.0f));
+    tokenizer::write_vocabulary(w, synthetic_vocabulary(vocab));
+
+    std::mt19937_64 rng(seed);
+    std::uint64_t params = 0;
+    auto matrix = [&](const std::string& name, std::int64_t rows, std::int64_t cols) {
+        // Rows are quantized in parallel (the quantizers are the slow part at this size).
+        std::vector<std::uint8_t> data(tensor::row_bytes(*type, cols) * static_cast<std::size_t>(rows));
+        const std::uint64_t base_seed = rng();
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < threads; ++t) {
+            pool.emplace_back([&, t] {
+                std::vector<float> row(static_cast<std::size_t>(cols));
+                for (std::int64_t r = t; r < rows; r += threads) {
+                    std::mt19937 row_rng(static_cast<std::uint32_t>(base_seed + static_cast<std::uint64_t>(r)));
+                    std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(cols)));
+                    for (float& x : row) x = normal(row_rng);
+                    tensor::quantize_row(*type, row.data(), data.data() + static_cast<std::size_t>(r) * tensor::row_bytes(*type, cols), cols);
+                }
+            });
+        }
+        for (auto& th : pool) th.join();
+        w.add_tensor(name, *type, {cols, rows}, data);
+        params += static_cast<std::uint64_t>(rows * cols);
+    };
+    auto norm = [&](const std::string& name, std::int64_t n) {
+        std::vector<float> ones(static_cast<std::size_t>(n), 1.0f);
+        w.add_tensor(name, tensor::Type::F32, {n}, {reinterpret_cast<const std::uint8_t*>(ones.data()), ones.size() * 4});
+    };
+    matrix("token_embd.weight", vocab, width);
+    norm("output_norm.weight", width);
+    matrix("output.weight", vocab, width);
+    for (std::int64_t l = 0; l < layers; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        norm(p + "attn_norm.weight", width);
+        matrix(p + "attn_q.weight", width, width);
+        matrix(p + "attn_k.weight", kv_heads * head_dim, width);
+        matrix(p + "attn_v.weight", kv_heads * head_dim, width);
+        matrix(p + "attn_output.weight", width, width);
+        norm(p + "ffn_norm.weight", width);
+        matrix(p + "ffn_gate.weight", ffn, width);
+        matrix(p + "ffn_up.weight", ffn, width);
+        matrix(p + "ffn_down.weight", width, ffn);
+    }
+    w.write(out);
+    std::printf("%s: llama, %.0fM parameters, %s weights\n", out.c_str(), static_cast<double>(params) / 1e6,
+                tensor::type_name(*type));
+    return 0;
+}
+
+}  // namespace tokenscope::cli
