@@ -14,6 +14,7 @@
 // GCC 12's _mm512_undefined_*() (used inside cvtepi32_ps, cvtph_ps, permutexvar...) reads a
 // self-initialized variable and trips -Wmaybe-uninitialized (GCC bug 105593, fixed in 13).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 
@@ -179,8 +180,10 @@ inline __m512 load16_masked(const std::uint8_t* row, std::int64_t k, __mmask16 m
 
 template <Type W>
 struct FAvx512 {
+    // 4 x 5: 20 accumulators + 4 weight vectors; the F16/BF16 conversion (2 uops) of each
+    // weight vector is shared by 5 tokens.
     static constexpr int kRows = 4;
-    static constexpr int kTokens = 4;
+    static constexpr int kTokens = 5;
     template <int R, int T>
     static void tile(FTile<kRows, kTokens>& t) {
         __m512 acc[R][T];
@@ -192,7 +195,7 @@ struct FAvx512 {
             __m512 w[R];
 #pragma GCC unroll 4
             for (int i = 0; i < R; ++i) w[i] = load16<W>(t.w[i], k);
-#pragma GCC unroll 4
+#pragma GCC unroll 5
             for (int j = 0; j < T; ++j) {
                 const __m512 a = _mm512_load_ps(t.a[j] + k);
 #pragma GCC unroll 4

@@ -27,9 +27,12 @@ struct MatmulBenchResult {
     SimdLevel level;
     std::int64_t calls;
     double seconds_per_call;  // median
-    double weight_bytes;      // per call
-    double weight_gb_per_s;   // weight_bytes / seconds_per_call / 1e9
-    double gflop_per_s;       // 2 * rows * n * tokens / seconds_per_call / 1e9
+    // Median CPU time of the process per call (all threads): on a busy machine,
+    // seconds_per_call * threads / cpu_seconds_per_call shows how much of the CPUs it got.
+    double cpu_seconds_per_call;
+    double weight_bytes;     // per call
+    double weight_gb_per_s;  // weight_bytes / seconds_per_call / 1e9
+    double gflop_per_s;      // 2 * rows * n * tokens / seconds_per_call / 1e9
 };
 
 // Random weights with valid scales and random activations; runs at active_simd_level().

@@ -13,6 +13,7 @@
 
 #include "tensor/block_layouts.h"
 #include "tensor/matmul_internal.h"
+#include "tensor/matmul_tiling.h"
 
 namespace tokenscope::tensor::detail {
 namespace {
@@ -55,8 +56,21 @@ inline void store32(std::uint8_t* p, __m256i v) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(p), v);  // packed buffers are 64-aligned
 }
 
+inline std::uint16_t load_half_bits(const std::uint8_t* p) {
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+    return h;
+}
+
+// The block loop only gathers the f16 scale bits; they are converted 8 at a time afterwards,
+// because a scalar f16 -> f32 conversion per block cost as much as the whole block's dot.
+// nb <= kPackChunk / 32 (run_q32's chunking); d and c have room for nb rounded up to 16.
 void pack_q32_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
                    float* d, float* c) {
+    constexpr std::int64_t kMaxBlocks = kPackChunk / 32;
+    alignas(32) std::uint16_t dh[kMaxBlocks + 8] = {};
+    alignas(32) std::uint16_t mh[kMaxBlocks + 8] = {};
+    float offset = 0.0f;  // coef = -offset * d, or the min m when offset is 0
     switch (type) {
         case Type::Q8_0: {
             const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -64,48 +78,58 @@ void pack_q32_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::
                 const std::uint8_t* blk = blocks + b * sizeof(BlockQ8_0);
                 const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
                 store32(u + 32 * b, _mm256_xor_si256(q, flip));
-                d[b] = half_to_float(blk);
-                c[b] = -128.0f * d[b];
+                dh[b] = load_half_bits(blk);
             }
-            return;
+            offset = 128.0f;
+            break;
         }
         case Type::Q4_0:
             for (std::int64_t b = 0; b < nb; ++b) {
                 const std::uint8_t* blk = blocks + b * sizeof(BlockQ4_0);
                 store32(u + 32 * b, split_nibbles16(blk + 2));
-                d[b] = half_to_float(blk);
-                c[b] = -8.0f * d[b];
+                dh[b] = load_half_bits(blk);
             }
-            return;
+            offset = 8.0f;
+            break;
         case Type::Q4_1:
             for (std::int64_t b = 0; b < nb; ++b) {
                 const std::uint8_t* blk = blocks + b * sizeof(BlockQ4_1);
                 store32(u + 32 * b, split_nibbles16(blk + 4));
-                d[b] = half_to_float(blk);
-                c[b] = half_to_float(blk + 2);
+                dh[b] = load_half_bits(blk);
+                mh[b] = load_half_bits(blk + 2);
             }
-            return;
+            break;
         case Type::Q5_0:
             for (std::int64_t b = 0; b < nb; ++b) {
                 const std::uint8_t* blk = blocks + b * sizeof(BlockQ5_0);
                 store32(u + 32 * b,
                         _mm256_or_si256(split_nibbles16(blk + 6), fifth_bits(load_le32(blk + 2))));
-                d[b] = half_to_float(blk);
-                c[b] = -16.0f * d[b];
+                dh[b] = load_half_bits(blk);
             }
-            return;
+            offset = 16.0f;
+            break;
         case Type::Q5_1:
             for (std::int64_t b = 0; b < nb; ++b) {
                 const std::uint8_t* blk = blocks + b * sizeof(BlockQ5_1);
                 store32(u + 32 * b,
                         _mm256_or_si256(split_nibbles16(blk + 8), fifth_bits(load_le32(blk + 4))));
-                d[b] = half_to_float(blk);
-                c[b] = half_to_float(blk + 2);
+                dh[b] = load_half_bits(blk);
+                mh[b] = load_half_bits(blk + 2);
             }
-            return;
+            break;
         default:
             pack_q32_row(type, blocks, nb, u, d, c);
             return;
+    }
+    const __m256 neg_offset = _mm256_set1_ps(-offset);
+    for (std::int64_t b = 0; b < nb; b += 8) {
+        const __m256 dv = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh + b)));
+        _mm256_storeu_ps(d + b, dv);
+        const __m256 cv =
+            offset != 0.0f
+                ? _mm256_mul_ps(dv, neg_offset)
+                : _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(mh + b)));
+        _mm256_storeu_ps(c + b, cv);
     }
 }
 

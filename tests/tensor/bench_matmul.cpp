@@ -46,12 +46,15 @@ int main(int argc, char** argv) {
                 prefill.threads = t;
                 prefill.min_seconds = level == SimdLevel::Scalar ? 0.2 : 0.5;
                 const MatmulBenchResult p = benchmark_matmul(prefill);
+                // "cpu": the share of the threads' wall time they actually ran; below 100%
+                // other processes took the cores and the rates understate the kernels.
                 std::printf(
-                    "%-7s %-5s threads=%d  decode 4096x11008: %7.3f ms %6.1f GB/s | "
-                    "prefill 1024x2816x%lld: %7.2f ms %7.1f GFLOP/s\n",
+                    "%-7s %-5s threads=%d  decode 4096x11008: %7.3f ms %6.1f GB/s (cpu %3.0f%%) | "
+                    "prefill 1024x2816x%lld: %7.2f ms %7.1f GFLOP/s (cpu %3.0f%%)\n",
                     simd_level_name(level), type_name(type), t, d.seconds_per_call * 1e3,
-                    d.weight_gb_per_s, static_cast<long long>(prefill.tokens),
-                    p.seconds_per_call * 1e3, p.gflop_per_s);
+                    d.weight_gb_per_s, 100.0 * d.cpu_seconds_per_call / (d.seconds_per_call * t),
+                    static_cast<long long>(prefill.tokens), p.seconds_per_call * 1e3, p.gflop_per_s,
+                    100.0 * p.cpu_seconds_per_call / (p.seconds_per_call * t));
                 std::fflush(stdout);
             }
         }
