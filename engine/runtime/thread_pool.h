@@ -1,12 +1,15 @@
 #pragma once
-// A fixed set of worker threads for data-parallel loops. The caller's thread works too, so
-// a pool of N threads starts N - 1 workers. Work is handed out in chunks through an atomic
-// counter (dynamic balancing); workers spin briefly before sleeping because decode issues
-// hundreds of short loops per token and a condition-variable wake-up costs more than the
-// spin.
+// A fixed set of worker threads for data-parallel loops. The caller's thread works too, so a
+// pool of N threads starts N - 1 workers. Work is handed out in chunks through an atomic
+// counter (dynamic balancing), and the caller returns as soon as every chunk is done: a
+// worker that was descheduled and wakes late finds nothing left and never holds the caller
+// up (decode issues hundreds of short loops per token, so this matters on a busy machine).
+// Idle workers spin briefly before sleeping, because a condition-variable wake-up costs more
+// than the spin when loops come back to back.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -35,23 +38,18 @@ public:
                               const std::function<void(std::int64_t, std::int64_t, int)>& body);
 
 private:
+    struct Job;
     void worker_loop(int index);
-    void run_chunks(int index);
+    static void run_chunks(Job& job, int index);
 
     std::vector<std::thread> workers_;
     std::mutex mutex_;
     std::condition_variable wake_;
     std::atomic<std::uint64_t> generation_{0};
-    std::atomic<int> active_{0};
-    bool stop_ = false;
-
-    // The current job.
-    const std::function<void(std::int64_t, std::int64_t, int)>* body_ = nullptr;
-    std::int64_t count_ = 0;
-    std::int64_t grain_ = 1;
-    std::atomic<std::int64_t> next_{0};
-    std::mutex error_mutex_;
-    std::exception_ptr error_;
+    std::atomic<int> sleepers_{0};
+    std::atomic<int> in_flight_{0};  // workers between picking up the job pointer and leaving it
+    std::atomic<Job*> job_{nullptr};
+    std::atomic<bool> stop_{false};
 };
 
 }  // namespace tokenscope::runtime
