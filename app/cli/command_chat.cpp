@@ -16,12 +16,12 @@ namespace tokenscope::cli {
 
 int run_chat(int argc, char** argv, int first) {
     const Arguments args("chat",
-                         join(join({{"model"}, {"system"}, {"n-predict"}}, engine_option_specs()),
+                         join(join({{"model"}, {"system"}, {"template"}, {"n-predict"}}, engine_option_specs()),
                               sampling_option_specs()),
                          argc, argv, first);
     const runtime::SamplingParams sampling = sampling_params(args);
     auto engine = runtime::Engine::load(args.required("model"), engine_options(args));
-    const PromptBuilder builder(*engine);
+    const PromptBuilder builder(*engine, args.value("template"));
     const auto n_predict = static_cast<int>(args.number("n-predict").value_or(512));
     std::vector<tokenizer::ChatMessage> messages;
     if (auto system = args.value("system")) messages.push_back({"system", *system});
@@ -52,9 +52,13 @@ int run_chat(int argc, char** argv, int first) {
         runtime::FinishReason reason = runtime::FinishReason::None;
         while (engine->has_work()) {
             for (const auto& e : engine->step()) {
-                std::fputs(e.text.c_str(), stdout);
+                // Templates end the prompt with "Assistant:" or a newline; the answer's own
+                // leading whitespace is not part of what the user reads.
+                std::string text = e.text;
+                if (answer.empty()) text.erase(0, text.find_first_not_of(" \n"));
+                std::fputs(text.c_str(), stdout);
                 std::fflush(stdout);
-                answer += e.text;
+                answer += text;
                 t = e.timings;
                 if (e.finished) reason = e.reason;
             }

@@ -12,7 +12,7 @@ namespace tokenscope::cli {
 
 int run_run(int argc, char** argv, int first) {
     const Arguments args("run",
-                         join(join({{"model"}, {"prompt"}, {"chat", false}, {"n-predict"}, {"json", false}},
+                         join(join({{"model"}, {"prompt"}, {"chat", false}, {"template"}, {"n-predict"}, {"json", false}, {"dump-logits"}},
                                    engine_option_specs()),
                               sampling_option_specs()),
                          argc, argv, first);
@@ -23,12 +23,27 @@ int run_run(int argc, char** argv, int first) {
     const auto n_predict = args.number("n-predict").value_or(128);
     if (n_predict < 0 || n_predict > 1e6) throw InvalidArgument("'run': option '--n-predict' must be 0 to 1000000");
     const bool json = args.flag("json");
+    const bool chat = args.flag("chat");
 
     auto engine = runtime::Engine::load(model, options);
-    const PromptBuilder builder(*engine);
-    runtime::Request request = args.flag("chat") ? builder.chat({{"user", prompt}}) : builder.raw(prompt);
+    const PromptBuilder builder(*engine, args.value("template"));
+    runtime::Request request = chat ? builder.chat({{"user", prompt}}) : builder.raw(prompt);
     request.sampling = sampling;
     request.max_tokens = static_cast<int>(n_predict);
+    if (auto dump = args.value("dump-logits")) {
+        // The logits at the prompt's last position, raw float32, for comparing engines.
+        runtime::ForwardOutputs out;
+        const kv::SeqId seq = engine->new_sequence_id();
+        if (!engine->kv().allocate_slots(seq, static_cast<int>(request.prompt.size()))) throw Error("prompt too long");
+        runtime::Batch batch;
+        batch.chunks.push_back({seq, request.prompt, 0, runtime::LogitsWanted::Last, nullptr});
+        engine->forward(batch, out);
+        engine->kv().free_sequence(seq);
+        std::FILE* f = std::fopen(dump->c_str(), "wb");
+        if (!f) throw IoError(*dump + ": cannot open for writing");
+        std::fwrite(out.logits.data(), sizeof(float), out.logits.size(), f);
+        std::fclose(f);
+    }
     engine->submit(std::move(request));
 
     std::vector<std::int32_t> tokens;
@@ -40,10 +55,12 @@ int run_run(int argc, char** argv, int first) {
             if (e.token >= 0 && e.reason != runtime::FinishReason::Eos && e.reason != runtime::FinishReason::StopToken) {
                 tokens.push_back(e.token);
             }
-            text += e.text;
+            std::string delta = e.text;
+            if (chat && text.empty()) delta.erase(0, delta.find_first_not_of(" \n"));  // see chat
+            text += delta;
             timings = e.timings;
             if (!json) {
-                std::fputs(e.text.c_str(), stdout);
+                std::fputs(delta.c_str(), stdout);
                 std::fflush(stdout);
             }
             if (e.finished) reason = e.reason;

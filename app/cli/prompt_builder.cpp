@@ -2,10 +2,15 @@
 
 namespace tokenscope::cli {
 
-PromptBuilder::PromptBuilder(const runtime::Engine& engine)
-    : engine_(engine),
-      template_(tokenizer::ChatTemplate::detect(engine.file().optional_string("tokenizer.chat_template", ""),
-                                                engine.config().architecture)) {}
+namespace {
+tokenizer::ChatTemplate choose_template(const runtime::Engine& engine, const std::optional<std::string>& name) {
+    if (name) return tokenizer::ChatTemplate::of_name(*name);
+    return tokenizer::ChatTemplate::detect(engine.file().optional_string("tokenizer.chat_template", ""));
+}
+}  // namespace
+
+PromptBuilder::PromptBuilder(const runtime::Engine& engine, const std::optional<std::string>& template_name)
+    : engine_(engine), template_(choose_template(engine, template_name)) {}
 
 runtime::Request PromptBuilder::raw(const std::string& text) const {
     const auto& tok = engine_.tokenizer();

@@ -2,6 +2,7 @@
 // Turns user text into an engine Request: raw text (BOS as the model wants) or a chat through
 // the model's chat template (the template's stop strings, its end-of-turn tokens as stop
 // tokens, and no second BOS when the template writes one).
+#include <optional>
 #include <span>
 #include <string>
 
@@ -12,7 +13,11 @@ namespace tokenscope::cli {
 
 class PromptBuilder {
 public:
-    explicit PromptBuilder(const runtime::Engine& engine);
+    // The template is the one named (--template) or, by default, the family detected from the
+    // file's tokenizer.chat_template. A file without one is a base (pretrained) model such as
+    // the default Gemma 3 270M: it gets the plain "User:/Assistant:" fallback, which base
+    // models continue sensibly, rather than an instruct format they were never tuned on.
+    PromptBuilder(const runtime::Engine& engine, const std::optional<std::string>& template_name);
 
     runtime::Request raw(const std::string& text) const;
     runtime::Request chat(std::span<const tokenizer::ChatMessage> messages) const;
