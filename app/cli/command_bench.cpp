@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "generation_options.h"
 #include "inspect/compute_peak.h"
+#include "inspect/model_cost.h"
 #include "table.h"
 #include "tensor/matmul_bench.h"
 #include "util/error.h"
@@ -41,39 +42,6 @@ std::vector<std::int64_t> parse_lengths(const std::string& text) {
     return out;
 }
 
-// What decode streams per token and what prefill computes per token, from the tensor list:
-// every layer matrix once, plus the output projection (the embedding when tied). Only one
-// embedding row is read per token when the output matrix is separate.
-struct ModelCost {
-    std::uint64_t decode_bytes = 0;
-    double layer_flops_per_token = 0;  // 2 * parameters of the layer matrices
-    double output_flops = 0;           // 2 * vocab * width, once per sampled token
-};
-
-ModelCost model_cost(const gguf::File& file) {
-    ModelCost cost;
-    const bool tied = file.find_tensor("output.weight") == nullptr;
-    for (const auto& t : file.tensors()) {
-        const bool matrix = t.dims.size() == 2;
-        if (t.name == "token_embd.weight") {
-            if (tied) {
-                cost.decode_bytes += t.byte_size;
-                cost.output_flops = 2.0 * static_cast<double>(t.element_count);
-            } else {
-                cost.decode_bytes += t.byte_size / static_cast<std::uint64_t>(t.dims[1]);
-            }
-            continue;
-        }
-        cost.decode_bytes += t.byte_size;
-        if (t.name == "output.weight") {
-            cost.output_flops = 2.0 * static_cast<double>(t.element_count);
-        } else if (matrix) {
-            cost.layer_flops_per_token += 2.0 * static_cast<double>(t.element_count);
-        }
-    }
-    return cost;
-}
-
 std::int32_t argmax(std::span<const float> row) {
     return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
@@ -93,7 +61,7 @@ int run_bench(int argc, char** argv, int first) {
     if (!args.value("batch")) options.token_budget = longest;
     auto engine = runtime::Engine::load(args.required("model"), options);
     const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-    const ModelCost cost = model_cost(engine->file());
+    const inspect::ModelCost cost = inspect::model_cost(engine->file());
     const std::int64_t vocab = engine->config().vocab_size;
     std::mt19937 rng(1234);
     auto random_tokens = [&](std::int64_t n) {
@@ -157,7 +125,7 @@ int run_bench(int argc, char** argv, int first) {
     engine->kv().free_sequence(seq);
 
     const double decode_tps = static_cast<double>(n_decode) / decode_s;
-    const double effective_gbps = static_cast<double>(cost.decode_bytes) * decode_tps / 1e9;
+    const double effective_gbps = static_cast<double>(cost.decode_bytes_per_token) * decode_tps / 1e9;
     const double ttft_ms = prefills.front().seconds * 1000.0;
     auto prefill_gflops = [&](const PrefillResult& p) {
         return (cost.layer_flops_per_token * static_cast<double>(p.tokens) + cost.output_flops) / p.seconds / 1e9;
@@ -184,7 +152,7 @@ int run_bench(int argc, char** argv, int first) {
         w.key("decode_tokens_per_s").value(decode_tps);
         w.key("ttft_ms").value(ttft_ms);
         w.key("weight_bytes").value(engine->file().tensor_bytes());
-        w.key("decode_bytes_per_token").value(cost.decode_bytes);
+        w.key("decode_bytes_per_token").value(cost.decode_bytes_per_token);
         w.key("effective_gbps").value(effective_gbps);
         w.key("machine_read_gbps").value(read_gbps);
         w.key("bandwidth_fraction").value(effective_gbps / read_gbps);
@@ -212,7 +180,7 @@ int run_bench(int argc, char** argv, int first) {
     std::snprintf(d, sizeof d, "%.1f%%", 100.0 * effective_gbps / read_gbps);
     table.add_row({"decode", std::to_string(n_decode), a, b, c, d});
     std::printf("%s\nTTFT (%lld-token prompt): %.0f ms; decode streams %s per token\n", table.render().c_str(),
-                static_cast<long long>(prefills.front().tokens), ttft_ms, human_bytes(cost.decode_bytes).c_str());
+                static_cast<long long>(prefills.front().tokens), ttft_ms, human_bytes(cost.decode_bytes_per_token).c_str());
     return 0;
 }
 

@@ -9,7 +9,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "generation_options.h"
-#include "prompt_builder.h"
+#include "runtime/prompt_builder.h"
 #include "util/error.h"
 
 namespace tokenscope::cli {
@@ -21,7 +21,7 @@ int run_chat(int argc, char** argv, int first) {
                          argc, argv, first);
     const runtime::SamplingParams sampling = sampling_params(args);
     auto engine = runtime::Engine::load(args.required("model"), engine_options(args));
-    const PromptBuilder builder(*engine, args.value("template"));
+    const runtime::PromptBuilder builder(*engine, args.value("template"));
     const auto n_predict = static_cast<int>(args.number("n-predict").value_or(512));
     std::vector<tokenizer::ChatMessage> messages;
     if (auto system = args.value("system")) messages.push_back({"system", *system});

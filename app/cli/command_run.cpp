@@ -4,7 +4,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "generation_options.h"
-#include "prompt_builder.h"
+#include "runtime/prompt_builder.h"
 #include "util/error.h"
 #include "util/json_writer.h"
 
@@ -26,7 +26,7 @@ int run_run(int argc, char** argv, int first) {
     const bool chat = args.flag("chat");
 
     auto engine = runtime::Engine::load(model, options);
-    const PromptBuilder builder(*engine, args.value("template"));
+    const runtime::PromptBuilder builder(*engine, args.value("template"));
     runtime::Request request = chat ? builder.chat({{"user", prompt}}) : builder.raw(prompt);
     request.sampling = sampling;
     request.max_tokens = static_cast<int>(n_predict);

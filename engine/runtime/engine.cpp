@@ -275,8 +275,8 @@ void Engine::sample_scheduled(const Batch& batch, const std::vector<Active*>& sc
         e.position = static_cast<std::int64_t>(a.tokens.size());
         e.probability = s.probability;
         e.logprob = s.model_logprob;
-        for (const auto& c : s.before) e.before.push_back({c.id, tokenizer_->piece(c.id), c.probability});
-        for (const auto& c : s.after) e.after.push_back({c.id, tokenizer_->piece(c.id), c.probability});
+        for (const auto& c : s.before) e.before.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
+        for (const auto& c : s.after) e.after.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
         if (a.generated == 0) {
             a.timings.prefill_ms = ms_since(a.submitted);
         } else {

@@ -56,6 +56,7 @@ struct TokenCandidate {
     std::int32_t id = 0;
     std::string piece;  // as the vocabulary spells it ("▁the")
     float probability = 0.0f;
+    float logit = 0.0f;  // before: the raw logit; after: the shaped logit the final softmax saw
 };
 
 struct Timings {

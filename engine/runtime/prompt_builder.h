@@ -9,7 +9,7 @@
 #include "runtime/engine.h"
 #include "tokenizer/chat_template.h"
 
-namespace tokenscope::cli {
+namespace tokenscope::runtime {
 
 class PromptBuilder {
 public:
@@ -17,18 +17,18 @@ public:
     // file's tokenizer.chat_template. A file without one is a base (pretrained) model such as
     // the default Gemma 3 270M: it gets the plain "User:/Assistant:" fallback, which base
     // models continue sensibly, rather than an instruct format they were never tuned on.
-    PromptBuilder(const runtime::Engine& engine, const std::optional<std::string>& template_name);
+    PromptBuilder(const Engine& engine, const std::optional<std::string>& template_name);
 
-    runtime::Request raw(const std::string& text) const;
-    runtime::Request chat(std::span<const tokenizer::ChatMessage> messages) const;
-    runtime::Request chat(std::initializer_list<tokenizer::ChatMessage> messages) const {
+    Request raw(const std::string& text) const;
+    Request chat(std::span<const tokenizer::ChatMessage> messages) const;
+    Request chat(std::initializer_list<tokenizer::ChatMessage> messages) const {
         return chat(std::span<const tokenizer::ChatMessage>(messages.begin(), messages.size()));
     }
     const tokenizer::ChatTemplate& chat_template() const { return template_; }
 
 private:
-    const runtime::Engine& engine_;
+    const Engine& engine_;
     tokenizer::ChatTemplate template_;
 };
 
-}  // namespace tokenscope::cli
+}  // namespace tokenscope::runtime

@@ -1,27 +1,27 @@
-#include "prompt_builder.h"
+#include "runtime/prompt_builder.h"
 
-namespace tokenscope::cli {
+namespace tokenscope::runtime {
 
 namespace {
-tokenizer::ChatTemplate choose_template(const runtime::Engine& engine, const std::optional<std::string>& name) {
+tokenizer::ChatTemplate choose_template(const Engine& engine, const std::optional<std::string>& name) {
     if (name) return tokenizer::ChatTemplate::of_name(*name);
     return tokenizer::ChatTemplate::detect(engine.file().optional_string("tokenizer.chat_template", ""));
 }
 }  // namespace
 
-PromptBuilder::PromptBuilder(const runtime::Engine& engine, const std::optional<std::string>& template_name)
+PromptBuilder::PromptBuilder(const Engine& engine, const std::optional<std::string>& template_name)
     : engine_(engine), template_(choose_template(engine, template_name)) {}
 
-runtime::Request PromptBuilder::raw(const std::string& text) const {
+Request PromptBuilder::raw(const std::string& text) const {
     const auto& tok = engine_.tokenizer();
-    runtime::Request r;
+    Request r;
     r.prompt = tok.encode(text, {.add_bos = tok.add_bos() && tok.bos_id() >= 0, .parse_special = false});
     return r;
 }
 
-runtime::Request PromptBuilder::chat(std::span<const tokenizer::ChatMessage> messages) const {
+Request PromptBuilder::chat(std::span<const tokenizer::ChatMessage> messages) const {
     const auto& tok = engine_.tokenizer();
-    runtime::Request r;
+    Request r;
     const std::string text = template_.format(messages, true);
     // The formatted text is encoded with control tokens parsed, so the template's markers
     // become single tokens. Known gap: a control-token string typed inside a message is parsed
@@ -38,4 +38,4 @@ runtime::Request PromptBuilder::chat(std::span<const tokenizer::ChatMessage> mes
     return r;
 }
 
-}  // namespace tokenscope::cli
+}  // namespace tokenscope::runtime

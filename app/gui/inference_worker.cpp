@@ -1,0 +1,187 @@
+#include "inference_worker.h"
+
+#include <QDateTime>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QThread>
+
+#include "inspect/model_cost.h"
+#include "model_summary.h"
+#include "runtime/engine.h"
+#include "runtime/prompt_builder.h"
+#include "util/error.h"
+
+namespace tokenscope::app {
+
+namespace {
+// Attention matrices are O(n^2): resend them at most this often while tokens stream.
+constexpr qint64 kAttentionIntervalMs = 250;
+constexpr std::int64_t kCaptureContext = 2048;
+constexpr int kCandidates = 20;
+
+ui::TokenData to_token_data(const runtime::TokenEvent& e) {
+    ui::TokenData t;
+    t.id = e.token;
+    t.text = QString::fromStdString(e.text);
+    t.probability = e.probability;
+    t.logprob = e.logprob;
+    t.step_ms = e.timings.token_ms;
+    for (const auto& c : e.before) t.before.push_back({c.id, display_piece(c.piece), c.probability, c.logit});
+    for (const auto& c : e.after) t.after.push_back({c.id, display_piece(c.piece), c.probability, c.logit});
+    return t;
+}
+}  // namespace
+
+void register_worker_types() {
+    ui::register_panel_types();
+    qRegisterMetaType<ChatTurn>();
+    qRegisterMetaType<QVector<ChatTurn>>();
+    qRegisterMetaType<LoadOptions>();
+}
+
+InferenceWorker::InferenceWorker(QObject* parent) : QObject(parent) {}
+InferenceWorker::~InferenceWorker() = default;
+
+void InferenceWorker::loadModel(const QString& path, const LoadOptions& options) {
+    cancel_load_.store(false);
+    try {
+        // Read the file through the page cache first, in steps, so loading shows real
+        // progress and can be cancelled; the engine then maps pages that are already there.
+        emit loadProgress(0, tr("Reading %1").arg(path));
+        QFile file(path);
+        if (!file.open(QIODevice::ReadOnly)) throw IoError(path.toStdString() + ": cannot open: " + file.errorString().toStdString());
+        const qint64 size = file.size();
+        constexpr qint64 kStep = 16 << 20;
+        QByteArray buffer;
+        for (qint64 done = 0; done < size;) {
+            if (cancel_load_.load()) {
+                emit loadCancelled();
+                return;
+            }
+            buffer = file.read(kStep);
+            if (buffer.isEmpty()) break;
+            done += buffer.size();
+            emit loadProgress(static_cast<int>(80 * done / std::max<qint64>(1, size)), tr("Reading weights"));
+        }
+        emit loadProgress(85, tr("Validating and binding tensors"));
+        runtime::EngineOptions o;
+        o.threads = options.threads;
+        o.kv_capacity_tokens = options.kv_capacity_tokens;
+        const auto type = kv::parse_element_type(options.kv_type.toStdString());
+        if (!type) throw InvalidArgument("KV cache type '" + options.kv_type.toStdString() + "' is not f32, f16 or q8");
+        o.kv_type = *type;
+        auto engine = runtime::Engine::load(path.toStdString(), o);
+        if (cancel_load_.load()) {
+            emit loadCancelled();
+            return;
+        }
+        prompts_.reset();
+        engine_ = std::move(engine);
+        prompts_ = std::make_unique<runtime::PromptBuilder>(*engine_, std::nullopt);
+        decode_bytes_per_token_ = inspect::model_cost(engine_->file()).decode_bytes_per_token;
+        current_conversation_ = -1;
+        labels_.clear();
+        send_panels(false);
+        emit loadProgress(100, tr("Ready"));
+        emit modelLoaded(model_info(*engine_, QString::fromUtf8(prompts_->chat_template().name())));
+    } catch (const std::exception& e) {
+        emit loadFailed(QString::fromUtf8(e.what()));
+    }
+}
+
+void InferenceWorker::forgetConversation(qint64 conversation) {
+    if (engine_) engine_->drop_conversation(std::to_string(conversation));
+    send_panels(false);
+}
+
+void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& turns,
+                               const ui::SamplingSettings& settings) {
+    if (!engine_) {
+        emit generationFailed(conversation, tr("No model is loaded."));
+        return;
+    }
+    stop_requested_.store(false);
+    QString text;
+    try {
+        std::vector<tokenizer::ChatMessage> messages;
+        for (const auto& t : turns) messages.push_back({t.role.toStdString(), t.content.toStdString()});
+        runtime::Request request = prompts_->chat(messages);
+        request.sampling.temperature = settings.temperature;
+        request.sampling.top_k = settings.top_k;
+        request.sampling.top_p = settings.top_p;
+        request.sampling.min_p = settings.min_p;
+        request.sampling.repeat_penalty = settings.repeat_penalty;
+        request.sampling.penalty_window = settings.repeat_window;
+        request.sampling.seed = settings.fixed_seed ? settings.seed : (static_cast<quint64>(QDateTime::currentMSecsSinceEpoch()) ^ 0x9e3779b97f4a7c15ull);
+        request.sampling.n_candidates = kCandidates;
+        request.max_tokens = settings.max_tokens;
+        request.conversation = std::to_string(conversation);
+        request.capture.enabled = true;
+        request.capture.max_context = kCaptureContext;
+
+        labels_.clear();
+        for (auto id : request.prompt) labels_ << display_piece(engine_->tokenizer().piece(id));
+        current_conversation_ = conversation;
+        emit generationStarted(conversation, static_cast<int>(request.prompt.size()));
+        current_request_ = engine_->submit(std::move(request));
+
+        ui::MetricsData metrics;
+        QElapsedTimer since_attention;
+        since_attention.start();
+        QString reason = "stopped";
+        bool complete = false;
+        while (engine_->has_work()) {
+            if (stop_requested_.load()) engine_->cancel(current_request_);
+            for (const auto& e : engine_->step()) {
+                if (e.token >= 0) {
+                    labels_ << display_piece(engine_->tokenizer().piece(e.token));
+                    ui::TokenData token = to_token_data(e);
+                    text += token.text;
+                    emit tokenGenerated(conversation, token);
+                    metrics.token_ms.push_back(e.timings.token_ms);
+                } else if (!e.text.empty()) {
+                    text += QString::fromStdString(e.text);
+                }
+                metrics.ttft_ms = e.timings.prefill_ms;
+                metrics.prompt_tokens = e.timings.prompt_tokens;
+                metrics.reused_tokens = e.timings.reused_tokens;
+                metrics.prefill_tokens_per_s =
+                    e.timings.prefill_ms > 0 ? 1000.0 * static_cast<double>(e.timings.prefilled_tokens) / e.timings.prefill_ms : 0;
+                metrics.decode_tokens_per_s = e.timings.decode_ms > 0 && e.timings.generated_tokens > 1
+                                                  ? 1000.0 * static_cast<double>(e.timings.generated_tokens - 1) / e.timings.decode_ms
+                                                  : 0;
+                metrics.effective_gbps = static_cast<double>(decode_bytes_per_token_) * metrics.decode_tokens_per_s / 1e9;
+                if (e.finished) {
+                    reason = QString::fromUtf8(runtime::finish_reason_name(e.reason));
+                    complete = e.reason != runtime::FinishReason::Cancelled;
+                }
+            }
+            emit metricsChanged(metrics);
+            const bool attention_due = since_attention.elapsed() >= kAttentionIntervalMs;
+            send_panels(attention_due);
+            if (attention_due) since_attention.restart();
+        }
+        send_panels(true);
+        emit generationFinished(conversation, text, reason, complete);
+    } catch (const std::exception& e) {
+        emit generationFailed(conversation, QString::fromUtf8(e.what()));
+        emit generationFinished(conversation, text, "error", false);
+    }
+}
+
+void InferenceWorker::requestAttention(int layer, int head) {
+    attention_layer_ = layer;
+    attention_head_ = head;
+    if (!engine_) return;
+    const inspect::AttentionCapture* capture = engine_->capture(current_request_);
+    if (capture) emit attentionChanged(attention_matrix(*capture, layer, head, labels_));
+}
+
+void InferenceWorker::send_panels(bool include_attention) {
+    if (!engine_) return;
+    emit kvChanged(kv_block_map(*engine_));
+    emit memoryChanged(memory_budget(*engine_));
+    if (include_attention) requestAttention(attention_layer_, attention_head_);
+}
+
+}  // namespace tokenscope::app

@@ -1,0 +1,96 @@
+#pragma once
+// The engine on its own thread. Commands arrive as queued calls (loadModel, generate,
+// requestAttention); results leave as queued signals. stop() and cancelLoad() are the only
+// members the GUI thread calls directly: they set atomic flags the worker polls between
+// steps, so the GUI never waits for the engine.
+//
+//   QThread thread; auto* worker = new InferenceWorker; worker->moveToThread(&thread);
+//   connect(&thread, &QThread::finished, worker, &QObject::deleteLater); thread.start();
+//   QMetaObject::invokeMethod(worker, "loadModel", Qt::QueuedConnection, Q_ARG(...));
+#include <QObject>
+#include <QStringList>
+#include <QVector>
+#include <atomic>
+#include <memory>
+
+#include "panel_data.h"
+
+namespace tokenscope::runtime {
+class Engine;
+class PromptBuilder;
+}  // namespace tokenscope::runtime
+
+namespace tokenscope::app {
+
+struct ChatTurn {
+    QString role;  // "system", "user", "assistant"
+    QString content;
+};
+
+struct LoadOptions {
+    int threads = 0;                // 0: one per core
+    int kv_capacity_tokens = 4096;
+    QString kv_type = "f16";        // f16, f32, q8
+};
+
+class InferenceWorker : public QObject {
+    Q_OBJECT
+
+public:
+    explicit InferenceWorker(QObject* parent = nullptr);
+    ~InferenceWorker() override;
+
+    // Thread-safe: may be called from any thread.
+    void stop() { stop_requested_.store(true); }
+    void cancelLoad() { cancel_load_.store(true); }
+
+public slots:
+    void loadModel(const QString& path, const tokenscope::app::LoadOptions& options);
+    // Formats `turns` with the model's chat template and generates the assistant's answer.
+    // The conversation id keys the engine's cache: the next turn prefills only new tokens.
+    void generate(qint64 conversation, const QVector<tokenscope::app::ChatTurn>& turns,
+                  const tokenscope::ui::SamplingSettings& settings);
+    // Sends attentionChanged for the current conversation's captured weights.
+    void requestAttention(int layer, int head);
+    // Frees a conversation's cached tokens (deleted conversation).
+    void forgetConversation(qint64 conversation);
+
+signals:
+    void loadProgress(int percent, const QString& stage);
+    void modelLoaded(const tokenscope::ui::ModelInfoData& info);
+    void loadFailed(const QString& message);
+    void loadCancelled();
+
+    void generationStarted(qint64 conversation, int prompt_tokens);
+    void tokenGenerated(qint64 conversation, const tokenscope::ui::TokenData& token);
+    // complete = false when the user stopped it; text is everything generated.
+    void generationFinished(qint64 conversation, const QString& text, const QString& reason, bool complete);
+    void generationFailed(qint64 conversation, const QString& message);
+
+    void metricsChanged(const tokenscope::ui::MetricsData& metrics);
+    void kvChanged(const tokenscope::ui::KvBlockMapData& kv);
+    void memoryChanged(const tokenscope::ui::MemoryBudgetData& memory);
+    void attentionChanged(const tokenscope::ui::AttentionData& attention);
+
+private:
+    void send_panels(bool include_attention);
+
+    std::unique_ptr<runtime::Engine> engine_;
+    std::unique_ptr<runtime::PromptBuilder> prompts_;
+    std::atomic<bool> stop_requested_{false};
+    std::atomic<bool> cancel_load_{false};
+    // The conversation the panels show, its token labels and capture.
+    qint64 current_conversation_ = -1;
+    qint64 current_request_ = -1;
+    QStringList labels_;
+    int attention_layer_ = 0;
+    int attention_head_ = -1;
+    std::uint64_t decode_bytes_per_token_ = 0;
+};
+
+void register_worker_types();
+
+}  // namespace tokenscope::app
+
+Q_DECLARE_METATYPE(tokenscope::app::ChatTurn)
+Q_DECLARE_METATYPE(tokenscope::app::LoadOptions)

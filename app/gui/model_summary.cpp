@@ -1,0 +1,115 @@
+#include "model_summary.h"
+
+#include <QFile>
+#include <map>
+#include <unistd.h>
+
+#include "inspect/model_cost.h"
+#include "kv/kv_types.h"
+
+namespace tokenscope::app {
+
+QString display_piece(const std::string& piece) {
+    QString text = QString::fromStdString(piece);
+    text.replace(QChar(0x2581), QChar(' '));
+    return text;
+}
+
+std::uint64_t available_ram_bytes() {
+    // MemAvailable is what a new allocation can get without swapping; fall back to the total.
+    QFile meminfo("/proc/meminfo");
+    if (meminfo.open(QIODevice::ReadOnly)) {
+        while (!meminfo.atEnd()) {
+            const QByteArray line = meminfo.readLine();
+            if (line.startsWith("MemAvailable:")) {
+                return line.mid(13).trimmed().split(' ').first().toULongLong() * 1024;
+            }
+        }
+    }
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long size = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size) : 0;
+}
+
+ui::ModelInfoData model_info(const runtime::Engine& engine, const QString& chat_template) {
+    const auto& c = engine.config();
+    const auto& file = engine.file();
+    ui::ModelInfoData info;
+    info.path = QString::fromStdString(file.path());
+    info.name = QString::fromStdString(c.name);
+    info.architecture = QString::fromStdString(c.architecture);
+    info.parameters = static_cast<qint64>(inspect::model_cost(file).parameters);
+    std::map<std::string, std::pair<int, std::uint64_t>> types;
+    for (const auto& t : file.tensors()) {
+        auto& [count, bytes] = types[tensor::type_name(t.type)];
+        ++count;
+        bytes += t.byte_size;
+    }
+    for (const auto& [name, entry] : types) {
+        info.tensor_types << QString("%1: %2 tensors, %3 MB")
+                                 .arg(QString::fromStdString(name))
+                                 .arg(entry.first)
+                                 .arg(static_cast<double>(entry.second) / 1e6, 0, 'f', 1);
+    }
+    info.context_length = c.context_length;
+    info.layers = c.layers;
+    info.heads = c.heads;
+    info.kv_heads = c.kv_heads;
+    info.embedding_length = c.embedding_length;
+    info.vocab_size = c.vocab_size;
+    info.tokenizer = QString("sentencepiece (%1), %2 tokens")
+                         .arg(QString::fromStdString(file.optional_string("tokenizer.ggml.model", "?")))
+                         .arg(engine.tokenizer().vocab_size());
+    info.chat_template = chat_template;
+    info.backend = QString::fromStdString(engine.backend_name());
+    info.weight_bytes = file.tensor_bytes();
+    return info;
+}
+
+ui::KvBlockMapData kv_block_map(const runtime::Engine& engine) {
+    const kv::KvStats s = engine.kv_stats();
+    ui::KvBlockMapData d;
+    d.block_size = s.block_size;
+    d.block_owner.reserve(static_cast<qsizetype>(s.block_owner.size()));
+    for (auto owner : s.block_owner) d.block_owner.push_back(owner);
+    for (int refs : s.block_refs) d.block_refs.push_back(refs);
+    d.tokens_used = s.tokens_stored;
+    d.tokens_capacity = static_cast<qint64>(s.blocks_total) * s.block_size;
+    d.bytes_used = s.bytes_used;
+    d.bytes_total = s.bytes_total;
+    const auto& c = engine.config();
+    d.layers = static_cast<int>(c.layers);
+    d.kv_heads = static_cast<int>(c.kv_heads);
+    d.head_dim = static_cast<int>(c.head_dim);
+    d.element_type = kv::element_type_name(engine.options().kv_type);
+    d.bytes_per_element = kv::element_bytes(engine.options().kv_type);
+    d.bytes_per_token = s.bytes_per_token;
+    return d;
+}
+
+ui::MemoryBudgetData memory_budget(const runtime::Engine& engine) {
+    const runtime::BackendMemory m = engine.memory();
+    ui::MemoryBudgetData d;
+    d.weights_bytes = m.weight_bytes;
+    d.kv_cache_bytes = m.kv_cache_bytes;
+    d.activation_bytes = m.activation_bytes;
+    d.available_ram_bytes = available_ram_bytes() + m.kv_cache_bytes + m.activation_bytes;
+    return d;
+}
+
+ui::AttentionData attention_matrix(const inspect::AttentionCapture& capture, int layer, int head,
+                                   const QStringList& labels) {
+    ui::AttentionData d;
+    d.layer = layer;
+    d.head = head;
+    const qint64 rows = std::min<qint64>(capture.rows(), labels.size());
+    d.labels = labels.mid(0, static_cast<qsizetype>(rows));
+    d.rows.reserve(static_cast<qsizetype>(rows));
+    for (qint64 q = 0; q < rows; ++q) {
+        const std::vector<float> row = head < 0 ? capture.mean_row(layer, q) : capture.row(layer, head, q);
+        d.rows.push_back(QVector<float>(row.begin(), row.end()));
+    }
+    return d;
+}
+
+}  // namespace tokenscope::app

@@ -1,0 +1,145 @@
+// The InferenceWorker on its own QThread, driven only through queued calls and observed
+// through QSignalSpy, with a tiny test model: load progress, streamed tokens, finish, stop,
+// multi-turn reuse, panel data, and a precise error for a bad file.
+#include <QSignalSpy>
+#include <QThread>
+#include <QtTest>
+
+#include "inference_worker.h"
+#include "reference/tiny_model.h"
+#include "util/test_paths.h"
+
+using namespace tokenscope;
+using app::ChatTurn;
+using app::InferenceWorker;
+
+class TestInferenceWorker : public QObject {
+    Q_OBJECT
+
+    QThread thread_;
+    InferenceWorker* worker_ = nullptr;
+    QString model_;
+
+    void load(const QString& path) {
+        const app::LoadOptions options{2, 512, "f16"};
+        QVERIFY(QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection,
+                                          Q_ARG(QString, path),
+                                          Q_ARG(tokenscope::app::LoadOptions, options)));
+    }
+    void generate(qint64 conversation, const QVector<ChatTurn>& turns, int max_tokens = 8) {
+        ui::SamplingSettings s;
+        s.temperature = 0.0f;
+        s.max_tokens = max_tokens;
+        QVERIFY(QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection,
+                                          Q_ARG(qint64, conversation),
+                                          Q_ARG(QVector<tokenscope::app::ChatTurn>, turns),
+                                          Q_ARG(tokenscope::ui::SamplingSettings, s)));
+    }
+
+  private slots:
+    void initTestCase() {
+        app::register_worker_types();
+        model_ =
+            QString::fromStdString(test::tiny_model_path("worker_llama", test::TinyModelSpec{}));
+        worker_ = new InferenceWorker;
+        worker_->moveToThread(&thread_);
+        connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+        thread_.start();
+    }
+
+    void cleanupTestCase() {
+        worker_->stop();
+        thread_.quit();
+        QVERIFY(thread_.wait(10000));
+    }
+
+    void badFileGivesThePreciseError() {
+        const QString bad = QString::fromStdString(test::scratch_dir()) + "/bad.gguf";
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("GGUF\x03\x00\x00\x00garbage");
+        f.close();
+        QSignalSpy failed(worker_, &InferenceWorker::loadFailed);
+        QSignalSpy progress(worker_, &InferenceWorker::loadProgress);
+        load(bad);
+        QTRY_VERIFY_WITH_TIMEOUT(failed.count() == 1, 10000);
+        const QString message = failed.at(0).at(0).toString();
+        QVERIFY2(message.startsWith(bad + ": offset "), qPrintable(message));
+    }
+
+    void loadReportsProgressAndModelInfo() {
+        QSignalSpy progress(worker_, &InferenceWorker::loadProgress);
+        QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);
+        QSignalSpy kv(worker_, &InferenceWorker::kvChanged);
+        load(model_);
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() >= 1, 20000);
+        QVERIFY(progress.count() >= 3);
+        QCOMPARE(progress.last().at(0).toInt(), 100);
+        const auto info = loaded.at(0).at(0).value<ui::ModelInfoData>();
+        QCOMPARE(info.architecture, QString("llama"));
+        QCOMPARE(info.layers, qint64{2});
+        QVERIFY(info.parameters > 0);
+        QVERIFY(kv.count() >= 1);
+        QCOMPARE(kv.last().at(0).value<ui::KvBlockMapData>().tokens_used, qint64{0});
+    }
+
+    void generateStreamsTokensAndFinishes() {
+        QSignalSpy started(worker_, &InferenceWorker::generationStarted);
+        QSignalSpy tokens(worker_, &InferenceWorker::tokenGenerated);
+        QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+        QSignalSpy metrics(worker_, &InferenceWorker::metricsChanged);
+        QSignalSpy attention(worker_, &InferenceWorker::attentionChanged);
+        generate(1, {{"user", "Tell me a story"}}, 6);
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() >= 1, 20000);
+        QCOMPARE(started.count(), 1);
+        QVERIFY(tokens.count() >= 1 && tokens.count() <= 6);
+        const auto first = tokens.at(0).at(1).value<ui::TokenData>();
+        QVERIFY(first.probability > 0.0f);
+        QCOMPARE(first.before.size(), 20);
+        QString streamed;
+        for (const auto& t : tokens) streamed += t.at(1).value<ui::TokenData>().text;
+        QCOMPARE(finished.at(0).at(1).toString(), streamed);
+        QVERIFY(finished.at(0).at(3).toBool());  // complete
+        QVERIFY(metrics.count() >= 1);
+        QVERIFY(metrics.last().at(0).value<ui::MetricsData>().ttft_ms > 0);
+        QVERIFY(attention.count() >= 1);
+        const auto a = attention.last().at(0).value<ui::AttentionData>();
+        QCOMPARE(a.rows.size(), a.labels.size());
+        QVERIFY(a.rows.size() > 3);
+    }
+
+    // The second turn of the same conversation reuses the cache.
+    void secondTurnReusesTheCache() {
+        QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+        QSignalSpy metrics(worker_, &InferenceWorker::metricsChanged);
+        generate(2, {{"user", "Hello"}}, 4);
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() >= 1, 20000);
+        const QString answer = finished.at(0).at(1).toString();
+        metrics.clear();
+        generate(2, {{"user", "Hello"}, {"assistant", answer}, {"user", "And again"}}, 4);
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() >= 2, 20000);
+        const auto m = metrics.last().at(0).value<ui::MetricsData>();
+        QVERIFY2(m.reused_tokens > 0 && m.reused_tokens < m.prompt_tokens,
+                 qPrintable(QString("%1 of %2").arg(m.reused_tokens).arg(m.prompt_tokens)));
+    }
+
+    // stop() from the GUI thread ends a long generation promptly with the partial text.
+    void stopEndsGenerationWithPartialText() {
+        QSignalSpy tokens(worker_, &InferenceWorker::tokenGenerated);
+        QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+        generate(3, {{"user", "Go on forever"}}, 100000);
+        QTRY_VERIFY_WITH_TIMEOUT(tokens.count() >= 1, 20000);
+        QElapsedTimer t;
+        t.start();
+        worker_->stop();
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() >= 1, 10000);
+        qInfo("stop took %lld ms", static_cast<long long>(t.elapsed()));
+        QVERIFY(t.elapsed() < 2000);
+        QCOMPARE(finished.at(0).at(2).toString(), QString("cancelled"));
+        QVERIFY(!finished.at(0).at(3).toBool());
+        QVERIFY(tokens.count() < 100000);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestInferenceWorker)
+#include "test_inference_worker.moc"
