@@ -1,0 +1,165 @@
+#pragma once
+// ConversationStore: conversations and their messages in one SQLite database (Qt SQL, WAL).
+//
+// Durability contract: every write is its own transaction and is committed (and, with
+// synchronous=FULL, fsynced) before the call returns. The GUI commits the user's message as
+// soon as it is sent, the assistant's answer when it completes, and the partial answer when
+// Stop is pressed (complete = false), so a crash or SIGKILL loses at most the tokens streamed
+// since the last commit, never anything the user typed.
+//
+// Threading: Qt SQL connections belong to the thread that opened them, so an instance must be
+// used on the thread that constructed it. Several instances (on several threads, or in several
+// processes) may open the same file; each gets its own connection and SQLite serialises the
+// writers (busy timeout 5 s).
+//
+// Errors: tokenscope::IoError naming the database path and SQLite's own message (a file that
+// is not a database, a schema from a newer tokenscope, a full disk); tokenscope::InvalidArgument
+// for an id that does not exist.
+#include <QByteArray>
+#include <QDateTime>
+#include <QList>
+#include <QSqlDatabase>
+#include <QString>
+
+#include <filesystem>
+#include <optional>
+
+class QSqlQuery;
+class QThread;
+
+namespace tokenscope::app {
+
+enum class Role { System, User, Assistant };
+
+// "system", "user", "assistant": the spelling stored in the database (and in chat templates).
+QString role_name(Role role);
+std::optional<Role> role_from_name(const QString& name);
+
+struct ConversationSummary {
+    qint64 id = 0;
+    QString title;
+    QDateTime updated_at;  // UTC
+};
+
+struct Conversation {
+    qint64 id = 0;
+    QString title;
+    QString system_prompt;
+    QString model_path;  // the model the conversation last ran with; empty when unknown
+    QDateTime created_at;
+    QDateTime updated_at;
+};
+
+struct Message {
+    qint64 id = 0;
+    qint64 conversation_id = 0;
+    int position = 0;  // 0, 1, 2, ... within the conversation, without gaps
+    Role role = Role::User;
+    QString content;
+    bool complete = true;  // false: an answer cut short by Stop (or a crash mid-generation)
+    int token_count = 0;
+    QDateTime created_at;
+
+    friend bool operator==(const Message&, const Message&) = default;
+};
+
+// One generated token as the token view shows it, so a reopened conversation can show it again
+// without the model loaded: the text delta it added and the alternatives it beat.
+struct TraceCandidate {
+    qint32 id = 0;
+    QString piece;
+    float probability = 0.0f;
+
+    friend bool operator==(const TraceCandidate&, const TraceCandidate&) = default;
+};
+
+struct TraceToken {
+    qint32 id = 0;
+    QString text;
+    float probability = 0.0f;
+    float logprob = 0.0f;
+    QList<TraceCandidate> candidates;
+
+    friend bool operator==(const TraceToken&, const TraceToken&) = default;
+};
+
+// Versioned, little-endian BLOB encoding of a trace. decode throws tokenscope::FormatError on
+// bytes it did not write (a damaged row must not take the window down).
+QByteArray encode_token_trace(const QList<TraceToken>& trace);
+QList<TraceToken> decode_token_trace(const QByteArray& bytes);
+
+class ConversationStore {
+  public:
+    static constexpr int kSchemaVersion = 1;
+
+    // tokenscope::paths::data_dir() / "conversations.sqlite".
+    static std::filesystem::path default_path();
+
+    // Opens or creates the database (and its parent directories), switches it to WAL and
+    // migrates the schema to kSchemaVersion. Throws IoError when the file is not a usable
+    // SQLite database or was written by a newer schema.
+    explicit ConversationStore(const std::filesystem::path& path = default_path());
+    ~ConversationStore();
+    ConversationStore(const ConversationStore&) = delete;
+    ConversationStore& operator=(const ConversationStore&) = delete;
+
+    const std::filesystem::path& path() const { return path_; }
+    // What SQLite reports for PRAGMA journal_mode ("wal" unless the file system refused it).
+    QString journal_mode();
+
+    // --- conversations ---
+    qint64 create_conversation(const QString& title, const QString& system_prompt = {},
+                               const QString& model_path = {});
+    void rename(qint64 conversation_id, const QString& title);
+    void set_system_prompt(qint64 conversation_id, const QString& system_prompt);
+    void set_model_path(qint64 conversation_id, const QString& model_path);
+    // Removes the conversation with its messages and traces (ON DELETE CASCADE).
+    void delete_conversation(qint64 conversation_id);
+    std::optional<Conversation> conversation(qint64 conversation_id);
+    // Most recently updated first.
+    QList<ConversationSummary> conversations();
+    // Conversations whose title or any message contains `text` literally (% and _ are not
+    // wildcards; case-insensitive for ASCII as SQLite's LIKE is). Empty text: all of them.
+    QList<ConversationSummary> search(const QString& text);
+
+    // --- messages ---
+    // In position order.
+    QList<Message> messages(qint64 conversation_id);
+    // Appends at the next position and returns the new message's id.
+    qint64 append_message(qint64 conversation_id, Role role, const QString& content,
+                          bool complete = true, int token_count = 0);
+    // For the streaming answer: its final text when it completes, or what there was on Stop.
+    // token_count is left as it is when not given.
+    void update_message(qint64 message_id, const QString& content, bool complete,
+                        std::optional<int> token_count = std::nullopt);
+    // Drops every message after `position` (editing an earlier user message replaces what
+    // followed). Returns how many were removed.
+    int truncate_after(qint64 conversation_id, int position);
+
+    // --- token traces (optional, one per assistant message) ---
+    void set_token_trace(qint64 message_id, const QList<TraceToken>& trace);
+    // Empty when none was stored.
+    QList<TraceToken> token_trace(qint64 message_id);
+
+  private:
+    class Transaction;
+
+    void open();
+    void migrate();
+    void close_connection() noexcept;
+    qint64 next_timestamp();
+    void exec(const QString& sql);
+    QSqlQuery prepare(const QString& sql);
+    void run(QSqlQuery& query, const char* what);
+    void check_thread() const;
+    void touch(qint64 conversation_id, qint64 now_ms);
+    void require_message(qint64 message_id);
+    [[noreturn]] void fail(const QString& what, const QString& sql_error) const;
+
+    std::filesystem::path path_;
+    QString connection_name_;
+    QSqlDatabase db_;
+    QThread* thread_ = nullptr;
+};
+
+}  // namespace tokenscope::app

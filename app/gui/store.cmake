@@ -1,0 +1,2 @@
+# ConversationStore: conversations and messages in SQLite (Qt SQL, WAL).
+target_sources(tokenscope_app PRIVATE ${CMAKE_CURRENT_LIST_DIR}/conversation_store.cpp)

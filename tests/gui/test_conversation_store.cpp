@@ -1,0 +1,509 @@
+// ConversationStore: round trips, cascades, literal search, truncation, WAL, bad files, and a
+// writer process killed with SIGKILL mid-write losing nothing it had reported as committed.
+#include "conversation_store.h"
+#include "store_writer_protocol.h"
+#include "util/error.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QProcess>
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+using tokenscope::app::ConversationStore;
+using tokenscope::app::Message;
+using tokenscope::app::Role;
+using tokenscope::app::TraceCandidate;
+using tokenscope::app::TraceToken;
+
+namespace {
+
+// A plain connection of the test's own, to look at the file behind the store's back.
+class RawDb {
+  public:
+    explicit RawDb(const QString& path) : name_(QStringLiteral("raw-%1").arg(++counter_)) {
+        QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), name_);
+        db.setDatabaseName(path);
+        db.open();
+    }
+    ~RawDb() {
+        QSqlDatabase::database(name_, false).close();
+        QSqlDatabase::removeDatabase(name_);
+    }
+    // The first column of the first row, or an invalid QVariant on error.
+    QVariant scalar(const QString& sql) {
+        QSqlQuery query(QSqlDatabase::database(name_, false));
+        if (!query.exec(sql)) {
+            qWarning("%s: %s", qPrintable(sql), qPrintable(query.lastError().text()));
+            return {};
+        }
+        return query.next() ? query.value(0) : QVariant();
+    }
+    bool exec(const QString& sql) {
+        QSqlQuery query(QSqlDatabase::database(name_, false));
+        return query.exec(sql);
+    }
+
+  private:
+    static inline int counter_ = 0;
+    QString name_;
+};
+
+// The what() of the exception of type E that `action` throws, or "" when it throws none.
+template <typename E>
+QString error_of(const std::function<void()>& action) {
+    try {
+        action();
+    } catch (const E& e) {
+        return QString::fromUtf8(e.what());
+    }
+    return {};
+}
+
+}  // namespace
+
+class TestConversationStore : public QObject {
+    Q_OBJECT
+
+  private:
+    QTemporaryDir dir_;
+    int file_counter_ = 0;
+    // A fresh database path in a folder that does not exist yet (the store creates it).
+    std::filesystem::path fresh_path() {
+        return std::filesystem::path(dir_.path().toStdString()) /
+               ("case" + std::to_string(++file_counter_)) / "conversations.sqlite";
+    }
+
+  private slots:
+    void initTestCase() { QVERIFY(dir_.isValid()); }
+
+    void defaultPathIsUnderTheXdgDataDir() {
+        qputenv("XDG_DATA_HOME", "/tmp/xdg-data-test");
+        QCOMPARE(QString::fromStdString(ConversationStore::default_path().string()),
+                 QStringLiteral("/tmp/xdg-data-test/tokenscope/conversations.sqlite"));
+        qunsetenv("XDG_DATA_HOME");
+    }
+
+    void roundTripThroughANewInstance() {
+        const auto path = fresh_path();
+        const QString unicode = QStringLiteral(
+            "Grüße, 世界! 🌍👩‍👩‍👧 שלום e\u0301 \t\"quotes\" 'x'\n");
+        QString long_text;
+        for (int i = 0; i < 20000; ++i) long_text += QStringLiteral("line %1 ✓\n").arg(i);
+
+        qint64 a = 0, b = 0;
+        QList<Message> written_a, written_b;
+        {
+            ConversationStore store(path);
+            a = store.create_conversation(QStringLiteral("First ✨"), QString());
+            b = store.create_conversation(QStringLiteral("Second"), unicode,
+                                          QStringLiteral("/models/m.gguf"));
+            store.append_message(a, Role::System, QStringLiteral("be brief"));
+            store.append_message(a, Role::User, unicode);
+            store.append_message(a, Role::Assistant, long_text, true, 12345);
+            store.append_message(a, Role::User, QString());  // empty message
+            store.append_message(b, Role::User, QStringLiteral("hi"));
+            store.append_message(b, Role::Assistant, QStringLiteral("partial ans"), false, 3);
+            written_a = store.messages(a);
+            written_b = store.messages(b);
+            // A second instance on the same file while the first is open sees the commits.
+            ConversationStore other(path);
+            QCOMPARE(other.messages(a), written_a);
+        }
+        QCOMPARE(written_a.size(), 4);
+        ConversationStore store(path);
+        const QList<Message> read_a = store.messages(a);
+        QCOMPARE(read_a, written_a);
+        QCOMPARE(store.messages(b), written_b);
+
+        QCOMPARE(read_a[0].role, Role::System);
+        QCOMPARE(read_a[1].content, unicode);
+        QCOMPARE(read_a[2].content, long_text);
+        QCOMPARE(read_a[2].token_count, 12345);
+        QVERIFY(read_a[3].content.isEmpty());
+        for (int i = 0; i < read_a.size(); ++i) QCOMPARE(read_a[i].position, i);
+        QVERIFY(!store.messages(b)[1].complete);
+
+        const auto conv_a = store.conversation(a);
+        QVERIFY(conv_a);
+        QCOMPARE(conv_a->title, QStringLiteral("First ✨"));
+        QVERIFY(conv_a->system_prompt.isEmpty());
+        QVERIFY(conv_a->model_path.isEmpty());
+        const auto conv_b = store.conversation(b);
+        QCOMPARE(conv_b->system_prompt, unicode);
+        QCOMPARE(conv_b->model_path, QStringLiteral("/models/m.gguf"));
+        QVERIFY(conv_b->created_at.isValid());
+        QVERIFY(conv_b->updated_at >= conv_b->created_at);
+        QVERIFY(!store.conversation(b + 100));
+    }
+
+    void renameSystemPromptAndOrder() {
+        ConversationStore store(fresh_path());
+        const qint64 a = store.create_conversation(QStringLiteral("A"), QString());
+        const qint64 b = store.create_conversation(QStringLiteral("B"), QString());
+        QCOMPARE(store.conversations().size(), 2);
+        QCOMPARE(store.conversations()[0].id, b);  // most recent first
+
+        store.rename(a, QStringLiteral("A renamed"));
+        QCOMPARE(store.conversations()[0].id, a);
+        QCOMPARE(store.conversations()[0].title, QStringLiteral("A renamed"));
+
+        store.append_message(b, Role::User, QStringLiteral("hello"));
+        QCOMPARE(store.conversations()[0].id, b);
+
+        store.set_system_prompt(a, QStringLiteral("You are terse."));
+        store.set_model_path(a, QStringLiteral("/m.gguf"));
+        QCOMPARE(store.conversation(a)->system_prompt, QStringLiteral("You are terse."));
+        QCOMPARE(store.conversation(a)->model_path, QStringLiteral("/m.gguf"));
+        QCOMPARE(store.conversations()[0].id, a);
+    }
+
+    void deleteCascadesToMessagesAndTraces() {
+        const auto path = fresh_path();
+        ConversationStore store(path);
+        const qint64 keep = store.create_conversation(QStringLiteral("keep"), QString());
+        const qint64 gone = store.create_conversation(QStringLiteral("gone"), QString());
+        store.append_message(keep, Role::User, QStringLiteral("k"));
+        store.append_message(gone, Role::User, QStringLiteral("g1"));
+        const qint64 answer = store.append_message(gone, Role::Assistant, QStringLiteral("g2"));
+        store.set_token_trace(answer, {TraceToken{1, QStringLiteral("g2"), 0.5f, -0.7f, {}}});
+
+        store.delete_conversation(gone);
+        QVERIFY(!store.conversation(gone));
+        QVERIFY(store.messages(gone).isEmpty());
+        QVERIFY(store.token_trace(answer).isEmpty());
+        QCOMPARE(store.conversations().size(), 1);
+        QCOMPARE(store.messages(keep).size(), 1);
+
+        RawDb raw(QString::fromStdString(path.string()));
+        QCOMPARE(raw.scalar(QStringLiteral("SELECT count(*) FROM messages")).toInt(), 1);
+        QCOMPARE(raw.scalar(QStringLiteral("SELECT count(*) FROM message_traces")).toInt(), 0);
+
+        QVERIFY(error_of<tokenscope::InvalidArgument>([&] {
+                    store.delete_conversation(gone);
+                }).contains(QStringLiteral("no conversation")));
+    }
+
+    void searchTreatsWildcardsLiterally() {
+        ConversationStore store(fresh_path());
+        const qint64 percent = store.create_conversation(QStringLiteral("100% Done"), QString());
+        const qint64 plain = store.create_conversation(QStringLiteral("100 percent"), QString());
+        const qint64 snake = store.create_conversation(QStringLiteral("code"), QString());
+        const qint64 backslash = store.create_conversation(QStringLiteral("paths"), QString());
+        store.append_message(snake, Role::User, QStringLiteral("rename it to snake_case"));
+        store.append_message(plain, Role::User, QStringLiteral("snakeXcase and snake case"));
+        store.append_message(backslash, Role::Assistant, QStringLiteral("C:\\Users\\me"));
+
+        auto ids = [&](const QString& text) {
+            QList<qint64> list;
+            for (const auto& summary : store.search(text)) list.append(summary.id);
+            std::sort(list.begin(), list.end());
+            return list;
+        };
+        QCOMPARE(ids(QStringLiteral("%")), QList<qint64>{percent});
+        QCOMPARE(ids(QStringLiteral("0% d")), QList<qint64>{percent});  // case-insensitive
+        QCOMPARE(ids(QStringLiteral("_")), QList<qint64>{snake});
+        QCOMPARE(ids(QStringLiteral("e_c")), QList<qint64>{snake});
+        QCOMPARE(ids(QStringLiteral("\\")), QList<qint64>{backslash});
+        QCOMPARE(ids(QStringLiteral("\\U")), QList<qint64>{backslash});
+        QCOMPARE(ids(QStringLiteral("snake")), (QList<qint64>{plain, snake}));
+        QCOMPARE(ids(QStringLiteral("nothing like this")), QList<qint64>{});
+        QCOMPARE(ids(QStringLiteral("'; DROP TABLE messages; --")), QList<qint64>{});
+        QCOMPARE(store.search(QString()).size(), 4);
+    }
+
+    void truncateAfterDropsWhatFollowed() {
+        ConversationStore store(fresh_path());
+        const qint64 c = store.create_conversation(QStringLiteral("t"), QString());
+        for (int i = 0; i < 5; ++i) store.append_message(c, Role::User, QString::number(i));
+        QCOMPARE(store.truncate_after(c, 1), 3);
+        QList<Message> list = store.messages(c);
+        QCOMPARE(list.size(), 2);
+        QCOMPARE(list[1].content, QStringLiteral("1"));
+        store.append_message(c, Role::User, QStringLiteral("edited"));
+        list = store.messages(c);
+        QCOMPARE(list.size(), 3);
+        QCOMPARE(list[2].position, 2);
+        QCOMPARE(list[2].content, QStringLiteral("edited"));
+        QCOMPARE(store.truncate_after(c, -1), 3);  // everything
+        QVERIFY(store.messages(c).isEmpty());
+    }
+
+    void updateMessageForTheStreamingAnswer() {
+        ConversationStore store(fresh_path());
+        const qint64 c = store.create_conversation(QStringLiteral("u"), QString());
+        store.append_message(c, Role::User, QStringLiteral("question"));
+        const qint64 id = store.append_message(c, Role::Assistant, QString(), false);
+        store.update_message(id, QStringLiteral("half an ans"), false, 4);  // Stop pressed
+        QCOMPARE(store.messages(c)[1].content, QStringLiteral("half an ans"));
+        QVERIFY(!store.messages(c)[1].complete);
+        QCOMPARE(store.messages(c)[1].token_count, 4);
+        store.update_message(id, QStringLiteral("half an answer, continued"), true);
+        QVERIFY(store.messages(c)[1].complete);
+        QCOMPARE(store.messages(c)[1].token_count, 4);  // not given: kept
+        QCOMPARE(store.messages(c)[1].position, 1);
+    }
+
+    void missingIdsAreRejectedAndRolledBack() {
+        ConversationStore store(fresh_path());
+        const qint64 c = store.create_conversation(QStringLiteral("x"), QString());
+        QVERIFY(!error_of<tokenscope::InvalidArgument>([&] {
+                     store.append_message(c + 1, Role::User, QStringLiteral("lost?"));
+                 }).isEmpty());
+        QVERIFY(!error_of<tokenscope::InvalidArgument>([&] {
+                     store.update_message(999, QStringLiteral("x"), true);
+                 }).isEmpty());
+        QVERIFY(!error_of<tokenscope::InvalidArgument>([&] {
+                     store.rename(c + 1, QStringLiteral("x"));
+                 }).isEmpty());
+        QVERIFY(!error_of<tokenscope::InvalidArgument>([&] {
+                     store.set_token_trace(999, {});
+                 }).isEmpty());
+        // Each failure rolled its transaction back: the next write starts a fresh one.
+        store.append_message(c, Role::User, QStringLiteral("still works"));
+        QCOMPARE(store.messages(c).size(), 1);
+    }
+
+    void walModeIsActive() {
+        const auto path = fresh_path();
+        ConversationStore store(path);
+        QCOMPARE(store.journal_mode(), QStringLiteral("wal"));
+        // Persistent: a plain connection sees WAL too.
+        RawDb raw(QString::fromStdString(path.string()));
+        QCOMPARE(raw.scalar(QStringLiteral("PRAGMA journal_mode")).toString(),
+                 QStringLiteral("wal"));
+        QCOMPARE(raw.scalar(QStringLiteral("SELECT version FROM schema_version")).toInt(),
+                 ConversationStore::kSchemaVersion);
+    }
+
+    void badFilesGiveAClearError() {
+        const QStringList before = QSqlDatabase::connectionNames();
+        auto open_error = [](const std::filesystem::path& path) {
+            const QString error =
+                error_of<tokenscope::IoError>([&] { ConversationStore store(path); });
+            qInfo("%s", qPrintable(error));  // the log shows what a user would read
+            return error;
+        };
+        auto write_file = [](const std::filesystem::path& path, const QByteArray& bytes) {
+            std::filesystem::create_directories(path.parent_path());
+            QFile file(QString::fromStdString(path.string()));
+            QVERIFY(file.open(QIODevice::WriteOnly));
+            file.write(bytes);
+        };
+
+        const auto text = fresh_path();
+        write_file(text, QByteArray("just some notes, not a database\n"));
+        QString error = open_error(text);
+        QVERIFY2(error.contains(QString::fromStdString(text.string())), qPrintable(error));
+        QVERIFY2(error.contains(QStringLiteral("not a database")), qPrintable(error));
+
+        const auto garbage = fresh_path();
+        QByteArray noise(64 * 1024, '\0');
+        for (int i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 7919) >> 3);
+        write_file(garbage, noise);
+        error = open_error(garbage);
+        QVERIFY2(error.contains(QStringLiteral("not a database")), qPrintable(error));
+
+        // A store whose header was damaged after the fact.
+        const auto damaged = fresh_path();
+        {
+            ConversationStore store(damaged);
+            store.create_conversation(QStringLiteral("soon damaged"), QString());
+        }
+        {
+            QFile file(QString::fromStdString(damaged.string()));
+            QVERIFY(file.open(QIODevice::ReadWrite));
+            file.write("XXXXXXXXXXXXXXXX");
+        }
+        error = open_error(damaged);
+        QVERIFY2(!error.isEmpty(), "a damaged header opened without an error");
+
+        const auto directory = fresh_path();
+        std::filesystem::create_directories(directory);
+        error = open_error(directory);
+        QVERIFY2(error.contains(QStringLiteral("directory")), qPrintable(error));
+
+        // Someone else's SQLite database is left alone.
+        const auto foreign = fresh_path();
+        std::filesystem::create_directories(foreign.parent_path());
+        {
+            RawDb raw(QString::fromStdString(foreign.string()));
+            QVERIFY(raw.exec(QStringLiteral("CREATE TABLE photos (id INTEGER)")));
+        }
+        error = open_error(foreign);
+        QVERIFY2(error.contains(QStringLiteral("not a tokenscope")), qPrintable(error));
+
+        // A schema from the future is not migrated "down".
+        const auto newer = fresh_path();
+        { ConversationStore store(newer); }
+        {
+            RawDb raw(QString::fromStdString(newer.string()));
+            QVERIFY(raw.exec(QStringLiteral("UPDATE schema_version SET version = 99")));
+        }
+        error = open_error(newer);
+        QVERIFY2(error.contains(QStringLiteral("newer")), qPrintable(error));
+
+        // Failed opens leave no Qt SQL connection behind.
+        QCOMPARE(QSqlDatabase::connectionNames(), before);
+    }
+
+    void tokenTraceRoundTrip() {
+        ConversationStore store(fresh_path());
+        const qint64 c = store.create_conversation(QStringLiteral("trace"), QString());
+        const qint64 id = store.append_message(c, Role::Assistant, QStringLiteral("Hi 🌍"));
+        const QList<TraceToken> trace = {
+            {17,
+             QStringLiteral("Hi"),
+             0.75f,
+             -0.2876f,
+             {TraceCandidate{17, QStringLiteral("▁Hi"), 0.75f},
+              TraceCandidate{42, QStringLiteral("▁Hello"), 0.2f}}},
+            {99, QStringLiteral(" 🌍"), 1.0f, 0.0f, {}},
+            {5, QString(), 0.01f, -4.6f, {TraceCandidate{0, QString(), 0.0f}}},
+        };
+        store.set_token_trace(id, trace);
+        QCOMPARE(store.token_trace(id), trace);
+        store.set_token_trace(id, {});  // replaced
+        QVERIFY(store.token_trace(id).isEmpty());
+
+        // Damaged bytes are a FormatError, never a crash or a huge allocation.
+        const QByteArray bytes = tokenscope::app::encode_token_trace(trace);
+        for (int cut = 0; cut < bytes.size(); ++cut) {
+            QVERIFY(!error_of<tokenscope::FormatError>([&] {
+                         tokenscope::app::decode_token_trace(bytes.left(cut));
+                     }).isEmpty());
+        }
+        QByteArray huge_count = bytes;
+        huge_count[6] = '\xff';
+        huge_count[9] = '\x7f';
+        QVERIFY(!error_of<tokenscope::FormatError>([&] {
+                     tokenscope::app::decode_token_trace(huge_count);
+                 }).isEmpty());
+        QVERIFY(!error_of<tokenscope::FormatError>([&] {
+                     tokenscope::app::decode_token_trace(bytes + "x");
+                 }).isEmpty());
+    }
+
+    void instancesOnOtherThreads() {
+        const auto path = fresh_path();
+        ConversationStore main_store(path);
+        const qint64 c = main_store.create_conversation(QStringLiteral("threads"), QString());
+        // Each worker opens its own instance (Qt SQL connections are per thread); the writes
+        // queue on SQLite's lock.
+        QList<QFuture<void>> futures;
+        for (int t = 0; t < 3; ++t) {
+            futures.append(QtConcurrent::run([path, c, t] {
+                ConversationStore store(path);
+                for (int i = 0; i < 10; ++i) {
+                    store.append_message(c, Role::User, QStringLiteral("t%1 m%2").arg(t).arg(i));
+                }
+            }));
+        }
+        for (auto& future : futures) future.waitForFinished();
+        const QList<Message> list = main_store.messages(c);
+        QCOMPARE(list.size(), 30);
+        for (int i = 0; i < list.size(); ++i) QCOMPARE(list[i].position, i);
+        // Using an instance from a thread that did not open it is refused, not undefined.
+        // (std::thread: QFuture::result() may run a not-yet-started task on this thread.)
+        QString error;
+        std::thread other([&] {
+            error = error_of<tokenscope::InvalidArgument>([&] { main_store.messages(c); });
+        });
+        other.join();
+        QVERIFY2(error.contains(QStringLiteral("thread")), qPrintable(error));
+    }
+
+    // The test: kill the writer with SIGKILL mid-write, start again, everything it had
+    // reported as committed is there and intact. Three rounds on the same file, so later rounds
+    // also open a database left behind by a killed process.
+    void sigkillLosesNothingCommitted() {
+        namespace protocol = tokenscope::test::store_writer;
+        const auto path = fresh_path();
+        struct Round {
+            qint64 conversation = 0;
+            int reported = 0;
+        };
+        QList<Round> rounds;
+        for (int run = 0; run < 3; ++run) {
+            QProcess writer;
+            writer.setProgram(QStringLiteral(TOKENSCOPE_STORE_WRITER));
+            writer.setArguments({QString::fromStdString(path.string()), QString::number(run)});
+            writer.setProcessChannelMode(QProcess::SeparateChannels);
+            writer.start();
+            QVERIFY2(writer.waitForStarted(10000), qPrintable(writer.errorString()));
+
+            Round round;
+            const int kill_after = 50 + 25 * run;
+            QElapsedTimer timer;
+            timer.start();
+            while (round.reported < kill_after && timer.elapsed() < 60000) {
+                if (!writer.canReadLine() && !writer.waitForReadyRead(1000)) {
+                    QVERIFY2(writer.state() == QProcess::Running,
+                             qPrintable("writer exited: " + writer.readAllStandardError()));
+                    continue;
+                }
+                while (writer.canReadLine()) {
+                    const QString line = QString::fromUtf8(writer.readLine()).trimmed();
+                    if (line.startsWith(QLatin1String("conversation ")))
+                        round.conversation = line.mid(13).toLongLong();
+                    else if (line.startsWith(QLatin1String("committed ")))
+                        round.reported = line.mid(10).toInt();
+                }
+            }
+            QVERIFY2(round.reported >= kill_after,
+                     qPrintable(QStringLiteral("only %1 reported").arg(round.reported)));
+            writer.kill();  // SIGKILL on Unix: no destructors, no atexit, no flush
+            QVERIFY(writer.waitForFinished(10000));
+            QCOMPARE(writer.exitStatus(), QProcess::CrashExit);
+            // Lines printed between our last read and the kill count as reported too.
+            for (const QByteArray& line : writer.readAllStandardOutput().split('\n')) {
+                if (line.startsWith("committed ")) round.reported = line.mid(10).toInt();
+            }
+            rounds.append(round);
+            qInfo("round %d: killed after %d reported commits", run, round.reported);
+
+            // Start again: every round so far is there, complete up to what was reported.
+            ConversationStore store(path);
+            QCOMPARE(store.conversations().size(), rounds.size());
+            for (int r = 0; r < rounds.size(); ++r) {
+                const QList<Message> list = store.messages(rounds[r].conversation);
+                QVERIFY2(list.size() >= rounds[r].reported,
+                         qPrintable(QStringLiteral("round %1: %2 of %3 reported messages")
+                                        .arg(r)
+                                        .arg(list.size())
+                                        .arg(rounds[r].reported)));
+                // At most the message in flight beyond what was reported.
+                QVERIFY(list.size() <= rounds[r].reported + 1);
+                for (int i = 0; i < list.size(); ++i) {
+                    const Message& m = list[i];
+                    QCOMPARE(m.position, i);
+                    QCOMPARE(m.role, protocol::is_answer(i) ? Role::Assistant : Role::User);
+                    if (i < rounds[r].reported || m.complete) {
+                        QVERIFY(m.complete);
+                        QCOMPARE(m.content, protocol::content(r, i));
+                    } else {
+                        // Killed between saving the partial answer and completing it.
+                        QVERIFY(protocol::is_answer(i));
+                        QCOMPARE(m.content, protocol::partial(r, i));
+                    }
+                }
+            }
+            RawDb raw(QString::fromStdString(path.string()));
+            QCOMPARE(raw.scalar(QStringLiteral("PRAGMA integrity_check")).toString(),
+                     QStringLiteral("ok"));
+            QCOMPARE(raw.scalar(QStringLiteral("PRAGMA foreign_key_check")), QVariant());
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestConversationStore)
+#include "test_conversation_store.moc"
