@@ -59,8 +59,12 @@ BackendMemory CpuBackend::memory() const {
     return m;
 }
 
-void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y) {
-    tensor::prepare_activations(w.type, x, tokens, w.cols, prepared_);
+void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
+                        bool same_input) {
+    if (!same_input || prepared_.format() != tensor::activation_format_for(w.type) || prepared_.n() != w.cols ||
+        prepared_.rows() != tokens) {
+        tensor::prepare_activations(w.type, x, tokens, w.cols, prepared_);
+    }
     const std::int64_t grain = row_grain(w.rows, pool_.size());
     pool_.parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
         tensor::matmul_rows(w.type, w.data, w.cols, begin, end, prepared_, y, w.rows);
@@ -135,8 +139,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
             }
         });
         matmul(L.wq, xn_.data(), T, q_.data());
-        matmul(L.wk, xn_.data(), T, k_.data());
-        matmul(L.wv, xn_.data(), T, v_.data());
+        matmul(L.wk, xn_.data(), T, k_.data(), /*same_input=*/true);
+        matmul(L.wv, xn_.data(), T, v_.data(), /*same_input=*/true);
 
         const bool neox = c.rope_style == model::RopeStyle::NeoX;
         const float* inv_freq = c.uses_window(l) ? inv_freq_local_.data() : inv_freq_global_.data();
@@ -171,7 +175,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         });
 
         matmul(L.w_gate, xn_.data(), T, gate_.data());
-        matmul(L.w_up, xn_.data(), T, up_.data());
+        matmul(L.w_up, xn_.data(), T, up_.data(), /*same_input=*/true);
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t i = b; i < e; ++i) {
                 float* g = gate_.data() + i * c.ffn_length;

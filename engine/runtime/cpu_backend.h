@@ -28,8 +28,11 @@ public:
     const kv::KvStorage& kv_storage() const { return storage_; }
 
 private:
-    // y[t * w.rows + r] = W[r] · x[t] for t < tokens.
-    void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y);
+    // y[t * w.rows + r] = W[r] · x[t] for t < tokens. same_input: x is the previous call's
+    // input, unchanged, so its prepared activations are reused when the weight type takes the
+    // same format (q/k/v and gate/up share their input; preparing runs on one thread).
+    void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
+                bool same_input = false);
     void attention(int layer, const Batch& batch, kv::KvCacheManager& kv);
 
     const model::ModelConfig& config_;

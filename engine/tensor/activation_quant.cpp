@@ -59,6 +59,17 @@ void quantize_row_q8_32(const float* x, std::int64_t n, std::uint8_t* row, std::
     }
 }
 
+// The interleaved copy of a Q8_32 row's qs (layout in matmul.h): group g, word v, block l.
+// Blocks past n / 32 stay zero (the buffer is cleared beforehand).
+void interleave_row_q8_32(const std::uint8_t* qs, std::int64_t n, std::uint8_t* out) {
+    const std::int64_t blocks = n / 32;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::uint8_t* src = qs + 32 * b;
+        std::uint8_t* dst = out + (b / 16) * 512 + (b % 16) * 4;
+        for (int v = 0; v < 8; ++v) std::memcpy(dst + 64 * v, src + 4 * v, 4);
+    }
+}
+
 void quantize_row_q8_256(const float* x, std::int64_t n, std::uint8_t* row, std::size_t scale_off,
                          std::size_t sum_off) {
     auto* qs = reinterpret_cast<std::int8_t*>(row);
@@ -114,6 +125,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     std::size_t stride = 0;
     std::size_t scale_off = 0;
     std::size_t sum_off = 0;
+    std::size_t inter_off = 0;
     switch (format) {
         case ActivationFormat::F32:
             stride = round_up(std::max<std::size_t>(un, 1) * sizeof(float), kAlign);
@@ -122,7 +134,8 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             const std::size_t n_pad = round_up(std::max<std::size_t>(un, 1), 64);
             scale_off = n_pad;
             sum_off = scale_off + round_up(n_pad / 32 * sizeof(float), kAlign);
-            stride = sum_off + round_up(n_pad / 32 * sizeof(float), kAlign);
+            inter_off = sum_off + round_up(n_pad / 32 * sizeof(float), kAlign);
+            stride = inter_off + round_up(std::max<std::size_t>(un, 1), 512);
             break;
         }
         case ActivationFormat::Q8_256: {
@@ -147,6 +160,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     out.row_stride_ = stride;
     out.scale_offset_ = scale_off;
     out.sum_offset_ = sum_off;
+    out.interleaved_offset_ = inter_off;
     if (need == 0) return;
     // Zero padding everywhere: kernels read whole vectors past the last element and rely on
     // the padding contributing nothing.
@@ -161,6 +175,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
                 break;
             case ActivationFormat::Q8_32:
                 quantize_row_q8_32(xt, n, row, scale_off, sum_off);
+                interleave_row_q8_32(row, n, row + inter_off);
                 break;
             case ActivationFormat::Q8_256:
                 quantize_row_q8_256(xt, n, row, scale_off, sum_off);

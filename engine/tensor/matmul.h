@@ -42,7 +42,12 @@ ActivationFormat activation_format_for(Type weight_type);
 // with zeros, so kernels may read whole vectors past the last element):
 //   F32:    n floats, padded to a multiple of 16.
 //   Q8_32:  qs: int8[n_pad] (n_pad = n rounded up to 64), then scale d: float[n_pad / 32],
-//           then sum: float[n_pad / 32] = d * (sum of the block's qs).
+//           then sum: float[n_pad / 32] = d * (sum of the block's qs) (both zero-padded to a
+//           multiple of 16 blocks), then the same qs interleaved: int8[n rounded up to 512],
+//           in groups of 16 blocks where 4-byte word v of block l of the group sits at byte
+//           64 * v + 4 * l. One 64-byte vector then holds a word of each of 16 blocks, so a
+//           kernel accumulates whole blocks in integer lanes (lane = block) and applies the
+//           per-block scales once per 16 blocks instead of once per 2.
 //   Q8_256: qs: int8[n_pad] (n multiple of 256), d: float[n / 256], then
 //           sum16: float[n / 16] = d_block * (sum of each 16 qs).
 // Element k of a row is approximately qs[k] * d[block of k]; qs is in [-127, 127].
@@ -62,6 +67,8 @@ class PreparedActivations {
     // Byte offsets inside a row of the scale and sum arrays (0 for F32).
     std::size_t scale_offset() const { return scale_offset_; }
     std::size_t sum_offset() const { return sum_offset_; }
+    // Byte offset inside a row of the interleaved qs (Q8_32 only, else 0).
+    std::size_t interleaved_offset() const { return interleaved_offset_; }
     const std::uint8_t* row(std::int64_t r) const {
         return data_.get() + static_cast<std::size_t>(r) * row_stride_;
     }
@@ -81,6 +88,7 @@ class PreparedActivations {
     std::size_t row_stride_ = 0;
     std::size_t scale_offset_ = 0;
     std::size_t sum_offset_ = 0;
+    std::size_t interleaved_offset_ = 0;
 };
 
 // Converts `rows` activation rows of `n` floats (row t at x + t * n) for a matmul with weights

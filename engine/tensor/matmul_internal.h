@@ -22,6 +22,7 @@ struct MatmulArgs {
     std::size_t act_stride;
     std::size_t act_scale_offset;
     std::size_t act_sum_offset;
+    std::size_t act_interleaved_offset;  // Q8_32 only
     std::int64_t tokens;
     float* out;
     std::int64_t out_stride;

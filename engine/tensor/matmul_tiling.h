@@ -99,13 +99,41 @@ void store_results(const MatmulArgs& a, std::int64_t r0, int rows, std::int64_t 
     }
 }
 
+// Weight bytes to prefetch ahead of the row being packed. One token reads each weight once, so
+// decode is bound by memory latency as much as bandwidth: the hardware prefetcher alone kept a
+// core at about half the read bandwidth (it ramps up per 4 KiB page and gives up at page
+// ends), so the kernels also ask for the bytes they will read a few rows later. Every row of
+// the matrix is contiguous with the next, so "ahead in the matrix" is a plain address offset.
+constexpr std::size_t kPrefetchAhead = 8192;
+
+// Prefetches [p + kPrefetchAhead, p + kPrefetchAhead + bytes) line by line, but nothing past
+// `end` (the end of this call's rows: the bytes after belong to another thread's chunk).
+inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end) {
+    const std::uint8_t* q = p + kPrefetchAhead;
+    const std::uint8_t* stop = q + bytes < end ? q + bytes : end;
+    for (; q < stop; q += 64) __builtin_prefetch(q, 0, 2);
+}
+
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
     return a.acts + static_cast<std::size_t>(t) * a.act_stride;
 }
 
 // K: kRows, kTokens, pack(type, blocks, nblocks, u, d, coef), tile<R, T>(Q32Tile&).
+// A K with kInterleaved = true also has interleave(u, len), which turns packed rows into the
+// interleaved order of PreparedActivations (groups of 16 blocks), and its tile reads the
+// activations' interleaved copy; packed lengths are then whole groups (512 elements).
+template <class K>
+constexpr bool interleaved_kernel() {
+    if constexpr (requires { K::kInterleaved; }) {
+        return K::kInterleaved;
+    } else {
+        return false;
+    }
+}
+
 template <class K>
 void run_q32(const MatmulArgs& a) {
+    constexpr bool kInter = interleaved_kernel<K>();
     constexpr int MR = K::kRows;
     constexpr int MT = K::kTokens;
     constexpr std::int64_t kScales = kPackChunk / 32;  // already a multiple of 16
@@ -113,12 +141,13 @@ void run_q32(const MatmulArgs& a) {
     alignas(64) float d[MR * kScales];
     alignas(64) float c[MR * kScales];
     const std::size_t block_bytes = a.row_bytes / static_cast<std::size_t>(a.n / 32);
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     Q32Tile<MR, MT> t;
     for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
         const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
         for (std::int64_t k0 = 0; k0 < a.n; k0 += kPackChunk) {
             const std::int64_t kc = min_of(kPackChunk, a.n - k0);
-            const std::int64_t len = round_up_to(kc, 64);
+            const std::int64_t len = round_up_to(kc, kInter ? 512 : 64);
             const std::int64_t nb = kc / 32;
             const std::int64_t nb_pad = round_up_to(len / 32, 16);
             for (int i = 0; i < rows; ++i) {
@@ -128,9 +157,11 @@ void run_q32(const MatmulArgs& a) {
                 const std::uint8_t* src = a.weights +
                                           static_cast<std::size_t>(r0 + i) * a.row_bytes +
                                           static_cast<std::size_t>(k0 / 32) * block_bytes;
+                prefetch_ahead(src, static_cast<std::size_t>(nb) * block_bytes, w_end);
                 K::pack(a.type, src, nb, ui, di, ci);
                 std::memset(ui + kc, 0, static_cast<std::size_t>(len - kc));
                 for (std::int64_t b = nb; b < nb_pad; ++b) di[b] = ci[b] = 0.0f;
+                if constexpr (kInter) K::interleave(ui, len);
                 t.wu[i] = ui;
                 t.wd[i] = di;
                 t.wc[i] = ci;
@@ -140,7 +171,7 @@ void run_q32(const MatmulArgs& a) {
                 const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
                 for (int j = 0; j < toks; ++j) {
                     const std::uint8_t* row = act_row(a, t0 + j);
-                    t.aq[j] = row + k0;
+                    t.aq[j] = row + (kInter ? a.act_interleaved_offset : 0) + k0;
                     t.ad[j] = reinterpret_cast<const float*>(row + a.act_scale_offset) + k0 / 32;
                     t.as[j] = reinterpret_cast<const float*>(row + a.act_sum_offset) + k0 / 32;
                 }
@@ -161,6 +192,7 @@ void run_k(const MatmulArgs& a) {
     alignas(64) float d[MR * kPackChunk / 256];
     alignas(64) float c[MR * kPackChunk / 16];
     const std::size_t block_bytes = a.row_bytes / static_cast<std::size_t>(a.n / 256);
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     KTile<MR, MT> t;
     for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
         const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
@@ -170,6 +202,7 @@ void run_k(const MatmulArgs& a) {
                 const std::uint8_t* src = a.weights +
                                           static_cast<std::size_t>(r0 + i) * a.row_bytes +
                                           static_cast<std::size_t>(k0 / 256) * block_bytes;
+                prefetch_ahead(src, static_cast<std::size_t>(len / 256) * block_bytes, w_end);
                 K::pack(a.type, src, len / 256, u + i * len, sc + i * len / 2, d + i * len / 256,
                         c + i * len / 16);
                 t.wu[i] = u + i * len;
@@ -201,10 +234,12 @@ void run_f(const MatmulArgs& a) {
     constexpr int MT = K::kTokens;
     FTile<MR, MT> t;
     t.n = a.n;
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
         const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
         for (int i = 0; i < rows; ++i) {
             t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
+            prefetch_ahead(t.w[i], a.row_bytes, w_end);
         }
         for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
             const int toks = static_cast<int>(min_of(MT, a.tokens - t0));

@@ -106,6 +106,7 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                   acts.row_stride(),
                                   acts.scale_offset(),
                                   acts.sum_offset(),
+                                  acts.interleaved_offset(),
                                   acts.rows(),
                                   out,
                                   out_stride};
