@@ -1,0 +1,6 @@
+target_sources(tokenscope_app PRIVATE ${CMAKE_CURRENT_LIST_DIR}/main_window.cpp)
+
+add_executable(tokenscope ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
+target_link_libraries(tokenscope PRIVATE tokenscope_app)
+tokenscope_warnings(tokenscope)
+install(TARGETS tokenscope RUNTIME DESTINATION bin)
