@@ -1,0 +1,232 @@
+// The KV cache panel: block colours for owned/free/shared blocks, the occupancy numbers and
+// the size formula with hand-computed numbers.
+#include <QApplication>
+#include <QDir>
+#include <QTest>
+
+#include "kv_cache_view.h"
+
+using namespace tokenscope::ui;
+
+namespace {
+
+// Layouts update on a posted LayoutRequest: deliver it before looking at pixels.
+void settle() {
+    // A few rounds: a relayout can post further resizes (scroll areas, word-wrapped labels).
+    for (int i = 0; i < 3; ++i) {
+        QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+        QCoreApplication::processEvents();
+    }
+}
+
+const QChar kNb(0x00A0);
+
+QPalette dark_palette() {
+    QPalette p;
+    p.setColor(QPalette::Window, QColor(0x2B, 0x2B, 0x2E));
+    p.setColor(QPalette::WindowText, QColor(0xE6, 0xE6, 0xE6));
+    p.setColor(QPalette::Base, QColor(0x1E, 0x1E, 0x20));
+    p.setColor(QPalette::AlternateBase, QColor(0x33, 0x33, 0x37));
+    p.setColor(QPalette::Text, QColor(0xE6, 0xE6, 0xE6));
+    p.setColor(QPalette::PlaceholderText, QColor(0x9A, 0x9A, 0xA0));
+    p.setColor(QPalette::Highlight, QColor(0x3D, 0x8E, 0xE0));
+    p.setColor(QPalette::HighlightedText, Qt::white);
+    p.setColor(QPalette::Mid, QColor(0x55, 0x55, 0x5A));
+    return p;
+}
+
+void save_png(QWidget& widget, const QString& name) {
+    settle();
+    QDir().mkpath(QStringLiteral("/tmp/tokenscope-panels"));
+    widget.grab().save(QStringLiteral("/tmp/tokenscope-panels/%1.png").arg(name));
+}
+
+// Gemma 3 270M: 18 layers, 1 KV head, head_dim 256, F16.
+KvBlockMapData gemma_cache() {
+    KvBlockMapData d;
+    d.block_size = 16;
+    d.layers = 18;
+    d.kv_heads = 1;
+    d.head_dim = 256;
+    d.element_type = QStringLiteral("f16");
+    d.bytes_per_element = 2;
+    d.bytes_per_token = 18432;
+    d.tokens_used = 1234;
+    d.tokens_capacity = 4096;
+    d.bytes_used = 1234ull * 18432ull;
+    d.bytes_total = 4096ull * 18432ull;
+    const int blocks = 256;
+    d.block_owner.fill(-1, blocks);
+    d.block_refs.fill(0, blocks);
+    // Two conversations sharing a 4-block system prompt, then their own blocks.
+    for (int i = 0; i < 4; ++i) {
+        d.block_owner[i] = 1;
+        d.block_refs[i] = 2;
+    }
+    for (int i = 4; i < 52; ++i) {
+        d.block_owner[i] = 1;
+        d.block_refs[i] = 1;
+    }
+    for (int i = 52; i < 70; ++i) {
+        d.block_owner[i] = 2;
+        d.block_refs[i] = 1;
+    }
+    for (int i = 90; i < 98; ++i) {
+        d.block_owner[i] = 7;
+        d.block_refs[i] = 1;
+    }
+    return d;
+}
+
+}  // namespace
+
+class TestKvCacheView : public QObject {
+    Q_OBJECT
+  private slots:
+    void ownerColoursStableAndDistinct();
+    void blockCellsHaveOwnerColours();
+    void formulaWithHandComputedNumbers();
+    void q8FormulaAndComparison();
+    void occupancyNumbers();
+    void liveUpdates();
+    void tooltipNamesOwner();
+    void savePanelPngs();
+};
+
+void TestKvCacheView::ownerColoursStableAndDistinct() {
+    QCOMPARE(KvBlockMap::ownerColor(3), KvBlockMap::ownerColor(3));
+    QVERIFY(KvBlockMap::ownerColor(1) != KvBlockMap::ownerColor(2));
+    QVERIFY(KvBlockMap::ownerColor(2) != KvBlockMap::ownerColor(3));
+    KvBlockMap map;
+    QVERIFY(map.freeColor() != KvBlockMap::ownerColor(0));
+    // Free blocks are grey: no hue.
+    const QColor free = map.freeColor();
+    QVERIFY(std::abs(free.red() - free.green()) <= 2 && std::abs(free.green() - free.blue()) <= 2);
+}
+
+void TestKvCacheView::blockCellsHaveOwnerColours() {
+    KvCacheView view;
+    view.resize(420, 600);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    const KvBlockMapData d = gemma_cache();
+    view.setData(d);
+    settle();
+    KvBlockMap* map = view.blockMap();
+    QCOMPARE(map->blockCount(), 256);
+    const QImage shot = map->grab().toImage();
+    auto center = [&](int i) { return shot.pixel(map->blockRect(i).center()); };
+    QCOMPARE(QColor(center(10)).name(), KvBlockMap::ownerColor(1).name());
+    QCOMPARE(QColor(center(60)).name(), KvBlockMap::ownerColor(2).name());
+    QCOMPARE(QColor(center(95)).name(), KvBlockMap::ownerColor(7).name());
+    QCOMPARE(QColor(center(80)).name(), map->freeColor().name());
+    QCOMPARE(QColor(center(255)).name(), map->freeColor().name());
+    // Shared blocks are framed in the text colour.
+    const QRect shared = map->blockRect(1);
+    QCOMPARE(QColor(shot.pixel(shared.topLeft())).name(),
+             map->palette().color(QPalette::Text).name());
+    // An unshared block has no frame.
+    QCOMPARE(QColor(shot.pixel(map->blockRect(10).topLeft())).name(),
+             KvBlockMap::ownerColor(1).name());
+    // Blocks do not overlap and stay inside the widget.
+    QVERIFY(!map->blockRect(0).intersects(map->blockRect(1)));
+    QVERIFY(map->rect().contains(map->blockRect(255)));
+}
+
+void TestKvCacheView::formulaWithHandComputedNumbers() {
+    KvCacheView view;
+    view.setData(gemma_cache());
+    const QString formula = view.formulaText();
+    // 2 × 18 × 1 × 256 × 2 = 18 432 B per token; × 1 234 tokens = 22 745 088 B = 22.7 MB.
+    const QString expected = QStringLiteral(
+                                 "2 (K and V) × 18 layers × 1 kv heads × 256 head dim "
+                                 "× 2 B (f16) = 18") +
+                             kNb + QStringLiteral("432 B per token; × 1") + kNb +
+                             QStringLiteral("234 tokens = 22.7") + kNb + QStringLiteral("MB");
+    QCOMPARE(formula, expected);
+    // Computed here when the engine did not send its number.
+    KvBlockMapData d = gemma_cache();
+    d.bytes_per_token = 0;
+    view.setData(d);
+    QVERIFY(view.formulaText().contains(QStringLiteral("= 18") + kNb + QStringLiteral("432 B")));
+}
+
+void TestKvCacheView::q8FormulaAndComparison() {
+    KvCacheView view;
+    KvBlockMapData d = gemma_cache();
+    view.setData(d);
+    // Q8: 2 × 18 × 1 × (256 × 1 + 4 scale) = 9 360 B per token; full cache of 4 096 tokens:
+    // F16 75 497 472 B = 75.5 MB, Q8 38 338 560 B = 38.3 MB, 49% less.
+    const QString cmp = view.comparisonText();
+    QVERIFY2(cmp.contains(QStringLiteral("F16 18") + kNb + QStringLiteral("432 B/token = 75.5") +
+                          kNb + QStringLiteral("MB")),
+             qPrintable(cmp));
+    QVERIFY2(cmp.contains(QStringLiteral("Q8 9") + kNb + QStringLiteral("360 B/token = 38.3") +
+                          kNb + QStringLiteral("MB (49% less")),
+             qPrintable(cmp));
+    d.element_type = QStringLiteral("q8");
+    d.bytes_per_element = 1;
+    d.bytes_per_token = 9360;
+    view.setData(d);
+    QVERIFY2(
+        view.formulaText().contains(QStringLiteral("× (256 head dim × 1 B + 4 B scale) (q8) = 9") +
+                                    kNb + QStringLiteral("360 B per token")),
+        qPrintable(view.formulaText()));
+}
+
+void TestKvCacheView::occupancyNumbers() {
+    KvCacheView view;
+    view.setData(gemma_cache());
+    QCOMPARE(view.occupancy(), 1234.0 / 4096.0);
+    const QString text = view.occupancyText();
+    // 70 + 8 blocks in use, 4 of them shared.
+    QVERIFY2(text.contains(QStringLiteral("1") + kNb + QStringLiteral("234 / 4") + kNb +
+                           QStringLiteral("096 tokens")),
+             qPrintable(text));
+    QVERIFY(text.contains(QStringLiteral("78 / 256 blocks of 16 tokens")));
+    QVERIFY(text.contains(QStringLiteral("4 shared")));
+    QVERIFY(text.contains(QStringLiteral("22.7") + kNb + QStringLiteral("MB / 75.5") + kNb +
+                          QStringLiteral("MB")));
+}
+
+void TestKvCacheView::liveUpdates() {
+    KvCacheView view;
+    view.resize(420, 600);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    KvBlockMapData d = gemma_cache();
+    view.setData(d);
+    settle();
+    KvBlockMap* map = view.blockMap();
+    QCOMPARE(QColor(map->grab().toImage().pixel(map->blockRect(80).center())).name(),
+             map->freeColor().name());
+    d.block_owner[80] = 9;
+    d.block_refs[80] = 1;
+    view.setData(d);
+    settle();
+    QCOMPARE(QColor(map->grab().toImage().pixel(map->blockRect(80).center())).name(),
+             KvBlockMap::ownerColor(9).name());
+}
+
+void TestKvCacheView::tooltipNamesOwner() {
+    KvCacheView view;
+    view.setData(gemma_cache());
+    QVERIFY(view.blockMap()->toolTipForBlock(60).contains(QStringLiteral("sequence 2")));
+    QVERIFY(view.blockMap()->toolTipForBlock(2).contains(QStringLiteral("shared by 2")));
+    QVERIFY(view.blockMap()->toolTipForBlock(80).contains(QStringLiteral("free")));
+    QVERIFY(view.blockMap()->toolTipForBlock(60).contains(QStringLiteral("slots 960–975")));
+}
+
+void TestKvCacheView::savePanelPngs() {
+    KvCacheView view;
+    view.resize(460, 560);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    view.setData(gemma_cache());
+    save_png(view, QStringLiteral("kv_cache_light"));
+    view.setPalette(dark_palette());
+    save_png(view, QStringLiteral("kv_cache_dark"));
+}
+
+QTEST_MAIN(TestKvCacheView)
+#include "test_kv_cache_view.moc"

@@ -1,0 +1,145 @@
+// The metrics panel and its sparkline: numbers as given, maximum on the top row.
+#include <QApplication>
+#include <QDir>
+#include <QTest>
+
+#include "metrics_view.h"
+#include "sparkline.h"
+
+using namespace tokenscope::ui;
+
+namespace {
+
+// Layouts update on a posted LayoutRequest: deliver it before looking at pixels.
+void settle() {
+    // A few rounds: a relayout can post further resizes (scroll areas, word-wrapped labels).
+    for (int i = 0; i < 3; ++i) {
+        QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
+        QCoreApplication::processEvents();
+    }
+}
+
+const QChar kNb(0x00A0);
+
+void save_png(QWidget& widget, const QString& name) {
+    settle();
+    QDir().mkpath(QStringLiteral("/tmp/tokenscope-panels"));
+    widget.grab().save(QStringLiteral("/tmp/tokenscope-panels/%1.png").arg(name));
+}
+
+QPalette dark_palette() {
+    QPalette p;
+    p.setColor(QPalette::Window, QColor(0x2B, 0x2B, 0x2E));
+    p.setColor(QPalette::WindowText, QColor(0xE6, 0xE6, 0xE6));
+    p.setColor(QPalette::Base, QColor(0x1E, 0x1E, 0x20));
+    p.setColor(QPalette::Text, QColor(0xE6, 0xE6, 0xE6));
+    p.setColor(QPalette::PlaceholderText, QColor(0x9A, 0x9A, 0xA0));
+    p.setColor(QPalette::Highlight, QColor(0x3D, 0x8E, 0xE0));
+    p.setColor(QPalette::Mid, QColor(0x55, 0x55, 0x5A));
+    return p;
+}
+
+MetricsData sample_metrics() {
+    MetricsData d;
+    d.ttft_ms = 182.4;
+    d.prefill_tokens_per_s = 1534.2;
+    d.decode_tokens_per_s = 47.35;
+    d.effective_gbps = 11.8;
+    d.prompt_tokens = 137;
+    d.reused_tokens = 112;
+    for (int i = 0; i < 90; ++i) {
+        d.token_ms << 20.0 + 2.0 * std::sin(i * 0.4) + (i % 17 == 5 ? 9.0 : 0.0) + i * 0.03;
+    }
+    return d;
+}
+
+// Rows (in plot coordinates) that contain a pixel close to the line colour.
+bool row_has_color(const QImage& img, int y, const QRect& plot, const QColor& color) {
+    for (int x = plot.left(); x <= plot.right(); ++x) {
+        const QColor c(img.pixel(x, y));
+        if (std::abs(c.red() - color.red()) + std::abs(c.green() - color.green()) +
+                std::abs(c.blue() - color.blue()) <
+            60) {
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+class TestMetricsView : public QObject {
+    Q_OBJECT
+  private slots:
+    void sparklineMaxOnTopRow();
+    void sparklineScalesFromZero();
+    void valuesAsGiven();
+    void emptyData();
+    void savePanelPngs();
+};
+
+void TestMetricsView::sparklineMaxOnTopRow() {
+    Sparkline s;
+    s.resize(200, 48);
+    s.setValues({3.0, 10.0, 4.0, 6.0, 2.0});
+    const QImage img = s.grab().toImage();
+    const QRect plot = s.plotRect();
+    QCOMPARE(s.yFor(10.0), plot.top());
+    QVERIFY(row_has_color(img, plot.top(), plot, s.lineColor()));
+    // Nothing above the plot: the maximum is exactly at the top row.
+    QVERIFY(!row_has_color(img, plot.top() - 2, plot, s.lineColor()));
+    // The maximum is the second of five points: its pixel lies a quarter of the way across.
+    const int x_max = plot.left() + (plot.width() - 1) / 4;
+    QColor at_max(img.pixel(x_max, plot.top()));
+    QVERIFY2(std::abs(at_max.blue() - s.lineColor().blue()) < 60, qPrintable(at_max.name()));
+}
+
+void TestMetricsView::sparklineScalesFromZero() {
+    Sparkline s;
+    s.resize(200, 48);
+    s.setValues({5.0, 10.0});
+    const QRect plot = s.plotRect();
+    QCOMPARE(s.yFor(0.0), plot.bottom());
+    QCOMPARE(s.yFor(10.0), plot.top());
+    // Half the maximum: half-way (a scale from zero, not from the minimum).
+    QVERIFY(std::abs(s.yFor(5.0) - (plot.top() + plot.bottom()) / 2) <= 1);
+    s.setMaxPoints(1);  // only the newest value shown
+    QCOMPARE(s.yFor(5.0), plot.bottom() - int(std::lround(0.5 * (plot.height() - 1))));
+}
+
+void TestMetricsView::valuesAsGiven() {
+    MetricsView view;
+    view.setData(sample_metrics());
+    QCOMPARE(view.valueText(QStringLiteral("ttft")), QStringLiteral("182 ms"));
+    QCOMPARE(view.valueText(QStringLiteral("prefill")),
+             QStringLiteral("1") + kNb + QStringLiteral("534") + kNb + QStringLiteral("tok/s"));
+    QCOMPARE(view.valueText(QStringLiteral("decode")), QStringLiteral("47.4") + kNb + "tok/s");
+    QCOMPARE(view.valueText(QStringLiteral("bandwidth")), QStringLiteral("11.8") + kNb + "GB/s");
+    QCOMPARE(view.valueText(QStringLiteral("prompt")), QStringLiteral("137"));
+    // 112 of 137 = 81.8%.
+    QCOMPARE(view.valueText(QStringLiteral("reused")), QStringLiteral("112 (82%)"));
+    QCOMPARE(view.sparkline()->values().size(), 90);
+    QVERIFY(view.valueText(QStringLiteral("latency")).contains(QStringLiteral("last 90 tokens")));
+}
+
+void TestMetricsView::emptyData() {
+    MetricsView view;
+    view.setData(MetricsData{});
+    QCOMPARE(view.valueText(QStringLiteral("ttft")), QStringLiteral("—"));
+    QCOMPARE(view.valueText(QStringLiteral("reused")), QStringLiteral("—"));
+    QVERIFY(view.sparkline()->values().isEmpty());
+}
+
+void TestMetricsView::savePanelPngs() {
+    MetricsView view;
+    view.resize(460, 240);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    view.setData(sample_metrics());
+    save_png(view, QStringLiteral("metrics_light"));
+    view.setPalette(dark_palette());
+    save_png(view, QStringLiteral("metrics_dark"));
+}
+
+QTEST_MAIN(TestMetricsView)
+#include "test_metrics_view.moc"

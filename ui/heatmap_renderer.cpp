@@ -1,0 +1,155 @@
+#include "heatmap_renderer.h"
+
+#include <QPromise>
+#include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+namespace tokenscope::ui {
+
+namespace {
+
+// viridis at t = 0, 1/9, ..., 1 (matplotlib's table sampled at ten points). Linear RGB
+// interpolation between these anchors stays close to the original perceptual ramp.
+constexpr std::array<QRgb, 10> kViridis = {
+    0x440154, 0x482878, 0x3E4A89, 0x31688E, 0x26828E,
+    0x1F9E89, 0x35B779, 0x6DCD59, 0xB4DE2C, 0xFDE725,
+};
+
+// Log scale: log(1 + a w) / log(1 + a). a = 1000 makes a weight of 0.001 land near 10% of
+// the map, so faint attention is visible without flattening the strong weights.
+constexpr float kLogGain = 1000.0f;
+
+}  // namespace
+
+float scale_weight(float weight, ColorScale scale) {
+    if (!(weight > 0.0f)) return 0.0f;  // also NaN
+    weight = std::min(weight, 1.0f);
+    switch (scale) {
+        case ColorScale::Linear:
+            return weight;
+        case ColorScale::Sqrt:
+            return std::sqrt(weight);
+        case ColorScale::Log:
+            return std::log1p(kLogGain * weight) / std::log1p(kLogGain);
+    }
+    return weight;
+}
+
+QRgb colormap(float t) {
+    if (!(t > 0.0f)) t = 0.0f;
+    t = std::min(t, 1.0f);
+    const float x = t * float(kViridis.size() - 1);
+    const int i = std::min(int(x), int(kViridis.size()) - 2);
+    const float f = x - float(i);
+    const QRgb a = kViridis[i];
+    const QRgb b = kViridis[i + 1];
+    auto mix = [f](int u, int v) { return int(std::lround(float(u) + (float(v) - float(u)) * f)); };
+    return qRgb(mix(qRed(a), qRed(b)), mix(qGreen(a), qGreen(b)), mix(qBlue(a), qBlue(b)));
+}
+
+QRgb weight_color(float weight, ColorScale scale) {
+    return colormap(scale_weight(weight, scale));
+}
+
+void paint_heatmap_row(QImage& image, int row, const QVector<float>& weights,
+                       const HeatmapRequest& style) {
+    const int cell = std::max(1, style.cell);
+    const int width = image.width();
+    const int y0 = row * cell;
+    if (y0 >= image.height()) return;
+    const bool gaps = cell >= kGapMinCell;
+    const int columns = width / cell;
+    // Build one scanline, then copy it to the other lines of the cell.
+    auto* line = reinterpret_cast<QRgb*>(image.scanLine(y0));
+    for (int k = 0; k < columns; ++k) {
+        QRgb color = style.masked;
+        if (k <= row && k < weights.size()) color = weight_color(weights[k], style.scale);
+        QRgb* px = line + k * cell;
+        std::fill(px, px + cell, color);
+        if (gaps) px[cell - 1] = style.gap;
+    }
+    std::fill(line + columns * cell, line + width, style.gap);
+    const int y_end = std::min(image.height(), y0 + cell);
+    for (int y = y0 + 1; y < y_end; ++y) {
+        auto* dst = reinterpret_cast<QRgb*>(image.scanLine(y));
+        if (gaps && y == y0 + cell - 1) {
+            std::fill(dst, dst + width, style.gap);
+        } else {
+            std::memcpy(dst, line, size_t(width) * sizeof(QRgb));
+        }
+    }
+}
+
+void paint_masked_column(QImage& image, int column, int rows, const HeatmapRequest& style) {
+    const int cell = std::max(1, style.cell);
+    const bool gaps = cell >= kGapMinCell;
+    const int x0 = column * cell;
+    const int x_end = std::min(image.width(), x0 + cell);
+    const int y_end = std::min(image.height(), rows * cell);
+    for (int y = 0; y < y_end; ++y) {
+        auto* line = reinterpret_cast<QRgb*>(image.scanLine(y));
+        const bool gap_row = gaps && (y % cell) == cell - 1;
+        for (int x = x0; x < x_end; ++x) {
+            line[x] = (gap_row || (gaps && x == x0 + cell - 1)) ? style.gap : style.masked;
+        }
+    }
+}
+
+QImage render_heatmap(const HeatmapRequest& request) {
+    const int cell = std::max(1, request.cell);
+    const int rows = int(request.rows.size());
+    const int columns = std::max(request.columns, rows);
+    if (rows == 0 || columns == 0) return {};
+    QImage image(columns * cell, rows * cell, QImage::Format_RGB32);
+    for (int q = 0; q < rows; ++q) paint_heatmap_row(image, q, request.rows[q], request);
+    return image;
+}
+
+HeatmapRenderer::HeatmapRenderer(QObject* parent) : QObject(parent) {}
+
+HeatmapRenderer::~HeatmapRenderer() {
+    // The jobs own copies of their data (implicitly shared vectors), so they can finish on
+    // the pool after this object is gone; cancelling just saves their remaining work.
+    for (auto* watcher : std::as_const(watchers_)) watcher->cancel();
+}
+
+quint64 HeatmapRenderer::request(HeatmapRequest request) {
+    const quint64 generation = ++generation_;
+    for (auto* watcher : std::as_const(watchers_)) watcher->cancel();
+
+    const int rows = int(request.rows.size());
+    const int cell = std::max(1, request.cell);
+    auto* watcher = new QFutureWatcher<QImage>(this);
+    watchers_.append(watcher);
+    connect(watcher, &QFutureWatcher<QImage>::finished, this,
+            [this, watcher, generation, rows, cell] {
+                watchers_.removeOne(watcher);
+                watcher->deleteLater();
+                if (generation != generation_ || watcher->isCanceled()) return;
+                const auto future = watcher->future();
+                if (future.resultCount() == 0) return;
+                emit imageReady(generation, future.result(), rows, cell);
+            });
+    watcher->setFuture(QtConcurrent::run([req = std::move(request)](QPromise<QImage>& promise) {
+        const int n = int(req.rows.size());
+        const int columns = std::max(req.columns, n);
+        const int c = std::max(1, req.cell);
+        if (n == 0 || columns == 0) {
+            promise.addResult(QImage());
+            return;
+        }
+        QImage image(columns * c, n * c, QImage::Format_RGB32);
+        for (int q = 0; q < n; ++q) {
+            // A newer request supersedes this one: stop instead of finishing a stale image.
+            if (promise.isCanceled()) return;
+            paint_heatmap_row(image, q, req.rows[q], req);
+        }
+        promise.addResult(std::move(image));
+    }));
+    return generation;
+}
+
+}  // namespace tokenscope::ui

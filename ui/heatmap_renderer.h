@@ -1,0 +1,76 @@
+#pragma once
+// Turns attention rows into a QImage on a worker thread (QtConcurrent), so that a long context
+// (thousands of rows, millions of cells) never stalls the GUI thread. The widget shows the last
+// finished image and asks for a new one when the data or the zoom changes; every request gets a
+// generation number and results of older generations are dropped (and their jobs cancelled).
+#include <QColor>
+#include <QFutureWatcher>
+#include <QImage>
+#include <QObject>
+#include <QVector>
+
+namespace tokenscope::ui {
+
+// How weights map to the colour map's [0, 1] position. Softmax rows are dominated by a few
+// large weights (often the first token, an "attention sink"); sqrt/log spread out the small
+// ones so that structure in the rest of the row stays visible.
+enum class ColorScale { Linear, Sqrt, Log };
+
+// Weight in [0, 1] -> position in [0, 1] on the colour map; 0 -> 0 and 1 -> 1 for every scale,
+// out-of-range and NaN weights are clamped (NaN -> 0).
+float scale_weight(float weight, ColorScale scale);
+
+// A perceptually uniform sequential colour map (viridis: dark blue-violet -> green -> yellow),
+// interpolated from a table of anchors. t is clamped to [0, 1].
+QRgb colormap(float t);
+// The colour of a weight: colormap(scale_weight(weight, scale)).
+QRgb weight_color(float weight, ColorScale scale);
+
+struct HeatmapRequest {
+    QVector<QVector<float>> rows;  // row q: weights over keys 0..q (lower triangular)
+    int columns = 0;               // number of key tokens (>= rows.size() normally)
+    int cell = 8;                  // pixels per cell in the image
+    ColorScale scale = ColorScale::Linear;
+    QRgb masked = qRgb(230, 230, 230);  // cells above the diagonal (and missing weights)
+    QRgb gap = qRgb(255, 255, 255);     // 1 px separator between cells when cells are large
+};
+
+// Pixels per cell at or above which a 1 px gap separates cells (smaller cells would lose
+// too much of their area to the grid).
+inline constexpr int kGapMinCell = 6;
+
+// The synchronous renderer the worker runs; also used directly by tests and for incremental
+// rows. Image size: columns*cell x rows*cell, Format_RGB32.
+QImage render_heatmap(const HeatmapRequest& request);
+// Paints row `row` of `image` (which must be large enough) from `weights`; cells with
+// k > row or k >= weights.size() get the masked colour.
+void paint_heatmap_row(QImage& image, int row, const QVector<float>& weights,
+                       const HeatmapRequest& style);
+// Paints the cells of column `column` in rows [0, rows) as masked (used when a new key token
+// arrives: no earlier query may attend to it).
+void paint_masked_column(QImage& image, int column, int rows, const HeatmapRequest& style);
+
+class HeatmapRenderer : public QObject {
+    Q_OBJECT
+  public:
+    explicit HeatmapRenderer(QObject* parent = nullptr);
+    ~HeatmapRenderer() override;
+
+    // Starts rendering on the global thread pool; cancels older requests still running.
+    // Returns the request's generation.
+    quint64 request(HeatmapRequest request);
+    // Makes every request so far stale (e.g. the data was replaced) without starting a new one.
+    quint64 invalidate() { return ++generation_; }
+    quint64 generation() const { return generation_; }
+    bool busy() const { return !watchers_.isEmpty(); }
+
+  signals:
+    // Only for the newest generation; `rows` is how many rows the image holds.
+    void imageReady(quint64 generation, const QImage& image, int rows, int cell);
+
+  private:
+    quint64 generation_ = 0;
+    QList<QFutureWatcher<QImage>*> watchers_;
+};
+
+}  // namespace tokenscope::ui

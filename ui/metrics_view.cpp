@@ -1,0 +1,150 @@
+#include "metrics_view.h"
+
+#include <QFrame>
+#include <QGridLayout>
+#include <QLabel>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+
+#include "sparkline.h"
+
+namespace tokenscope::ui {
+
+namespace {
+
+const QString kNone = QStringLiteral("—");
+
+QString group_digits(qint64 value) {
+    QString digits = QString::number(value < 0 ? -value : value);
+    for (int i = int(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, QChar(0x00A0));
+    return value < 0 ? QStringLiteral("-") + digits : digits;
+}
+
+QString format_ms(double ms) {
+    if (!(ms > 0.0)) return kNone;
+    if (ms >= 1000.0) return QStringLiteral("%1 s").arg(ms / 1000.0, 0, 'f', 2);
+    if (ms >= 100.0) return QStringLiteral("%1 ms").arg(std::lround(ms));
+    return QStringLiteral("%1 ms").arg(ms, 0, 'f', 1);
+}
+
+// Three significant digits are as many as run-to-run noise allows.
+QString format_rate(double per_s, const QString& unit) {
+    if (!(per_s > 0.0)) return kNone;
+    if (per_s >= 1000.0) return group_digits(std::llround(per_s)) + QChar(0x00A0) + unit;
+    const int decimals = per_s >= 100.0 ? 0 : (per_s >= 10.0 ? 1 : 2);
+    return QString::number(per_s, 'f', decimals) + QChar(0x00A0) + unit;
+}
+
+}  // namespace
+
+MetricsView::MetricsView(QWidget* parent) : QWidget(parent) {
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(8, 8, 8, 8);
+    layout->setSpacing(8);
+    grid_ = new QGridLayout;
+    grid_->setHorizontalSpacing(16);
+    grid_->setVerticalSpacing(8);
+    layout->addLayout(grid_);
+
+    addTile(QStringLiteral("ttft"), tr("Time to first token"),
+            tr("From sending the prompt to the first generated token: mostly prefill"), 0, 0);
+    addTile(QStringLiteral("prefill"), tr("Prefill"),
+            tr("Prompt tokens processed per second (compute-bound: matrix multiplications)"), 0, 1);
+    addTile(QStringLiteral("decode"), tr("Decode"),
+            tr("Generated tokens per second (memory-bound: every weight is read once per "
+               "token)"),
+            0, 2);
+    addTile(QStringLiteral("bandwidth"), tr("Effective bandwidth"),
+            tr("Bytes read per decoded token × decode tokens per second"), 1, 0);
+    addTile(QStringLiteral("prompt"), tr("Prompt tokens"), tr("Tokens in the prompt of this turn"),
+            1, 1);
+    addTile(QStringLiteral("reused"), tr("Reused from cache"),
+            tr("Prompt tokens whose K/V were already in the cache from earlier turns: they "
+               "were not computed again"),
+            1, 2);
+    for (int c = 0; c < 3; ++c) grid_->setColumnStretch(c, 1);
+
+    auto* line = new QFrame(this);
+    line->setFrameShape(QFrame::HLine);
+    line->setFrameShadow(QFrame::Sunken);
+    layout->addWidget(line);
+    latency_caption_ = new QLabel(this);
+    latency_caption_->setForegroundRole(QPalette::PlaceholderText);
+    layout->addWidget(latency_caption_);
+    sparkline_ = new Sparkline(this);
+    sparkline_->setToolTip(tr("Milliseconds per generated token, oldest left, newest right"));
+    layout->addWidget(sparkline_);
+    layout->addStretch(1);
+
+    setData(MetricsData{});
+}
+
+QSize MetricsView::minimumSizeHint() const {
+    return QWidget::minimumSizeHint().expandedTo(QSize(300, 160));
+}
+
+QLabel* MetricsView::addTile(const QString& key, const QString& caption, const QString& tip,
+                             int row, int column) {
+    auto* box = new QVBoxLayout;
+    box->setSpacing(0);
+    auto* cap = new QLabel(caption, this);
+    cap->setForegroundRole(QPalette::PlaceholderText);
+    cap->setToolTip(tip);
+    auto* value = new QLabel(kNone, this);
+    QFont big = value->font();
+    big.setPointSizeF(big.pointSizeF() * 1.35);
+    big.setBold(true);
+    value->setFont(big);
+    value->setToolTip(tip);
+    value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    box->addWidget(cap);
+    box->addWidget(value);
+    grid_->addLayout(box, row, column);
+    values_.insert(key, value);
+    return value;
+}
+
+QString MetricsView::valueText(const QString& key) const {
+    if (key == QLatin1String("latency")) return latency_caption_->text();
+    const QLabel* label = values_.value(key);
+    return label ? label->text() : QString();
+}
+
+void MetricsView::setData(const MetricsData& data) {
+    data_ = data;
+    values_[QStringLiteral("ttft")]->setText(format_ms(data.ttft_ms));
+    values_[QStringLiteral("prefill")]->setText(format_rate(data.prefill_tokens_per_s, "tok/s"));
+    values_[QStringLiteral("decode")]->setText(format_rate(data.decode_tokens_per_s, "tok/s"));
+    values_[QStringLiteral("bandwidth")]->setText(format_rate(data.effective_gbps, "GB/s"));
+    values_[QStringLiteral("prompt")]->setText(
+        data.prompt_tokens > 0 ? group_digits(data.prompt_tokens) : kNone);
+    if (data.prompt_tokens > 0) {
+        const double share = 100.0 * double(data.reused_tokens) / double(data.prompt_tokens);
+        values_[QStringLiteral("reused")]->setText(
+            tr("%1 (%2%)").arg(group_digits(data.reused_tokens)).arg(std::lround(share)));
+    } else {
+        values_[QStringLiteral("reused")]->setText(kNone);
+    }
+
+    sparkline_->setValues(data.token_ms);
+    if (data.token_ms.isEmpty()) {
+        latency_caption_->setText(tr("Per-token latency: no tokens yet"));
+    } else {
+        // Over the same window the sparkline shows, so the numbers describe the picture.
+        const int max_points = sparkline_->maxPoints();
+        const auto first = max_points > 0 && data.token_ms.size() > max_points
+                               ? data.token_ms.end() - max_points
+                               : data.token_ms.begin();
+        const auto [lo, hi] = std::minmax_element(first, data.token_ms.end());
+        double sum = 0.0;
+        for (auto it = first; it != data.token_ms.end(); ++it) sum += *it;
+        const auto count = std::distance(first, data.token_ms.end());
+        latency_caption_->setText(
+            tr("Per-token latency, last %1 tokens: min %2 · mean %3 · max %4")
+                .arg(count)
+                .arg(format_ms(*lo), format_ms(sum / double(count)), format_ms(*hi)));
+    }
+}
+
+}  // namespace tokenscope::ui
