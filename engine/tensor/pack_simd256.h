@@ -18,8 +18,8 @@
 namespace tokenscope::tensor::detail {
 namespace {
 
-// Own copies instead of load_f16() / unpack_scale_min_k4(): those are inline functions of
-// shared headers, and an out-of-line copy compiled here could replace the baseline one.
+// Own copies instead of load_f16() and the like: those are inline functions of shared
+// headers, and an out-of-line copy compiled here could replace the baseline one.
 inline float half_to_float(const std::uint8_t* p) {
     return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8)));
 }
@@ -133,21 +133,33 @@ void pack_q32_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::
     }
 }
 
-inline void fill_sc16_simd(std::int16_t* sc16, const int (&sc)[16]) {
-    for (int j = 0; j < 16; ++j) {
-        _mm_store_si128(reinterpret_cast<__m128i*>(sc16 + 8 * j),
-                        _mm_set1_epi16(static_cast<short>(sc[j])));
+// sc16 for 16-element groups from `count` int16 scales in the low 128 bits of v (count 8:
+// one scale per 32 elements, written 16 times; Q4_K) -- see pack_k_row for the layout. Each
+// 32-byte store is one pshufb of the scales repeated in both lanes, where building every
+// group with set1 took a GPR move and a broadcast per group.
+inline void fill_sc16_per32(std::int16_t* sc16, __m128i scales8) {
+    const __m256i both = _mm256_broadcastsi128_si256(scales8);
+    for (int s = 0; s < 8; ++s) {
+        const __m256i pick = _mm256_set1_epi16(static_cast<short>(((2 * s + 1) << 8) | (2 * s)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc16 + 16 * s),
+                           _mm256_shuffle_epi8(both, pick));
     }
 }
 
-// Q4_K / Q5_K 6-bit scale and min of sub-block j (see kquant_scales.h for the packing).
-inline void scale_min_k4(int j, const std::uint8_t* q, int& sc, int& m) {
-    if (j < 4) {
-        sc = q[j] & 63;
-        m = q[j + 4] & 63;
-    } else {
-        sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+// The same for one scale per 16 elements (Q6_K): 16 int16 scales in v.
+inline void fill_sc16_per16(std::int16_t* sc16, __m256i scales16) {
+    for (int half = 0; half < 2; ++half) {
+        const __m128i part =
+            half == 0 ? _mm256_castsi256_si128(scales16) : _mm256_extracti128_si256(scales16, 1);
+        const __m256i both = _mm256_broadcastsi128_si256(part);
+        for (int k = 0; k < 4; ++k) {
+            // Lane 0: scale 2k (bytes 4k, 4k+1), lane 1: scale 2k+1.
+            const short lo = static_cast<short>(((4 * k + 1) << 8) | (4 * k));
+            const short hi = static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2));
+            const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(sc16 + 64 * half + 16 * k),
+                               _mm256_shuffle_epi8(both, pick));
+        }
     }
 }
 
@@ -167,14 +179,30 @@ void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::ui
                 }
                 d[b] = half_to_float(blk->d);
                 const float dmin = half_to_float(blk->dmin);
-                int sc[16];
-                for (int s = 0; s < 8; ++s) {
-                    int scale, min;
-                    scale_min_k4(s, blk->scales, scale, min);
-                    sc[2 * s] = sc[2 * s + 1] = scale;
-                    c[2 * s] = c[2 * s + 1] = -dmin * static_cast<float>(min);
-                }
-                fill_sc16_simd(sc16, sc);
+                // The 8 6-bit scales and mins, 4 per 32-bit word at once (the byte-wise form
+                // is scale_min_k4); per-byte shifts stay inside their byte thanks to the masks.
+                const std::uint32_t w0 = load_le32(blk->scales);
+                const std::uint32_t w1 = load_le32(blk->scales + 4);
+                const std::uint32_t w2 = load_le32(blk->scales + 8);
+                const std::uint64_t sc8 =
+                    (w0 & 0x3F3F3F3Fu) | static_cast<std::uint64_t>(
+                                             (w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4))
+                                             << 32;
+                const std::uint64_t m8 = (w1 & 0x3F3F3F3Fu) | static_cast<std::uint64_t>(
+                                                                  ((w2 >> 4) & 0x0F0F0F0Fu) |
+                                                                  (((w1 >> 6) & 0x03030303u) << 4))
+                                                                  << 32;
+                const __m128i sc8v = _mm_cvtsi64_si128(static_cast<long long>(sc8));
+                fill_sc16_per32(sc16, _mm_cvtepu8_epi16(sc8v));
+                // coef of each 16: -dmin * m of its 32-element sub-block, so each min twice.
+                const __m256 mins = _mm256_mul_ps(
+                    _mm256_cvtepi32_ps(
+                        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m8)))),
+                    _mm256_set1_ps(-dmin));
+                _mm256_storeu_ps(
+                    c, _mm256_permutevar8x32_ps(mins, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
+                _mm256_storeu_ps(c + 8, _mm256_permutevar8x32_ps(
+                                            mins, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
             }
             return;
         case Type::Q6_K:
@@ -205,12 +233,15 @@ void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::ui
                                             _mm256_and_si256(_mm256_srli_epi16(h, 2), high2)));
                 }
                 d[b] = half_to_float(blk->d);
-                int sc[16];
-                for (int j = 0; j < 16; ++j) {
-                    sc[j] = blk->scales[j];
-                    c[j] = -32.0f * d[b] * static_cast<float>(sc[j]);
-                }
-                fill_sc16_simd(sc16, sc);
+                const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
+                fill_sc16_per16(sc16, _mm256_cvtepi8_epi16(sc));
+                const __m256 coef = _mm256_set1_ps(-32.0f * d[b]);
+                _mm256_storeu_ps(c,
+                                 _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), coef));
+                _mm256_storeu_ps(
+                    c + 8,
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))),
+                                  coef));
             }
             return;
         default:
