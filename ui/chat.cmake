@@ -1,0 +1,8 @@
+# Chat view, token inspector, sampling panel, distribution chart, conversation list.
+target_sources(tokenscope_ui PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/message_document.h ${CMAKE_CURRENT_LIST_DIR}/message_document.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/chat_view.h ${CMAKE_CURRENT_LIST_DIR}/chat_view.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/token_inspector.h ${CMAKE_CURRENT_LIST_DIR}/token_inspector.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/distribution_chart.h ${CMAKE_CURRENT_LIST_DIR}/distribution_chart.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sampling_panel.h ${CMAKE_CURRENT_LIST_DIR}/sampling_panel.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conversation_list.h ${CMAKE_CURRENT_LIST_DIR}/conversation_list.cpp)

@@ -1,0 +1,147 @@
+#pragma once
+// The chat: a transcript of messages whose generated tokens are inspectable spans, and the
+// input box underneath.
+//
+// Streaming: appendToken() only queues the token. A 16 ms timer (one display frame) inserts
+// what was queued since the last frame in edit blocks of 32 tokens, so a fast producer costs one
+// relayout per chunk instead of one per token. Each flush stops after an 8 ms budget and leaves
+// the rest for the next event-loop turn, so even a burst of thousands of tokens arriving at once
+// never holds the event loop for long.
+//
+// Tokens: hovering a token shows a tooltip with its probability and the top-10 alternatives
+// before and after the sampling settings shaped the distribution; clicking it emits
+// tokenClicked()/tokenSelected() for the TokenInspector. Hit-testing maps the point to the
+// character under it (never the nearest gap, so the right half of a character is still that
+// character) and then binary-searches the message's token start positions.
+//
+// Keyboard: Enter sends, Shift+Enter inserts a newline, Esc stops generation (or cancels an edit).
+// Right-click a message for Regenerate (last assistant answer) and Edit (user messages); Edit
+// loads the message into the input box, and Enter then emits editRequested() instead of
+// sendRequested().
+#include <QPlainTextEdit>
+#include <QPoint>
+#include <QVector>
+#include <QWidget>
+
+#include "message_document.h"
+#include "panel_data.h"
+
+class QCheckBox;
+class QLabel;
+class QPushButton;
+class QTextBrowser;
+class QTimer;
+class QFrame;
+
+namespace tokenscope::ui {
+
+// The message input: Enter submits, Shift+Enter inserts a newline, Esc cancels.
+class ChatInput : public QPlainTextEdit {
+    Q_OBJECT
+  public:
+    explicit ChatInput(QWidget* parent = nullptr);
+    QSize sizeHint() const override;
+    QSize minimumSizeHint() const override;
+
+  signals:
+    void submitted();
+    void escapePressed();
+
+  protected:
+    void keyPressEvent(QKeyEvent* event) override;
+};
+
+class ChatView : public QWidget {
+    Q_OBJECT
+  public:
+    explicit ChatView(QWidget* parent = nullptr);
+    ~ChatView() override;
+
+    // --- messages
+    int addMessage(MessageRole role, const QString& text);
+    int beginAssistantMessage();
+    void finishAssistantMessage();
+    void setMessages(const QVector<ChatMessage>& messages);
+    void clear();
+    int messageCount() const { return doc_->messageCount(); }
+    const ChatMessage& message(int index) const { return doc_->message(index); }
+    // Inserts queued tokens now instead of at the next frame (used before structural changes).
+    void flushPendingTokens();
+    int pendingTokenCount() const { return int(pending_.size()); }
+
+    // --- tokens
+    // The token under a point in transcript-viewport coordinates; invalid when none.
+    TokenRef tokenAt(const QPoint& viewport_pos) const;
+    // The document character under a viewport point (exact: -1 off the text), for tests.
+    int characterAt(const QPoint& viewport_pos) const;
+    // The viewport rectangle of a token's first character; empty when it has none.
+    QRect tokenRect(TokenRef ref) const;
+    const TokenData* tokenData(TokenRef ref) const;
+    // Rich-text tooltip for a token: text, probability, logprob, top-10 before and after.
+    QString tokenToolTip(TokenRef ref) const;
+
+    bool colorByProbability() const;
+    bool showTokenBoundaries() const;
+    bool isGenerating() const { return generating_; }
+    // Index of the message being edited in the input box, or -1.
+    int editingMessage() const { return editing_; }
+
+    // Access for the main window's layout and for tests.
+    QTextBrowser* transcript() const { return transcript_; }
+    ChatInput* input() const { return input_; }
+    QPushButton* sendButton() const { return send_; }
+    QPushButton* stopButton() const { return stop_; }
+    QPushButton* regenerateButton() const { return regenerate_; }
+    MessageDocument* messageDocument() const { return doc_; }
+
+  public slots:
+    void appendToken(const tokenscope::ui::TokenData& token);
+    void setGenerating(bool generating);
+    void setColorByProbability(bool on);
+    void setShowTokenBoundaries(bool on);
+    // Loads a user message into the input box for editing; Enter emits editRequested().
+    void beginEdit(int message_index);
+    void cancelEdit();
+
+  signals:
+    void sendRequested(const QString& text);
+    void stopRequested();
+    void regenerateRequested();
+    void editRequested(int message_index, const QString& new_text);
+    void tokenClicked(int message, int token);
+    void tokenSelected(const tokenscope::ui::TokenData& token);
+    // The toggles changed (from the built-in check boxes or a slot), so menus can follow.
+    void colorByProbabilityChanged(bool on);
+    void showTokenBoundariesChanged(bool on);
+
+  protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+    void changeEvent(QEvent* event) override;
+
+  private:
+    void flush();
+    void insertPending(qint64 budget_ms);
+    void submit();
+    void showContextMenu(const QPoint& pos);
+    void updateButtons();
+    bool canRegenerate() const;
+
+    MessageDocument* doc_ = nullptr;
+    QTextBrowser* transcript_ = nullptr;
+    ChatInput* input_ = nullptr;
+    QPushButton* send_ = nullptr;
+    QPushButton* stop_ = nullptr;
+    QPushButton* regenerate_ = nullptr;
+    QCheckBox* color_toggle_ = nullptr;
+    QCheckBox* boundary_toggle_ = nullptr;
+    QFrame* edit_banner_ = nullptr;
+    QLabel* edit_label_ = nullptr;
+    QTimer* flush_timer_ = nullptr;
+    QVector<TokenData> pending_;
+    QPoint press_pos_;
+    bool generating_ = false;
+    int editing_ = -1;
+    QString draft_before_edit_;
+};
+
+}  // namespace tokenscope::ui

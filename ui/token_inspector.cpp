@@ -1,0 +1,191 @@
+#include "token_inspector.h"
+
+#include <QFontDatabase>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPainter>
+#include <QStyledItemDelegate>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "message_document.h"
+
+namespace tokenscope::ui {
+
+namespace {
+
+constexpr int kProbabilityRole = Qt::UserRole + 1;
+
+// Paints a probability cell as a bar (palette highlight, translucent so the text stays readable
+// on light and dark palettes) with the percentage on top.
+class ProbabilityBarDelegate : public QStyledItemDelegate {
+  public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+
+    void paint(QPainter* painter, const QStyleOptionViewItem& option,
+               const QModelIndex& index) const override {
+        QStyleOptionViewItem opt(option);
+        initStyleOption(&opt, index);
+        const QString text = opt.text;
+        opt.text.clear();
+        const QWidget* w = opt.widget;
+        QStyle* style = w ? w->style() : nullptr;
+        if (style) style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, w);
+        const double p = std::clamp(index.data(kProbabilityRole).toDouble(), 0.0, 1.0);
+        const QRectF area = QRectF(opt.rect).adjusted(3, 3, -3, -3);
+        QColor bar = opt.palette.color(QPalette::Highlight);
+        bar.setAlphaF(0.45f);
+        painter->save();
+        painter->setRenderHint(QPainter::Antialiasing);
+        painter->setPen(Qt::NoPen);
+        painter->setBrush(bar);
+        painter->drawRoundedRect(
+            QRectF(area.left(), area.top(), std::max(1.5, area.width() * p), area.height()), 2, 2);
+        painter->setPen(opt.palette.color(
+            (opt.state & QStyle::State_Selected) ? QPalette::HighlightedText : QPalette::Text));
+        painter->setFont(opt.font);
+        painter->drawText(area.adjusted(4, 0, -4, 0), Qt::AlignRight | Qt::AlignVCenter, text);
+        painter->restore();
+    }
+};
+
+QTableWidget* makeTable(QWidget* parent, const QString& name) {
+    auto* table = new QTableWidget(0, 4, parent);
+    table->setObjectName(name);
+    table->setHorizontalHeaderLabels({QStringLiteral("#"), QObject::tr("Token"),
+                                      QObject::tr("Probability"), QObject::tr("Logit")});
+    table->verticalHeader()->hide();
+    table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table->setSelectionMode(QAbstractItemView::SingleSelection);
+    table->setShowGrid(false);
+    table->setWordWrap(false);
+    table->setItemDelegateForColumn(2, new ProbabilityBarDelegate(table));
+    auto* header = table->horizontalHeader();
+    header->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    header->setSectionResizeMode(1, QHeaderView::Stretch);
+    header->setSectionResizeMode(2, QHeaderView::Stretch);
+    header->setSectionResizeMode(3, QHeaderView::ResizeToContents);
+    header->setHighlightSections(false);
+    table->verticalHeader()->setDefaultSectionSize(table->fontMetrics().height() + 6);
+    table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    // Tall enough for all ten rows: the point is to compare them at a glance.
+    table->setMinimumHeight(header->sizeHint().height() +
+                            TokenInspector::kRows * table->verticalHeader()->defaultSectionSize() +
+                            2 * table->frameWidth());
+    return table;
+}
+
+QLabel* heading(const QString& text, QWidget* parent) {
+    auto* label = new QLabel(text, parent);
+    QFont f = label->font();
+    f.setBold(true);
+    label->setFont(f);
+    return label;
+}
+
+}  // namespace
+
+TokenInspector::TokenInspector(QWidget* parent) : QWidget(parent) {
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(8, 8, 8, 8);
+    layout->setSpacing(4);
+
+    piece_ = new QLabel(this);
+    piece_->setObjectName(QStringLiteral("tokenPiece"));
+    QFont big = QFontDatabase::systemFont(QFontDatabase::FixedFont);
+    big.setPointSizeF(font().pointSizeF() * 1.6);
+    piece_->setFont(big);
+    piece_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    summary_ = new QLabel(this);
+    summary_->setObjectName(QStringLiteral("tokenSummary"));
+    summary_->setWordWrap(true);
+    summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    layout->addWidget(piece_);
+    layout->addWidget(summary_);
+    layout->addSpacing(6);
+
+    before_ = makeTable(this, QStringLiteral("beforeTable"));
+    after_ = makeTable(this, QStringLiteral("afterTable"));
+    auto* before_label = heading(tr("Model's distribution (before shaping)"), this);
+    before_label->setToolTip(tr("Top-10 of softmax(raw logits)"));
+    auto* after_label = heading(tr("After sampling settings"), this);
+    after_label->setToolTip(
+        tr("Top-10 after penalties, top-k, top-p, min-p and temperature: what was drawn from"));
+    layout->addWidget(before_label);
+    layout->addWidget(before_);
+    layout->addSpacing(4);
+    layout->addWidget(after_label);
+    layout->addWidget(after_);
+    layout->addStretch(1);
+    clear();
+}
+
+QSize TokenInspector::sizeHint() const {
+    return {340, QWidget::sizeHint().height()};
+}
+
+QString TokenInspector::summaryText() const {
+    return summary_->text();
+}
+
+void TokenInspector::clear() {
+    token_ = TokenData{};
+    has_token_ = false;
+    piece_->setText(tr("—"));
+    summary_->setText(tr("Click a generated token in the chat to inspect it."));
+    before_->setRowCount(0);
+    after_->setRowCount(0);
+}
+
+void TokenInspector::setToken(const TokenData& token) {
+    token_ = token;
+    has_token_ = true;
+    piece_->setText(QStringLiteral("“%1”").arg(visiblePiece(token.text)));
+    QString summary = tr("id %1 · p %2 · logprob %3")
+                          .arg(token.id)
+                          .arg(formatProbability(token.probability))
+                          .arg(QString::number(token.logprob, 'f', 3));
+    if (token.step_ms > 0) summary += tr(" · %1 ms").arg(token.step_ms, 0, 'f', 1);
+    summary_->setText(summary);
+    fillTable(before_, token.before);
+    fillTable(after_, token.after);
+}
+
+void TokenInspector::fillTable(QTableWidget* table, const QVector<CandidateData>& list) {
+    const int rows = int(std::min<qsizetype>(kRows, list.size()));
+    table->setRowCount(rows);
+    const QFont code = QFontDatabase::systemFont(QFontDatabase::FixedFont);
+    QColor chosen_bg = palette().color(QPalette::Highlight);
+    chosen_bg.setAlphaF(0.15f);
+    for (int r = 0; r < rows; ++r) {
+        const CandidateData& c = list[r];
+        const bool chosen = c.id == token_.id;
+        auto* rank = new QTableWidgetItem(QString::number(r + 1));
+        rank->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        auto* piece = new QTableWidgetItem(visiblePiece(c.piece));
+        piece->setFont(code);
+        piece->setToolTip(tr("id %1").arg(c.id));
+        auto* prob = new QTableWidgetItem(formatProbability(c.probability));
+        prob->setData(kProbabilityRole, double(c.probability));
+        auto* logit = new QTableWidgetItem(QString::number(c.logit, 'f', 2));
+        logit->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        QTableWidgetItem* items[] = {rank, piece, prob, logit};
+        for (int col = 0; col < 4; ++col) {
+            if (chosen) {
+                QFont f = items[col]->font();
+                if (col == 1) f = code;
+                f.setBold(true);
+                items[col]->setFont(f);
+                items[col]->setBackground(chosen_bg);
+            }
+            table->setItem(r, col, items[col]);
+        }
+    }
+    // No focus frame on row 1 before the user moves into the table.
+    table->setCurrentItem(nullptr);
+}
+
+}  // namespace tokenscope::ui

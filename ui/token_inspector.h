@@ -1,0 +1,46 @@
+#pragma once
+// Explains one generated token: its text (whitespace made visible), id, probability under the
+// distribution it was drawn from, logprob under the model's own distribution, the step time,
+// and two tables: the top-10 candidates before shaping (softmax of raw logits) and after the
+// sampling settings, each with a probability bar. The chosen token's row is highlighted in both.
+#include <QWidget>
+
+#include "panel_data.h"
+
+class QLabel;
+class QTableWidget;
+
+namespace tokenscope::ui {
+
+class TokenInspector : public QWidget {
+    Q_OBJECT
+  public:
+    static constexpr int kRows = 10;
+
+    explicit TokenInspector(QWidget* parent = nullptr);
+
+    const TokenData& token() const { return token_; }
+    bool hasToken() const { return has_token_; }
+    QTableWidget* beforeTable() const { return before_; }
+    QTableWidget* afterTable() const { return after_; }
+    // The summary line ("id 42 · p 45.2% · logprob -0.794 · 12.3 ms"), for tests.
+    QString summaryText() const;
+
+    QSize sizeHint() const override;
+
+  public slots:
+    void setToken(const tokenscope::ui::TokenData& token);
+    void clear();
+
+  private:
+    void fillTable(QTableWidget* table, const QVector<CandidateData>& list);
+
+    TokenData token_;
+    bool has_token_ = false;
+    QLabel* piece_ = nullptr;
+    QLabel* summary_ = nullptr;
+    QTableWidget* before_ = nullptr;
+    QTableWidget* after_ = nullptr;
+};
+
+}  // namespace tokenscope::ui
