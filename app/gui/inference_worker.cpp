@@ -16,6 +16,9 @@ namespace tokenscope::app {
 namespace {
 // Attention matrices are O(n^2): resend them at most this often while tokens stream.
 constexpr qint64 kAttentionIntervalMs = 250;
+// The other panels are refreshed at most this often: a fast model makes hundreds of steps a
+// second and the GUI only needs a few frames' worth of updates.
+constexpr qint64 kPanelIntervalMs = 100;
 constexpr std::int64_t kCaptureContext = 2048;
 constexpr int kCandidates = 20;
 
@@ -128,6 +131,8 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         ui::MetricsData metrics;
         QElapsedTimer since_attention;
         since_attention.start();
+        QElapsedTimer since_panels;
+        since_panels.start();
         QString reason = "stopped";
         bool complete = false;
         while (engine_->has_work()) {
@@ -156,11 +161,15 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
                     complete = e.reason != runtime::FinishReason::Cancelled;
                 }
             }
-            emit metricsChanged(metrics);
-            const bool attention_due = since_attention.elapsed() >= kAttentionIntervalMs;
-            send_panels(attention_due);
-            if (attention_due) since_attention.restart();
+            if (since_panels.elapsed() >= kPanelIntervalMs) {
+                emit metricsChanged(metrics);
+                const bool attention_due = since_attention.elapsed() >= kAttentionIntervalMs;
+                send_panels(attention_due);
+                if (attention_due) since_attention.restart();
+                since_panels.restart();
+            }
         }
+        emit metricsChanged(metrics);
         send_panels(true);
         emit generationFinished(conversation, text, reason, complete);
     } catch (const std::exception& e) {

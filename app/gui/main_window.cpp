@@ -17,6 +17,7 @@
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -220,6 +221,15 @@ void MainWindow::build_menus() {
 }
 
 void MainWindow::connect_worker() {
+    token_panels_timer_ = new QTimer(this);
+    token_panels_timer_->setSingleShot(true);
+    token_panels_timer_->setInterval(33);
+    connect(token_panels_timer_, &QTimer::timeout, this, [this] {
+        if (!latest_token_) return;
+        inspector_->setToken(*latest_token_);
+        sampling_->setLastStep(latest_token_->before);
+        latest_token_.reset();
+    });
     connect(worker_, &InferenceWorker::loadProgress, this, [this](int percent, const QString& stage) {
         load_progress_->show();
         load_cancel_->show();
@@ -252,8 +262,8 @@ void MainWindow::connect_worker() {
         if (conversation != conversation_) return;
         answer_text_ += token.text;
         chat_->appendToken(token);
-        inspector_->setToken(token);
-        sampling_->setLastStep(token.before);
+        latest_token_ = token;
+        if (!token_panels_timer_->isActive()) token_panels_timer_->start();
     });
     connect(worker_, &InferenceWorker::generationFinished, this, &MainWindow::on_generation_finished);
     connect(worker_, &InferenceWorker::generationFailed, this,

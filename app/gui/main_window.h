@@ -18,6 +18,7 @@ class QLineEdit;
 class QProgressBar;
 class QToolButton;
 class QMenu;
+class QTimer;
 
 namespace tokenscope::ui {
 class AttentionHeatmap;
@@ -104,6 +105,9 @@ private:
     qint64 conversation_ = -1;
     qint64 answer_message_ = -1;  // the assistant message being written
     QString answer_text_;         // what has streamed so far, saved if the window closes mid-answer
+    // The newest token for the inspector and the distribution chart, shown once per frame.
+    std::optional<ui::TokenData> latest_token_;
+    QTimer* token_panels_timer_ = nullptr;
     bool model_ready_ = false;
     bool generating_ = false;
     QString model_path_;

@@ -1,0 +1,219 @@
+// The main window end to end with a tiny model and a scratch database: send, stream, stop,
+// regenerate, edit, a bad model file, closing mid-answer, the event loop staying responsive,
+// and the real app killed with SIGKILL mid-generation keeping what was committed.
+#include <QDockWidget>
+#include <QMessageBox>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QtTest>
+
+#include "chat_view.h"
+#include "conversation_store.h"
+#include "main_window.h"
+#include "reference/tiny_model.h"
+#include "util/test_paths.h"
+
+using namespace tokenscope;
+using app::MainWindow;
+using app::Role;
+
+namespace {
+// Measures the longest gap between event-loop iterations while it runs.
+class StallMeter : public QObject {
+public:
+    StallMeter() {
+        timer_.start();
+        total_.start();
+        connect(&tick_, &QTimer::timeout, this, [this] {
+            const qint64 gap = timer_.restart();
+            if (gap > 30 && qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG")) qInfo("stall of %lld ms ending at %lld ms", gap, total_.elapsed());
+            worst_ = std::max(worst_, gap);
+        });
+        tick_.start(0);
+    }
+    qint64 worst() const { return worst_; }
+
+private:
+    QTimer tick_;
+    QElapsedTimer timer_;
+    QElapsedTimer total_;
+    qint64 worst_ = 0;
+};
+}  // namespace
+
+class TestMainWindow : public QObject {
+    Q_OBJECT
+
+    QString model_;
+    int store_counter_ = 0;
+
+    std::filesystem::path fresh_store() {
+        return std::filesystem::path(test::scratch_dir()) / ("store" + std::to_string(++store_counter_) + ".sqlite");
+    }
+
+    std::unique_ptr<MainWindow> open_window(const std::filesystem::path& store) {
+        app::MainWindowOptions o;
+        o.model_path = model_;
+        o.store = store;
+        o.load.threads = 1;  // leaves the second core to the GUI thread, as the app does by default
+        o.load.kv_capacity_tokens = 1024;
+        auto w = std::make_unique<MainWindow>(o);
+        w->show();
+        for (int i = 0; i < 600 && !w->modelReady(); ++i) QTest::qWait(50);
+        return w;
+    }
+
+private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);  // QSettings and data dirs of their own
+        model_ = QString::fromStdString(test::tiny_model_path("window_llama", test::TinyModelSpec{}));
+    }
+
+    void sendStreamsAndCommits() {
+        const auto store_path = fresh_store();
+        auto w = open_window(store_path);
+        QVERIFY(w->modelReady());
+        QSignalSpy done(w.get(), &MainWindow::generationDone);
+        StallMeter meter;
+        QElapsedTimer clock;
+        clock.start();
+        connect(w.get(), &MainWindow::generationDone, this, [&] { if (qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG")) qInfo("done at %lld ms", clock.elapsed()); });
+        w->sendMessage("Tell me a story");
+        if (qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG")) qInfo("sent at %lld ms", clock.elapsed());
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 60000);
+        qInfo("longest event-loop stall while generating: %lld ms", static_cast<long long>(meter.worst()));
+        QVERIFY2(meter.worst() < 50, qPrintable(QString::number(meter.worst())));
+        QCOMPARE(w->chatView()->messageCount(), 2);
+        app::ConversationStore store(store_path);
+        const auto messages = store.messages(w->currentConversation());
+        QCOMPARE(messages.size(), 2);
+        QCOMPARE(messages[0].role, Role::User);
+        QCOMPARE(messages[0].content, QString("Tell me a story"));
+        QCOMPARE(messages[1].role, Role::Assistant);
+        QVERIFY(messages[1].complete);
+    }
+
+    void stopKeepsThePartialAnswer() {
+        const auto store_path = fresh_store();
+        auto w = open_window(store_path);
+        QVERIFY(w->modelReady());
+        QSignalSpy done(w.get(), &MainWindow::generationDone);
+        w->sendMessage("Go on and on");
+        QTRY_VERIFY_WITH_TIMEOUT(w->generating(), 5000);
+        QTest::qWait(50);
+        w->stopGeneration();
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 10000);
+        app::ConversationStore store(store_path);
+        const auto messages = store.messages(w->currentConversation());
+        QCOMPARE(messages.size(), 2);
+        QCOMPARE(messages[1].role, Role::Assistant);
+        QVERIFY(!messages[1].complete);
+    }
+
+    void regenerateAndEdit() {
+        const auto store_path = fresh_store();
+        auto w = open_window(store_path);
+        QVERIFY(w->modelReady());
+        QSignalSpy done(w.get(), &MainWindow::generationDone);
+        w->sendMessage("First question");
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 60000);
+        w->regenerate();
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 2, 60000);
+        app::ConversationStore store(store_path);
+        QCOMPARE(store.messages(w->currentConversation()).size(), 2);  // replaced, not added
+        emit w->chatView()->editRequested(0, "Edited question");
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 3, 60000);
+        const auto messages = store.messages(w->currentConversation());
+        QCOMPARE(messages.size(), 2);
+        QCOMPARE(messages[0].content, QString("Edited question"));
+        QCOMPARE(w->chatView()->messageCount(), 2);
+    }
+
+    void badModelShowsTheEngineMessage() {
+        auto w = open_window(fresh_store());
+        QVERIFY(w->modelReady());
+        const QString bad = QString::fromStdString(test::scratch_dir()) + "/not-a-model.gguf";
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray("this is not a gguf file, not at all"));
+        f.close();
+        w->openModel(bad);
+        QMessageBox* box = nullptr;
+        QTRY_VERIFY_WITH_TIMEOUT((box = w->findChild<QMessageBox*>("errorDialog")) != nullptr, 10000);
+        QVERIFY2(box->text().contains(bad + ": offset 0: bad magic"), qPrintable(box->text()));
+        box->accept();
+        QVERIFY(w->modelReady());  // the previous model stays usable
+        QSignalSpy done(w.get(), &MainWindow::generationDone);
+        w->sendMessage("Still there?");
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 60000);
+    }
+
+    void closingMidAnswerIsPromptAndSaves() {
+        const auto store_path = fresh_store();
+        auto w = open_window(store_path);
+        QVERIFY(w->modelReady());
+        w->sendMessage("Talk for a long time");
+        QTRY_VERIFY_WITH_TIMEOUT(w->generating(), 5000);
+        QTest::qWait(50);
+        const qint64 conversation = w->currentConversation();
+        QElapsedTimer t;
+        t.start();
+        w->close();
+        w.reset();  // joins the worker thread
+        qInfo("close + teardown mid-generation: %lld ms", static_cast<long long>(t.elapsed()));
+        QVERIFY(t.elapsed() < 3000);
+        app::ConversationStore store(store_path);
+        const auto messages = store.messages(conversation);
+        QCOMPARE(messages.size(), 2);
+        QVERIFY(!messages[1].complete);
+    }
+
+    void docksAreRestorable() {
+        auto w = open_window(fresh_store());
+        QVERIFY(w->modelReady());
+        const auto docks = w->findChildren<QDockWidget*>();
+        QVERIFY(docks.size() >= 7);
+        for (auto* d : docks) QVERIFY2(!d->objectName().isEmpty(), "saveState needs object names");
+    }
+
+    // The real app, killed with SIGKILL while it generates: what it committed (the user's
+    // message) is there afterwards and the database is intact.
+    void sigkillMidGeneration() {
+        const auto store_path = fresh_store();
+        QProcess app;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("QT_QPA_PLATFORM", "offscreen");
+        app.setProcessEnvironment(env);
+        app.start(TOKENSCOPE_APP, {"--model", model_, "--store", QString::fromStdString(store_path.string()), "--threads",
+                                   "1", "--screenshot", QString::fromStdString(test::scratch_dir()) + "/never.png", "--prompt",
+                                   "Please keep talking"});
+        QVERIFY(app.waitForStarted(10000));
+        // Poll the database until the user's message is committed, then kill at once.
+        bool committed = false;
+        for (int i = 0; i < 600 && !committed; ++i) {
+            QTest::qWait(25);
+            if (!std::filesystem::exists(store_path)) continue;
+            try {
+                app::ConversationStore peek(store_path);
+                for (const auto& c : peek.conversations()) {
+                    if (!peek.messages(c.id).isEmpty()) committed = true;
+                }
+            } catch (const std::exception&) {
+            }
+        }
+        QVERIFY(committed);
+        app.kill();  // SIGKILL
+        QVERIFY(app.waitForFinished(5000));
+        app::ConversationStore store(store_path);
+        const auto conversations = store.conversations();
+        QCOMPARE(conversations.size(), 1);
+        const auto messages = store.messages(conversations[0].id);
+        QVERIFY(!messages.isEmpty());
+        QCOMPARE(messages[0].content, QString("Please keep talking"));
+        QCOMPARE(store.journal_mode(), QString("wal"));
+    }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "test_main_window.moc"
