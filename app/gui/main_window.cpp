@@ -207,9 +207,11 @@ void MainWindow::build_menus() {
     QAction* color = view->addAction(tr("Colour tokens by probability"));
     color->setCheckable(true);
     connect(color, &QAction::toggled, chat_, &ui::ChatView::setColorByProbability);
+    connect(chat_, &ui::ChatView::colorByProbabilityChanged, color, &QAction::setChecked);
     QAction* boundaries = view->addAction(tr("Show token boundaries"));
     boundaries->setCheckable(true);
     connect(boundaries, &QAction::toggled, chat_, &ui::ChatView::setShowTokenBoundaries);
+    connect(chat_, &ui::ChatView::showTokenBoundariesChanged, boundaries, &QAction::setChecked);
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About tokenscope"), this, [this] {
