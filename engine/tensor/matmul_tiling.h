@@ -111,7 +111,7 @@ constexpr std::size_t kPrefetchAhead = 8192;
 inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end) {
     const std::uint8_t* q = p + kPrefetchAhead;
     const std::uint8_t* stop = q + bytes < end ? q + bytes : end;
-    for (; q < stop; q += 64) __builtin_prefetch(q, 0, 2);
+    for (; q < stop; q += 64) __builtin_prefetch(q, 0, 3);
 }
 
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
