@@ -1,4 +1,5 @@
 #include "attention_heatmap.h"
+#include "number_format.h"
 
 #include <QAbstractScrollArea>
 #include <QComboBox>
@@ -32,13 +33,6 @@ constexpr int kMaxImageSide = 4096;
 constexpr int kGrowCells = 64;
 constexpr int kMaxLabelExtent = 120;
 constexpr int kLabelPad = 6;
-
-QString group_digits(qint64 value) {
-    QString digits = QString::number(value < 0 ? -value : value);
-    // A no-break space keeps "9 453" on one line.
-    for (int i = int(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, QChar(0x00A0));
-    return value < 0 ? QStringLiteral("-") + digits : digits;
-}
 
 // Token text for an axis: whitespace made visible so that " the" and "the" differ.
 QString axis_label(const QString& text) {

@@ -1,4 +1,5 @@
 #include "kv_cache_view.h"
+#include "number_format.h"
 
 #include <QEvent>
 #include <QHelpEvent>
@@ -14,25 +15,6 @@
 namespace tokenscope::ui {
 
 namespace {
-
-QString group_digits(qint64 value) {
-    QString digits = QString::number(value < 0 ? -value : value);
-    // A no-break space keeps "18 432" on one line.
-    for (int i = int(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, QChar(0x00A0));
-    return value < 0 ? QStringLiteral("-") + digits : digits;
-}
-
-// Decimal units (1 MB = 10^6 B), as in the formula's hand arithmetic.
-QString format_bytes(double bytes) {
-    static const std::array<const char*, 5> units = {"B", "kB", "MB", "GB", "TB"};
-    int u = 0;
-    while (bytes >= 1000.0 && u + 1 < int(units.size())) {
-        bytes /= 1000.0;
-        ++u;
-    }
-    const int decimals = u == 0 ? 0 : (bytes >= 100.0 ? 0 : 1);
-    return QString::number(bytes, 'f', decimals) + QChar(0x00A0) + QLatin1String(units[u]);
-}
 
 QColor blend(const QColor& a, const QColor& b, double f) {
     return QColor::fromRgbF(float(a.redF() + (b.redF() - a.redF()) * f),

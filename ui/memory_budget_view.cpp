@@ -1,4 +1,5 @@
 #include "memory_budget_view.h"
+#include "number_format.h"
 
 #include <QLabel>
 #include <QPainter>
@@ -10,18 +11,6 @@
 namespace tokenscope::ui {
 
 namespace {
-
-// Decimal units, like the sizes other tools print for the same files.
-QString format_bytes(double bytes) {
-    static const std::array<const char*, 5> units = {"B", "kB", "MB", "GB", "TB"};
-    int u = 0;
-    while (bytes >= 1000.0 && u + 1 < int(units.size())) {
-        bytes /= 1000.0;
-        ++u;
-    }
-    const int decimals = u == 0 ? 0 : (bytes >= 100.0 ? 0 : 1);
-    return QString::number(bytes, 'f', decimals) + QChar(0x00A0) + QLatin1String(units[u]);
-}
 
 QString percent(double part, double whole) {
     if (!(whole > 0.0)) return QString();

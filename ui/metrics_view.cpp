@@ -1,4 +1,5 @@
 #include "metrics_view.h"
+#include "number_format.h"
 
 #include <QFrame>
 #include <QGridLayout>
@@ -14,12 +15,6 @@ namespace tokenscope::ui {
 namespace {
 
 const QString kNone = QStringLiteral("—");
-
-QString group_digits(qint64 value) {
-    QString digits = QString::number(value < 0 ? -value : value);
-    for (int i = int(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, QChar(0x00A0));
-    return value < 0 ? QStringLiteral("-") + digits : digits;
-}
 
 QString format_ms(double ms) {
     if (!(ms > 0.0)) return kNone;

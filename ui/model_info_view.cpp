@@ -1,4 +1,5 @@
 #include "model_info_view.h"
+#include "number_format.h"
 
 #include <QFormLayout>
 #include <QLabel>
@@ -11,23 +12,6 @@ namespace tokenscope::ui {
 namespace {
 
 const QString kNone = QStringLiteral("—");
-
-QString group_digits(qint64 value) {
-    QString digits = QString::number(value < 0 ? -value : value);
-    for (int i = int(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, QChar(0x00A0));
-    return value < 0 ? QStringLiteral("-") + digits : digits;
-}
-
-QString format_bytes(double bytes) {
-    static const std::array<const char*, 5> units = {"B", "kB", "MB", "GB", "TB"};
-    int u = 0;
-    while (bytes >= 1000.0 && u + 1 < int(units.size())) {
-        bytes /= 1000.0;
-        ++u;
-    }
-    const int decimals = u == 0 ? 0 : (bytes >= 100.0 ? 0 : 1);
-    return QString::number(bytes, 'f', decimals) + QChar(0x00A0) + QLatin1String(units[u]);
-}
 
 // "268 M (268 098 176)": the short form is how models are named, the exact count is for
 // checking against other tools.

@@ -14,20 +14,14 @@
 #include <cmath>
 
 #include "attention_heatmap.h"
+#include "widget_test_support.h"
 #include "heatmap_renderer.h"
 
 using namespace tokenscope::ui;
+using tokenscope::ui::test::save_png;
+using tokenscope::ui::test::settle;
 
 namespace {
-
-// Layouts update on a posted LayoutRequest: deliver it before looking at pixels.
-void settle() {
-    // A few rounds: a relayout can post further resizes (scroll areas, word-wrapped labels).
-    for (int i = 0; i < 3; ++i) {
-        QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
-        QCoreApplication::processEvents();
-    }
-}
 
 // The colour map's ends, written out by hand (viridis' first and last colours), so that the
 // test does not only compare the implementation with itself.
@@ -50,12 +44,6 @@ QPalette dark_palette() {
     p.setColor(QPalette::ToolTipText, QColor(0xF0, 0xF0, 0xF0));
     p.setColor(QPalette::Mid, QColor(0x55, 0x55, 0x5A));
     return p;
-}
-
-void save_png(QWidget& widget, const QString& name) {
-    settle();
-    QDir().mkpath(QStringLiteral("/tmp/tokenscope-panels"));
-    widget.grab().save(QStringLiteral("/tmp/tokenscope-panels/%1.png").arg(name));
 }
 
 AttentionData three_by_three() {

@@ -4,28 +4,16 @@
 #include <QTest>
 
 #include "metrics_view.h"
+#include "widget_test_support.h"
 #include "sparkline.h"
 
 using namespace tokenscope::ui;
+using tokenscope::ui::test::save_png;
+using tokenscope::ui::test::settle;
 
 namespace {
 
-// Layouts update on a posted LayoutRequest: deliver it before looking at pixels.
-void settle() {
-    // A few rounds: a relayout can post further resizes (scroll areas, word-wrapped labels).
-    for (int i = 0; i < 3; ++i) {
-        QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
-        QCoreApplication::processEvents();
-    }
-}
-
 const QChar kNb(0x00A0);
-
-void save_png(QWidget& widget, const QString& name) {
-    settle();
-    QDir().mkpath(QStringLiteral("/tmp/tokenscope-panels"));
-    widget.grab().save(QStringLiteral("/tmp/tokenscope-panels/%1.png").arg(name));
-}
 
 QPalette dark_palette() {
     QPalette p;

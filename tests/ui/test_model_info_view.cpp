@@ -5,19 +5,13 @@
 #include <QTest>
 
 #include "model_info_view.h"
+#include "widget_test_support.h"
 
 using namespace tokenscope::ui;
+using tokenscope::ui::test::save_png;
+using tokenscope::ui::test::settle;
 
 namespace {
-
-// Layouts update on a posted LayoutRequest: deliver it before looking at pixels.
-void settle() {
-    // A few rounds: a relayout can post further resizes (scroll areas, word-wrapped labels).
-    for (int i = 0; i < 3; ++i) {
-        QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
-        QCoreApplication::processEvents();
-    }
-}
 
 const QChar kNb(0x00A0);
 
