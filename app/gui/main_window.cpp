@@ -1,6 +1,7 @@
 #include "main_window.h"
 
 #include <QAction>
+#include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
@@ -196,6 +197,21 @@ void MainWindow::build_menus() {
     });
     recent_menu_ = file->addMenu(tr("Open &recent"));
     rebuild_recent_menu();
+    // The KV cache element type is fixed when a model loads: choosing one reloads the model.
+    QMenu* kv_type = file->addMenu(tr("&KV cache type"));
+    auto* kv_group = new QActionGroup(kv_type);
+    const QString current_kv = QSettings().value("model/kv_type", options_.load.kv_type).toString();
+    for (const auto& [name, label] : {std::pair{"f16", tr("F16 (default)")}, std::pair{"q8", tr("Q8 (int8 + scale per row: about half the memory)")},
+                                      std::pair{"f32", tr("F32 (exact, twice F16)")}}) {
+        QAction* a = kv_type->addAction(label);
+        a->setCheckable(true);
+        a->setChecked(current_kv == name);
+        kv_group->addAction(a);
+        connect(a, &QAction::triggered, this, [this, type = QString(name)] {
+            QSettings().setValue("model/kv_type", type);
+            if (!model_path_.isEmpty()) openModel(model_path_);
+        });
+    }
     file->addSeparator();
     file->addAction(tr("&New conversation"), QKeySequence::New, this, &MainWindow::newConversation);
     file->addSeparator();

@@ -67,6 +67,22 @@ class TestInferenceWorker : public QObject {
         QVERIFY2(message.startsWith(bad + ": offset "), qPrintable(message));
     }
 
+    // Cancel while the weights are being read: the default model is large enough for the
+    // read to be in progress when the flag is set.
+    void cancelLoad() {
+        const std::string big = test::default_model();
+        if (big.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
+        QSignalSpy cancelled(worker_, &InferenceWorker::loadCancelled);
+        QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);
+        QSignalSpy progress(worker_, &InferenceWorker::loadProgress);
+        load(QString::fromStdString(big));
+        QTRY_VERIFY_WITH_TIMEOUT(progress.count() >= 1, 10000);
+        worker_->cancelLoad();
+        QTRY_VERIFY_WITH_TIMEOUT(cancelled.count() + loaded.count() >= 1, 60000);
+        QCOMPARE(cancelled.count(), 1);
+        QCOMPARE(loaded.count(), 0);
+    }
+
     void loadReportsProgressAndModelInfo() {
         QSignalSpy progress(worker_, &InferenceWorker::loadProgress);
         QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);
