@@ -99,19 +99,21 @@ void store_results(const MatmulArgs& a, std::int64_t r0, int rows, std::int64_t 
     }
 }
 
-// Weight bytes to prefetch ahead of the row being packed. One token reads each weight once, so
-// decode is bound by memory latency as much as bandwidth: the hardware prefetcher alone kept a
-// core at about half the read bandwidth (it ramps up per 4 KiB page and gives up at page
-// ends), so the kernels also ask for the bytes they will read a few rows later. Every row of
-// the matrix is contiguous with the next, so "ahead in the matrix" is a plain address offset.
+// Weight bytes to prefetch ahead of the row being read. One token reads each weight once, so
+// decode is bound by memory latency as much as bandwidth: with the hardware prefetcher alone
+// (which restarts at every 4 KiB page) a core reached about half the read bandwidth, so the
+// kernels also ask for the bytes they will read a few rows later, into L1 (prefetcht0
+// measured ~10% better than into L2 for F16). Every row of the matrix is contiguous with the
+// next, so "ahead in the matrix" is a plain address offset.
 constexpr std::size_t kPrefetchAhead = 8192;
 
-// Prefetches [p + kPrefetchAhead, p + kPrefetchAhead + bytes) line by line, but nothing past
-// `end` (the end of this call's rows: the bytes after belong to another thread's chunk).
+// Prefetches [p + kPrefetchAhead, p + kPrefetchAhead + bytes) line by line, but nothing from
+// `end` on (the end of this call's rows: the bytes after belong to another thread's chunk).
+// p < end. Offsets rather than pointers, since p + kPrefetchAhead may lie past the weights.
 inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end) {
-    const std::uint8_t* q = p + kPrefetchAhead;
-    const std::uint8_t* stop = q + bytes < end ? q + bytes : end;
-    for (; q < stop; q += 64) __builtin_prefetch(q, 0, 3);
+    const auto left = static_cast<std::size_t>(end - p);
+    const std::size_t stop = kPrefetchAhead + bytes < left ? kPrefetchAhead + bytes : left;
+    for (std::size_t o = kPrefetchAhead; o < stop; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
