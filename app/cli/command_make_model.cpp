@@ -10,6 +10,7 @@
 
 #include "arguments.h"
 #include "commands.h"
+#include "synthetic_model.h"
 #include "gguf/writer.h"
 #include "tokenizer/vocabulary.h"
 #include "util/error.h"
@@ -52,27 +53,13 @@ tokenizer::Vocabulary synthetic_vocabulary(std::int64_t size) {
 
 }  // namespace
 
-int run_make_model(int argc, char** argv, int first) {
-    const Arguments args("make-model",
-                         {{"out"}, {"type"}, {"width"}, {"layers"}, {"heads"}, {"kv-heads"}, {"ffn"}, {"vocab"}, {"seed"}},
-                         argc, argv, first);
-    const std::string out = args.required("out");
-    const std::string type_name = args.value("type").value_or("q8_0");
-    const auto type = tensor::parse_type_name(type_name);
-    if (!type || !tensor::traits(*type).quantize_row) {
-        throw InvalidArgument("'make-model': option '--type' must name a format we can write (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, ...), got '" + type_name + "'");
-    }
-    auto number = [&](const char* name, double fallback) {
-        const double v = args.number(name).value_or(fallback);
-        if (v < 1 || v > 1e6 || v != std::floor(v)) throw InvalidArgument(std::string("'make-model': option '--") + name + "' must be a positive whole number");
-        return static_cast<std::int64_t>(v);
-    };
-    const std::int64_t width = number("width", 1024), layers = number("layers", 16), heads = number("heads", 16);
-    const std::int64_t kv_heads = number("kv-heads", 4), ffn = number("ffn", 2816), vocab = number("vocab", 32000);
-    const auto seed = static_cast<std::uint64_t>(number("seed", 1));
-    if (width % heads || heads % kv_heads) throw InvalidArgument("'make-model': width must divide by heads and heads by kv-heads");
+void write_synthetic_llama(const std::string& out, tensor::Type type, const SyntheticShape& shape) {
+    const std::string type_name = tensor::type_name(type);
+    const std::int64_t width = shape.width, layers = shape.layers, heads = shape.heads;
+    const std::int64_t kv_heads = shape.kv_heads, ffn = shape.ffn, vocab = shape.vocab;
+    const std::uint64_t seed = shape.seed;
+    if (width % heads || heads % kv_heads) throw InvalidArgument("synthetic model: width must divide by heads and heads by kv-heads");
     const std::int64_t head_dim = width / heads;
-
     gguf::Writer w;
     w.set("general.architecture", gguf::Value::string("llama"));
     w.set("general.name", gguf::Value::string("synthetic llama " + type_name));
@@ -87,10 +74,9 @@ int run_make_model(int argc, char** argv, int first) {
     tokenizer::write_vocabulary(w, synthetic_vocabulary(vocab));
 
     std::mt19937_64 rng(seed);
-    std::uint64_t params = 0;
     auto matrix = [&](const std::string& name, std::int64_t rows, std::int64_t cols) {
         // Rows are quantized in parallel (the quantizers are the slow part at this size).
-        std::vector<std::uint8_t> data(tensor::row_bytes(*type, cols) * static_cast<std::size_t>(rows));
+        std::vector<std::uint8_t> data(tensor::row_bytes(type, cols) * static_cast<std::size_t>(rows));
         const std::uint64_t base_seed = rng();
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
         std::vector<std::thread> pool;
@@ -101,13 +87,12 @@ int run_make_model(int argc, char** argv, int first) {
                     std::mt19937 row_rng(static_cast<std::uint32_t>(base_seed + static_cast<std::uint64_t>(r)));
                     std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(cols)));
                     for (float& x : row) x = normal(row_rng);
-                    tensor::quantize_row(*type, row.data(), data.data() + static_cast<std::size_t>(r) * tensor::row_bytes(*type, cols), cols);
+                    tensor::quantize_row(type, row.data(), data.data() + static_cast<std::size_t>(r) * tensor::row_bytes(type, cols), cols);
                 }
             });
         }
         for (auto& th : pool) th.join();
-        w.add_tensor(name, *type, {cols, rows}, data);
-        params += static_cast<std::uint64_t>(rows * cols);
+        w.add_tensor(name, type, {cols, rows}, data);
     };
     auto norm = [&](const std::string& name, std::int64_t n) {
         std::vector<float> ones(static_cast<std::size_t>(n), 1.0f);
@@ -129,8 +114,40 @@ int run_make_model(int argc, char** argv, int first) {
         matrix(p + "ffn_down.weight", width, ffn);
     }
     w.write(out);
-    std::printf("%s: llama, %.0fM parameters, %s weights\n", out.c_str(), static_cast<double>(params) / 1e6,
-                tensor::type_name(*type));
+}
+
+int run_make_model(int argc, char** argv, int first) {
+    const Arguments args("make-model",
+                         {{"out"}, {"type"}, {"width"}, {"layers"}, {"heads"}, {"kv-heads"}, {"ffn"}, {"vocab"}, {"seed"}},
+                         argc, argv, first);
+    const std::string out = args.required("out");
+    const std::string type_name = args.value("type").value_or("q8_0");
+    const auto type = tensor::parse_type_name(type_name);
+    if (!type || !tensor::traits(*type).quantize_row) {
+        throw InvalidArgument("'make-model': option '--type' must name a format we can write (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, ...), got '" + type_name + "'");
+    }
+    auto number = [&](const char* name, double fallback) {
+        const double v = args.number(name).value_or(fallback);
+        if (v < 1 || v > 1e6 || v != std::floor(v)) throw InvalidArgument(std::string("'make-model': option '--") + name + "' must be a positive whole number");
+        return static_cast<std::int64_t>(v);
+    };
+    SyntheticShape shape;
+    shape.width = number("width", 1024);
+    shape.layers = number("layers", 16);
+    shape.heads = number("heads", 16);
+    shape.kv_heads = number("kv-heads", 4);
+    shape.ffn = number("ffn", 2816);
+    shape.vocab = number("vocab", 32000);
+    shape.seed = static_cast<std::uint64_t>(number("seed", 1));
+    if (shape.width % shape.heads || shape.heads % shape.kv_heads) {
+        throw InvalidArgument("'make-model': width must divide by heads and heads by kv-heads");
+    }
+    write_synthetic_llama(out, *type, shape);
+    const double params = static_cast<double>(shape.vocab * shape.width * 2 +
+                                              shape.layers * (2 * shape.width * shape.width +
+                                                              2 * shape.kv_heads * (shape.width / shape.heads) * shape.width +
+                                                              3 * shape.ffn * shape.width));
+    std::printf("%s: llama, %.0fM parameters, %s weights\n", out.c_str(), params / 1e6, tensor::type_name(*type));
     return 0;
 }
 

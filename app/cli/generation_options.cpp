@@ -25,13 +25,20 @@ std::vector<OptionSpec> join(std::vector<OptionSpec> specs, const std::vector<Op
     return specs;
 }
 
-std::vector<OptionSpec> engine_option_specs() { return {{"threads"}, {"ctx"}, {"kv-type"}, {"batch"}}; }
+std::vector<OptionSpec> engine_option_specs() { return {{"threads"}, {"ctx"}, {"kv-type"}, {"batch"}, {"device"}}; }
 
 runtime::EngineOptions engine_options(const Arguments& args) {
     runtime::EngineOptions o;
     o.threads = static_cast<int>(whole(args, "threads", 0, 0, 1024));
     o.kv_capacity_tokens = whole(args, "ctx", 4096, 16, 1 << 20);
     o.token_budget = whole(args, "batch", 512, 1, 1 << 16);
+    if (auto device = args.value("device")) {
+        try {
+            o.device = runtime::parse_device(*device);
+        } catch (const InvalidArgument& e) {
+            throw InvalidArgument(std::string("option '--device': ") + e.what());
+        }
+    }
     if (auto type = args.value("kv-type")) {
         auto parsed = kv::parse_element_type(*type);
         if (!parsed) throw InvalidArgument("option '--kv-type' must be f32, f16 or q8, got '" + *type + "'");

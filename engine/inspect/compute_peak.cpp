@@ -6,6 +6,11 @@
 #include <vector>
 
 #if defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's _mm512_reduce_add_ps reads an _mm256_undefined_pd() value and trips
+// -Wuninitialized inside the header (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 #endif
 

@@ -53,6 +53,20 @@ const char* finish_reason_name(FinishReason reason) {
     return "unknown";
 }
 
+namespace {
+std::unique_ptr<Backend> create_backend(const model::ModelConfig& config, const model::ModelWeights& weights,
+                                        const kv::CacheShape& shape, const EngineOptions& options) {
+    if (options.device != Device::Cpu) {
+        const GpuBackendFactory* gpu = registered_gpu_backend();
+        std::string reason = gpu ? gpu->unavailable_reason() : "this build has no CUDA backend";
+        if (reason.empty()) return gpu->create(config, weights, shape);
+        if (options.device == Device::Cuda) throw Error("--device cuda: " + reason);
+        spdlog::info("device auto: using the CPU ({})", reason);
+    }
+    return std::make_unique<CpuBackend>(config, weights, shape, options.threads);
+}
+}  // namespace
+
 Engine::Engine(gguf::File file, const EngineOptions& options)
     : file_(std::move(file)), options_(options) {}
 
@@ -80,7 +94,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     shape.num_blocks = static_cast<int>((options.kv_capacity_tokens + options.kv_block_size - 1) / options.kv_block_size);
     shape.type = options.kv_type;
     e.kv_ = std::make_unique<kv::KvCacheManager>(shape);
-    e.backend_ = std::make_unique<CpuBackend>(e.config_, e.weights_, shape, options.threads);
+    e.backend_ = create_backend(e.config_, e.weights_, shape, options);
     spdlog::info("loaded {} ({}, {} layers, width {}, vocab {}) in {:.0f} ms; {}", path, e.config_.architecture,
                  e.config_.layers, e.config_.embedding_length, e.config_.vocab_size, ms_since(start),
                  e.backend_->name());

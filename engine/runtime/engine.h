@@ -21,6 +21,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "runtime/backend.h"
+#include "runtime/backend_registry.h"
 #include "runtime/sampler.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -33,6 +34,7 @@ struct EngineOptions {
     kv::ElementType kv_type = kv::ElementType::F16;
     int kv_block_size = 16;
     std::int64_t token_budget = 512;       // tokens per step (prefill chunk size)
+    Device device = Device::Cpu;           // Auto: CUDA when a usable GPU is registered and present
 };
 
 using RequestId = std::int64_t;
