@@ -1,0 +1,13 @@
+# Matrix products on weights in their GGUF formats (fused GEMV for decode, dequantize + cuBLAS
+# for prefill) and their self-test. Included from kernels/CMakeLists.txt.
+target_sources(tokenscope_kernels PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/matmul.cu
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_gemv.cu
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_dequant.cu
+  ${CMAKE_CURRENT_LIST_DIR}/../selftest/matmul_selftest.cpp)
+# -Wall -Wextra for the host side of our .cu files (nvcc forwards them to the host compiler).
+set_source_files_properties(
+  ${CMAKE_CURRENT_LIST_DIR}/matmul.cu
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_gemv.cu
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_dequant.cu
+  PROPERTIES COMPILE_OPTIONS "-Xcompiler=-Wall,-Wextra")

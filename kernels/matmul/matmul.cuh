@@ -1,0 +1,72 @@
+#pragma once
+// Matrix products with weights in their GGUF format on the GPU: y[t][r] = W[r] . x[t].
+//
+// Host-only interface: plain C++ can include this header (no CUDA headers; the CUDA handle types
+// are forward-declared exactly as cuda_runtime.h / cublas_api.h declare them).
+//
+//  tokens <= kGemvMaxTokens: one fused kernel that dequantizes inside the dot products (f32
+//    accumulation, one warp per output row).
+//  tokens > kGemvMaxTokens: W is dequantized tile by tile (at most max_tile_rows rows at a time)
+//    into 16-bit floats in the workspace, x is converted to the same type, and cuBLAS multiplies
+//    them with f32 accumulation and f32 output. F32 weights go straight to cublasSgemm.
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/type.h"
+
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+struct cublasContext;
+using cublasHandle_t = cublasContext*;
+
+namespace tokenscope::cuda {
+
+inline constexpr int kGemvMaxTokens = 8;
+
+// The 16-bit type W and x are rounded to on the cuBLAS path (tokens > kGemvMaxTokens).
+// F16 keeps 11 significant bits but overflows above 65504; BF16 keeps the f32 range with 8.
+enum class GemmPrecision { F16, BF16 };
+
+// Scratch and cuBLAS handle for matmul(). Use one per stream (or per thread); not thread-safe.
+// The cuBLAS handle is created on first use, on the device current at that time.
+struct MatmulWorkspace {
+    MatmulWorkspace() = default;
+    ~MatmulWorkspace();
+    MatmulWorkspace(const MatmulWorkspace&) = delete;
+    MatmulWorkspace& operator=(const MatmulWorkspace&) = delete;
+
+    // Created lazily; throws tokenscope::Error when cublasCreate fails.
+    cublasHandle_t cublas();
+
+    // A device buffer of at least `bytes` bytes, 256-byte aligned. Growing frees the old buffer
+    // (cudaFree waits for the device), so pointers from an earlier call become invalid.
+    void* scratch(std::size_t bytes);
+    std::size_t scratch_capacity() const { return scratch_bytes_; }
+
+    GemmPrecision precision = GemmPrecision::F16;
+    // Rows of W dequantized per cuBLAS call; bounds the scratch at max_tile_rows * cols * 2 bytes
+    // (plus tokens * cols * 2 for x).
+    std::int64_t max_tile_rows = 4096;
+
+  private:
+    cublasHandle_t handle_ = nullptr;
+    void* scratch_ = nullptr;
+    std::size_t scratch_bytes_ = 0;
+};
+
+// y[t * rows + r] = sum_c W[r][c] * x[t * cols + c] for t < tokens, r < rows.
+// All pointers are device pointers. Row r of W starts at W + r * tensor::row_bytes(type, cols).
+// For F32 weights W must be 4-byte aligned, for F16/BF16 2-byte aligned; quantized blocks may
+// sit at any address. x and y must not overlap. Work is queued on `s` (asynchronous).
+// Throws tokenscope::InvalidArgument for bad shapes, tokenscope::Error for CUDA/cuBLAS failures.
+void matmul(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols, const float* x,
+            int tokens, float* y, MatmulWorkspace& ws, cudaStream_t s);
+
+// The two paths on their own, for tests and benchmarks (matmul() picks by `tokens`).
+// gemv: tokens in 1..kGemvMaxTokens.
+void matmul_gemv(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols,
+                 const float* x, int tokens, float* y, cudaStream_t s);
+void matmul_gemm(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols,
+                 const float* x, int tokens, float* y, MatmulWorkspace& ws, cudaStream_t s);
+
+}  // namespace tokenscope::cuda

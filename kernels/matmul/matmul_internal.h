@@ -1,0 +1,44 @@
+#pragma once
+// Shared by the matmul .cu files (and the matmul self-test): error checks that turn CUDA and
+// cuBLAS statuses into tokenscope::Error, and the kernel launchers of each .cu file.
+// Includes CUDA headers: not for the engine.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "tensor/type.h"
+#include "util/error.h"
+
+namespace tokenscope::cuda::detail {
+
+// `what` names the call ("cudaMalloc(4096 bytes)"); the message adds the status name and text.
+inline void check_cuda(cudaError_t status, const std::string& what) {
+    if (status == cudaSuccess) return;
+    throw Error(what + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
+                ")");
+}
+
+inline void check_cublas(cublasStatus_t status, const std::string& what) {
+    if (status == CUBLAS_STATUS_SUCCESS) return;
+    throw Error(what + " failed: " + cublasGetStatusName(status) + " (" +
+                cublasGetStatusString(status) + ")");
+}
+
+// matmul_gemv.cu: y[t*rows + r] = W[r] . x[t] for tokens in 1..kGemvMaxTokens, f32 accumulation.
+void launch_gemv(tensor::Type type, const std::uint8_t* W, std::size_t row_bytes, std::int64_t rows,
+                 std::int64_t cols, const float* x, int tokens, float* y, cudaStream_t s);
+
+// matmul_dequant.cu: rows [0, rows) of W (row stride row_bytes) into a dense row-major
+// [rows][cols] array of `out_type` (CUDA_R_16F or CUDA_R_16BF), rounded to nearest even.
+void launch_dequantize_rows(tensor::Type type, const std::uint8_t* W, std::size_t row_bytes,
+                            std::int64_t rows, std::int64_t cols, cudaDataType out_type, void* out,
+                            cudaStream_t s);
+
+// matmul_dequant.cu: n floats into `out_type` (CUDA_R_16F or CUDA_R_16BF).
+void launch_convert_f32(const float* in, std::int64_t n, cudaDataType out_type, void* out,
+                        cudaStream_t s);
+
+}  // namespace tokenscope::cuda::detail

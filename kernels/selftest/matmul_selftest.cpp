@@ -1,0 +1,131 @@
+// See matmul_selftest.h. Weights are random non-zero floats put through tensor::quantize_row, so
+// every block has real scales; the reference is y[t][r] = sum_c dequantize_row(W[r])[c] * x[t][c]
+// in double. Tolerances: the GEMV and Sgemm paths accumulate in f32 over a few hundred products
+// (expected error ~1e-7 relative), 1e-5; the cuBLAS path rounds W and x to 16 bits first:
+// f16 (2^-11 relative per value) 2e-3, bf16 (2^-8) 1e-2.
+#include "selftest/matmul_selftest.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "matmul/matmul.cuh"
+#include "selftest/device_buffer.h"
+#include "tensor/type.h"
+
+namespace tokenscope::cuda {
+
+namespace {
+
+struct Case {
+    const tensor::TypeTraits* traits;
+    std::int64_t rows;
+    std::int64_t cols;
+    int tokens;
+    bool bf16;  // cuBLAS path in bf16 instead of f16
+};
+
+MatmulCheck run_case(const Case& c, std::mt19937_64& rng, MatmulWorkspace& ws) {
+    const tensor::Type type = c.traits->type;
+    MatmulCheck check;
+    check.name = std::string(c.traits->name) + " rows=" + std::to_string(c.rows) +
+                 " cols=" + std::to_string(c.cols) + " tokens=" + std::to_string(c.tokens);
+    if (c.tokens <= kGemvMaxTokens) {
+        check.precision = "f32 gemv";
+        check.tolerance = 1e-5;
+    } else if (type == tensor::Type::F32) {
+        check.precision = "f32 cublas";
+        check.tolerance = 1e-5;
+    } else if (c.bf16) {
+        check.precision = "bf16 cublas";
+        check.tolerance = 1e-2;
+    } else {
+        check.precision = "f16 cublas";
+        check.tolerance = 2e-3;
+    }
+    if (c.traits->quantize_row == nullptr) {
+        // Every format in type_table.cpp has a quantizer; a new one without must get test data here.
+        check.name += " (no quantizer: not tested)";
+        check.rel_error = std::nan("");
+        return check;
+    }
+
+    // Weights: non-zero magnitudes in [0.05, 1) with random signs, quantized row by row.
+    std::uniform_real_distribution<float> magnitude(0.05f, 1.0f);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::bernoulli_distribution negative(0.5);
+    const std::size_t row_bytes = tensor::row_bytes(type, c.cols);
+    std::vector<unsigned char> w_host(row_bytes * static_cast<std::size_t>(c.rows));
+    std::vector<float> row_f32(static_cast<std::size_t>(c.cols));
+    std::vector<double> w_ref(static_cast<std::size_t>(c.rows * c.cols));
+    for (std::int64_t r = 0; r < c.rows; ++r) {
+        for (float& v : row_f32) v = negative(rng) ? -magnitude(rng) : magnitude(rng);
+        unsigned char* dst = w_host.data() + static_cast<std::size_t>(r) * row_bytes;
+        tensor::quantize_row(type, row_f32.data(), dst, c.cols);
+        tensor::dequantize_row(type, dst, row_f32.data(), c.cols);
+        for (std::int64_t k = 0; k < c.cols; ++k) {
+            w_ref[static_cast<std::size_t>(r * c.cols + k)] = row_f32[static_cast<std::size_t>(k)];
+        }
+    }
+    std::vector<float> x_host(static_cast<std::size_t>(c.tokens * c.cols));
+    for (float& v : x_host) v = uniform(rng);
+
+    std::vector<double> y_ref(static_cast<std::size_t>(c.tokens * c.rows));
+    for (int t = 0; t < c.tokens; ++t) {
+        for (std::int64_t r = 0; r < c.rows; ++r) {
+            double sum = 0;
+            for (std::int64_t k = 0; k < c.cols; ++k) {
+                sum += w_ref[static_cast<std::size_t>(r * c.cols + k)] *
+                       static_cast<double>(x_host[static_cast<std::size_t>(t * c.cols + k)]);
+            }
+            y_ref[static_cast<std::size_t>(t * c.rows + r)] = sum;
+        }
+    }
+
+    selftest::DeviceBuffer<unsigned char> w_dev(w_host);
+    selftest::DeviceBuffer<float> x_dev(x_host);
+    selftest::DeviceBuffer<float> y_dev(y_ref.size());
+    ws.precision = c.bf16 ? GemmPrecision::BF16 : GemmPrecision::F16;
+    matmul(type, w_dev.get(), c.rows, c.cols, x_dev.get(), c.tokens, y_dev.get(), ws, nullptr);
+    TOKENSCOPE_CUDA_CHECK(cudaGetLastError());
+    const std::vector<float> y_host = y_dev.download();  // cudaMemcpy: waits for the kernels
+
+    double diff2 = 0;
+    double ref2 = 0;
+    for (std::size_t i = 0; i < y_ref.size(); ++i) {
+        const double d = static_cast<double>(y_host[i]) - y_ref[i];
+        diff2 += d * d;
+        ref2 += y_ref[i] * y_ref[i];
+    }
+    check.rel_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+    check.passed = std::isfinite(check.rel_error) && check.rel_error <= check.tolerance;
+    return check;
+}
+
+}  // namespace
+
+std::vector<MatmulCheck> check_matmul(std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    MatmulWorkspace ws;
+    // Small tiles so that the cuBLAS path runs several tiles, the last one partial.
+    ws.max_tile_rows = 64;
+    std::vector<MatmulCheck> checks;
+    // 1 and 4: decode; 8: the largest GEMV; 9: the smallest cuBLAS case; 33: prefill.
+    const int token_counts[] = {1, 4, 8, 9, 33};
+    std::uniform_int_distribution<std::int64_t> half_rows(32, 149);  // rows = 2h + 1 in 65..299
+    for (const tensor::TypeTraits& traits : tensor::all_types()) {
+        // F32/F16/BF16: a width that is not a multiple of 32 (lanes end unevenly).
+        const std::int64_t cols = traits.block_size == 1 ? 330 : 512;
+        for (const int tokens : token_counts) {
+            const std::int64_t rows = 2 * half_rows(rng) + 1;
+            checks.push_back(run_case({&traits, rows, cols, tokens, false}, rng, ws));
+            if (tokens > kGemvMaxTokens && traits.type != tensor::Type::F32 && tokens == 33) {
+                checks.push_back(run_case({&traits, rows, cols, tokens, true}, rng, ws));
+            }
+        }
+    }
+    return checks;
+}
+
+}  // namespace tokenscope::cuda
