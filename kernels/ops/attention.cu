@@ -1,0 +1,150 @@
+#include "ops/attention.cuh"
+
+#include <string>
+
+#include <cuda_fp16.h>
+
+#include "ops/check.h"
+#include "ops/kv_cache_types.cuh"
+#include "ops/reduce.cuh"
+
+namespace tokenscope::cuda::ops {
+
+namespace {
+
+constexpr int kThreads = 128;  // 4 warps
+constexpr int kWarps = kThreads / 32;
+
+// Element `index` of a cache array, without the Q8 row scale.
+__device__ inline float load_kv(const void* cache, int type, std::int64_t index) {
+    if (type == kvt::kF32) return static_cast<const float*>(cache)[index];
+    if (type == kvt::kF16) return __half2float(static_cast<const __half*>(cache)[index]);
+    return static_cast<float>(static_cast<const std::int8_t*>(cache)[index]);
+}
+
+// One block per (token, head): blockIdx.x = t * heads + h. Warp w takes keys first + w,
+// first + w + kWarps, ...; each warp keeps its own running max m, sum l and accumulator
+// acc[head_dim] (in shared memory, lane-owned elements d = lane + 32i), merged at the end.
+// Shared memory: q[head_dim], acc[kWarps][head_dim], m[kWarps], l[kWarps].
+__global__ void attention_kernel(const float* q, int heads, int kv_heads, int head_dim,
+                                 const std::int32_t* token_pos,
+                                 const std::int32_t* token_slot_begin,
+                                 const std::int64_t* slot_table, const void* k_cache,
+                                 const void* v_cache, const float* k_scales,
+                                 const float* v_scales, int type, float score_scale, int window,
+                                 float* out, float* capture, std::int64_t capture_stride) {
+    extern __shared__ float smem[];
+    float* q_s = smem;
+    float* acc = q_s + head_dim;
+    float* m_s = acc + kWarps * head_dim;
+    float* l_s = m_s + kWarps;
+
+    const std::int64_t th = blockIdx.x;
+    const std::int64_t t = th / heads;
+    const int h = static_cast<int>(th % heads);
+    const int kvh = h / (heads / kv_heads);
+    const int tid = static_cast<int>(threadIdx.x);
+    const int lane = tid % 32;
+    const int warp = tid / 32;
+
+    const float* q_row = q + th * head_dim;  // [t][h][d] = (t * heads + h) * head_dim
+    float* out_row = out + th * head_dim;
+    for (int d = tid; d < head_dim; d += kThreads) q_s[d] = q_row[d];
+    float* acc_w = acc + warp * head_dim;
+    for (int d = lane; d < head_dim; d += 32) acc_w[d] = 0.0f;
+    __syncthreads();
+
+    const int p = token_pos[t];
+    if (p < 0) {  // not a valid position: nothing to attend to
+        for (int d = tid; d < head_dim; d += kThreads) out_row[d] = 0.0f;
+        return;
+    }
+    const int first = window > 0 ? max(0, p - window + 1) : 0;
+    const std::int64_t* slots = slot_table + token_slot_begin[t];
+    float* cap = capture != nullptr ? capture + th * capture_stride : nullptr;
+
+    float m = -INFINITY;  // identical in every lane of the warp (xor reductions are symmetric)
+    float l = 0.0f;
+    for (int j = first + warp; j <= p; j += kWarps) {
+        const std::int64_t row = slots[j] * kv_heads + kvh;
+        const std::int64_t base = row * head_dim;
+        float partial = 0.0f;
+        for (int d = lane; d < head_dim; d += 32) partial += q_s[d] * load_kv(k_cache, type, base + d);
+        float dot = detail::warp_sum(partial);
+        if (type == kvt::kQ8) dot *= k_scales[row];
+        const float score = dot * score_scale;
+        if (cap != nullptr && lane == 0) cap[j] = score;  // raw score, normalised below
+        const float m_new = fmaxf(m, score);
+        const float correction = m == -INFINITY ? 0.0f : expf(m - m_new);
+        const float w = expf(score - m_new);
+        l = l * correction + w;
+        const float wv = type == kvt::kQ8 ? w * v_scales[row] : w;
+        for (int d = lane; d < head_dim; d += 32)
+            acc_w[d] = acc_w[d] * correction + wv * load_kv(v_cache, type, base + d);
+        m = m_new;
+    }
+    if (lane == 0) {
+        m_s[warp] = m;
+        l_s[warp] = l;
+    }
+    __syncthreads();
+
+    // Merge the warps: every thread computes the same M and L.
+    float m_all = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, m_s[w]);
+    float factor[kWarps];
+    float l_all = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+        factor[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - m_all);
+        l_all += l_s[w] * factor[w];
+    }
+    const float inv_l = 1.0f / l_all;
+    for (int d = tid; d < head_dim; d += kThreads) {
+        float sum = 0.0f;
+        for (int w = 0; w < kWarps; ++w) sum += acc[w * head_dim + d] * factor[w];
+        out_row[d] = sum * inv_l;
+    }
+    if (cap != nullptr) {
+        // The raw scores were written by lane 0 of each warp before the __syncthreads above.
+        for (int j = first + tid; j <= p; j += kThreads) cap[j] = expf(cap[j] - m_all) * inv_l;
+    }
+}
+
+}  // namespace
+
+void attention(const float* q, int tokens, int heads, int kv_heads, int head_dim,
+               const std::int32_t* token_pos, const std::int32_t* token_slot_begin,
+               const std::int64_t* slot_table, const void* k_cache, const void* v_cache,
+               const float* k_scales, const float* v_scales, kv::ElementType type,
+               float score_scale, int window, float* out, float* capture,
+               std::int64_t capture_stride, cudaStream_t s) {
+    const int t = static_cast<int>(type);
+    if (t != kvt::kF32 && t != kvt::kF16 && t != kvt::kQ8) {
+        throw InvalidArgument("cuda attention: unknown cache element type " + std::to_string(t));
+    }
+    if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 || head_dim <= 0) {
+        throw InvalidArgument("cuda attention: heads " + std::to_string(heads) + ", kv_heads " +
+                              std::to_string(kv_heads) + ", head_dim " + std::to_string(head_dim) +
+                              " (heads must be a positive multiple of kv_heads)");
+    }
+    if (t == kvt::kQ8 && (k_scales == nullptr || v_scales == nullptr)) {
+        throw InvalidArgument("cuda attention: a q8 cache needs k_scales and v_scales");
+    }
+    if (capture != nullptr && capture_stride <= 0) {
+        throw InvalidArgument("cuda attention: capture_stride must be positive");
+    }
+    if (tokens <= 0) return;
+    const std::size_t shared =
+        sizeof(float) * (static_cast<std::size_t>(head_dim) * (1 + kWarps) + 2 * kWarps);
+    if (shared > 48 * 1024) {
+        throw InvalidArgument("cuda attention: head_dim " + std::to_string(head_dim) +
+                              " needs more than 48 KiB of shared memory");
+    }
+    const auto blocks = static_cast<unsigned>(static_cast<std::int64_t>(tokens) * heads);
+    attention_kernel<<<blocks, kThreads, shared, s>>>(
+        q, heads, kv_heads, head_dim, token_pos, token_slot_begin, slot_table, k_cache, v_cache,
+        k_scales, v_scales, t, score_scale, window, out, capture, capture_stride);
+    TOKENSCOPE_CUDA_CHECK_LAUNCH("attention_kernel");
+}
+
+}  // namespace tokenscope::cuda::ops

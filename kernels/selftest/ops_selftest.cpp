@@ -1,0 +1,379 @@
+#include "selftest/ops_selftest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "kv/kv_storage.h"
+#include "kv/kv_types.h"
+#include "ops/activation.cuh"
+#include "ops/attention.cuh"
+#include "ops/check.h"
+#include "ops/elementwise.cuh"
+#include "ops/embedding.cuh"
+#include "ops/kv_append.cuh"
+#include "ops/kv_cache_types.cuh"
+#include "ops/rms_norm.cuh"
+#include "ops/rope.cuh"
+#include "ops/type_ids.h"
+#include "runtime/cpu_ops.h"
+#include "selftest/device_buffer.h"
+#include "tensor/f16.h"
+#include "tensor/type.h"
+
+namespace tokenscope::cuda::selftest {
+
+// The CUDA code repeats these enum values because it cannot include the engine headers.
+namespace dq = ops::dq;
+static_assert(dq::kF32 == static_cast<std::uint32_t>(tensor::Type::F32));
+static_assert(dq::kF16 == static_cast<std::uint32_t>(tensor::Type::F16));
+static_assert(dq::kQ4_0 == static_cast<std::uint32_t>(tensor::Type::Q4_0));
+static_assert(dq::kQ4_1 == static_cast<std::uint32_t>(tensor::Type::Q4_1));
+static_assert(dq::kQ5_0 == static_cast<std::uint32_t>(tensor::Type::Q5_0));
+static_assert(dq::kQ5_1 == static_cast<std::uint32_t>(tensor::Type::Q5_1));
+static_assert(dq::kQ8_0 == static_cast<std::uint32_t>(tensor::Type::Q8_0));
+static_assert(dq::kQ2_K == static_cast<std::uint32_t>(tensor::Type::Q2_K));
+static_assert(dq::kQ3_K == static_cast<std::uint32_t>(tensor::Type::Q3_K));
+static_assert(dq::kQ4_K == static_cast<std::uint32_t>(tensor::Type::Q4_K));
+static_assert(dq::kQ5_K == static_cast<std::uint32_t>(tensor::Type::Q5_K));
+static_assert(dq::kQ6_K == static_cast<std::uint32_t>(tensor::Type::Q6_K));
+static_assert(dq::kBF16 == static_cast<std::uint32_t>(tensor::Type::BF16));
+static_assert(ops::kvt::kF32 == static_cast<int>(kv::ElementType::F32));
+static_assert(ops::kvt::kF16 == static_cast<int>(kv::ElementType::F16));
+static_assert(ops::kvt::kQ8 == static_cast<int>(kv::ElementType::Q8));
+
+namespace {
+
+// Tolerances on ||cuda - cpu|| / ||cpu||.
+constexpr double kExact = 1e-6;  // same formula, same rounding: expected bit-exact
+constexpr double kF32 = 1e-5;    // f32 arithmetic in another order / other libm
+
+class Rng {
+  public:
+    explicit Rng(std::uint64_t seed) : engine_(seed) {}
+    // Uniform in [-1, -0.01] u [0.01, 1]: never zero.
+    float value() {
+        const float v = dist_(engine_);
+        return std::fabs(v) < 0.01f ? (v < 0 ? -0.5f : 0.5f) : v;
+    }
+    std::vector<float> values(std::size_t n, float scale = 1.0f) {
+        std::vector<float> out(n);
+        for (float& v : out) v = value() * scale;
+        return out;
+    }
+    std::mt19937_64& engine() { return engine_; }
+
+  private:
+    std::mt19937_64 engine_;
+    std::uniform_real_distribution<float> dist_{-1.0f, 1.0f};
+};
+
+double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        const double d = static_cast<double>(got[i]) - want[i];
+        diff += d * d;
+        norm += want[i] * want[i];
+    }
+    if (std::isnan(diff)) return INFINITY;
+    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+    return rel_error(got, std::vector<double>(want.begin(), want.end()));
+}
+
+OpCheck make_check(std::string name, std::string precision, double err, double tol) {
+    return OpCheck{std::move(name), std::move(precision), err, tol, err <= tol};
+}
+
+void sync() {
+    TOKENSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void check_embedding(Rng& rng, std::vector<OpCheck>& out) {
+    constexpr std::int64_t kWidth = 512;  // a whole number of 256-element super-blocks
+    constexpr int kVocab = 6;
+    const std::vector<std::int32_t> tokens = {3, 0, 5, 3, 1};
+    const int n = static_cast<int>(tokens.size());
+    const float scale = 1.7f;
+    DeviceBuffer<std::int32_t> d_tokens(tokens);
+    for (const tensor::TypeTraits& t : tensor::all_types()) {
+        const std::size_t rb = tensor::row_bytes(t.type, kWidth);
+        std::vector<std::uint8_t> table(rb * kVocab);
+        const std::vector<float> src = rng.values(static_cast<std::size_t>(kWidth) * kVocab, 2.0f);
+        for (int r = 0; r < kVocab; ++r)
+            tensor::quantize_row(t.type, src.data() + r * kWidth, table.data() + r * rb, kWidth);
+        std::vector<float> want(static_cast<std::size_t>(n) * kWidth);
+        for (int i = 0; i < n; ++i) {
+            float* row = want.data() + i * kWidth;
+            tensor::dequantize_row(t.type, table.data() + tokens[i] * rb, row, kWidth);
+            runtime::ops::scale(row, scale, kWidth);
+        }
+        DeviceBuffer<std::uint8_t> d_table(table);
+        DeviceBuffer<float> d_out(want.size());
+        ops::embedding(d_table.get(), t.type, kWidth, d_tokens.get(), n, scale, d_out.get(),
+                       nullptr);
+        sync();
+        out.push_back(make_check(std::string("embedding ") + t.name, "f32 (bit-exact expected)",
+                                 rel_error(d_out.download(), want), kExact));
+    }
+}
+
+void check_rms_norm(Rng& rng, std::vector<OpCheck>& out) {
+    constexpr int kRows = 7, kN = 320;
+    const float eps = 1e-6f;
+    const std::vector<float> x = rng.values(kRows * kN, 3.0f);
+    const std::vector<float> w = rng.values(kN);
+    std::vector<float> want(x.size()), want_plain(x.size());
+    for (int r = 0; r < kRows; ++r) {
+        runtime::ops::rms_norm(x.data() + r * kN, w.data(), want.data() + r * kN, kN, eps);
+        runtime::ops::rms_norm(x.data() + r * kN, nullptr, want_plain.data() + r * kN, kN, eps);
+    }
+    DeviceBuffer<float> d_x(x), d_w(w), d_out(x.size());
+    ops::rms_norm(d_x.get(), d_w.get(), d_out.get(), kRows, kN, eps, nullptr);
+    sync();
+    out.push_back(make_check("rms_norm", "f32", rel_error(d_out.download(), want), kF32));
+    ops::rms_norm(d_x.get(), nullptr, d_x.get(), kRows, kN, eps, nullptr);  // in place
+    sync();
+    out.push_back(make_check("rms_norm (in place, no weight)", "f32",
+                             rel_error(d_x.download(), want_plain), kF32));
+}
+
+void check_rope(Rng& rng, std::vector<OpCheck>& out) {
+    constexpr int kTokens = 5, kHeads = 3, kHeadDim = 64, kRopeDims = 48;
+    const std::vector<std::int32_t> pos = {0, 7, 100, 4095, 32000};
+    const float base = 10000.0f, linear = 2.0f;
+    std::vector<float> inv(kRopeDims / 2);
+    for (std::size_t i = 0; i < inv.size(); ++i)
+        inv[i] = static_cast<float>(std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / kRopeDims));
+    DeviceBuffer<std::int32_t> d_pos(pos);
+    for (const bool neox : {false, true}) {
+        const std::vector<float> x = rng.values(kTokens * kHeads * kHeadDim);
+        std::vector<float> want = x;
+        for (int t = 0; t < kTokens; ++t) {
+            const double p = static_cast<double>(pos[t]) / linear;
+            for (int h = 0; h < kHeads; ++h)
+                runtime::ops::rope(want.data() + (t * kHeads + h) * kHeadDim, kRopeDims, p, inv.data(), neox);
+        }
+        DeviceBuffer<float> d_x(x);
+        ops::rope(d_x.get(), kTokens, kHeads, kHeadDim, kRopeDims, d_pos.get(), base, linear, neox,
+                  nullptr);
+        sync();
+        out.push_back(make_check(neox ? "rope (neox)" : "rope (normal)", "f32",
+                                 rel_error(d_x.download(), want), kF32));
+    }
+}
+
+void check_elementwise(Rng& rng, std::vector<OpCheck>& out) {
+    constexpr std::int64_t kN = 4099;
+    const std::vector<float> a = rng.values(kN, 4.0f);
+    const std::vector<float> b = rng.values(kN, 2.0f);
+    struct Case {
+        const char* name;
+        void (*cpu)(float*, const float*, std::int64_t);
+        void (*gpu)(float*, const float*, std::int64_t, cudaStream_t);
+        double tol;
+    };
+    const Case cases[] = {{"silu_mul", runtime::ops::silu_mul, ops::silu_mul, kF32},
+                          {"gelu_tanh_mul", runtime::ops::gelu_tanh_mul, ops::gelu_tanh_mul, kF32},
+                          {"add", runtime::ops::add, ops::add, kExact}};
+    for (const Case& c : cases) {
+        std::vector<float> want = a;
+        c.cpu(want.data(), b.data(), kN);
+        DeviceBuffer<float> d_a(a), d_b(b);
+        c.gpu(d_a.get(), d_b.get(), kN, nullptr);
+        sync();
+        out.push_back(make_check(c.name, "f32", rel_error(d_a.download(), want), c.tol));
+    }
+    std::vector<float> want = a;
+    runtime::ops::scale(want.data(), -0.37f, kN);
+    DeviceBuffer<float> d_a(a);
+    ops::scale(d_a.get(), -0.37f, kN, nullptr);
+    sync();
+    out.push_back(make_check("scale", "f32", rel_error(d_a.download(), want), kExact));
+}
+
+// Device cache of one layer with the KvStorage layout.
+struct DeviceCache {
+    DeviceCache(const kv::CacheShape& shape)
+        : slots(kv::capacity_tokens(shape)),
+          value_bytes(static_cast<std::size_t>(slots) * shape.kv_heads * shape.head_dim *
+                      kv::element_bytes(shape.type)),
+          k(value_bytes),
+          v(value_bytes),
+          k_scales(static_cast<std::size_t>(slots) * shape.kv_heads),
+          v_scales(static_cast<std::size_t>(slots) * shape.kv_heads) {
+        k.zero();
+        v.zero();
+        k_scales.zero();
+        v_scales.zero();
+    }
+    // Row (slot, head) converted to float, as KvStorage::read_k/read_v does.
+    static void read(const kv::CacheShape& shape, const std::vector<std::uint8_t>& values,
+                     const std::vector<float>& scales, std::int64_t slot, int head, float* out) {
+        const std::int64_t row = slot * shape.kv_heads + head;
+        const int d = shape.head_dim;
+        const std::uint8_t* p = values.data() + row * d * kv::element_bytes(shape.type);
+        for (int i = 0; i < d; ++i) {
+            switch (shape.type) {
+                case kv::ElementType::F32: std::memcpy(&out[i], p + 4 * i, 4); break;
+                case kv::ElementType::F16: {
+                    std::uint16_t h = 0;
+                    std::memcpy(&h, p + 2 * i, 2);
+                    out[i] = tensor::f16_to_f32(h);
+                    break;
+                }
+                case kv::ElementType::Q8:
+                    out[i] = static_cast<float>(static_cast<std::int8_t>(p[i])) * scales[row];
+                    break;
+            }
+        }
+    }
+    std::int64_t slots;
+    std::size_t value_bytes;
+    DeviceBuffer<std::uint8_t> k, v;
+    DeviceBuffer<float> k_scales, v_scales;
+};
+
+void check_kv_and_attention(Rng& rng, std::vector<OpCheck>& out) {
+    constexpr int kHeads = 4, kKvHeads = 2, kHeadDim = 64;
+    constexpr int kRow = kKvHeads * kHeadDim;
+    // Two sequences: A with 40 positions, B with 25, their slots scattered over 8 blocks of 16.
+    constexpr int kLenA = 40, kLenB = 25;
+    for (const kv::ElementType type :
+         {kv::ElementType::F32, kv::ElementType::F16, kv::ElementType::Q8}) {
+        const kv::CacheShape shape{1, kKvHeads, kHeadDim, 8, 16, type};
+        const std::string tname = kv::element_type_name(type);
+        std::vector<std::int64_t> perm(static_cast<std::size_t>(kv::capacity_tokens(shape)));
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng.engine());
+        // slot_table: A's positions at [0, 40), B's at [40, 65).
+        const std::vector<std::int64_t> slot_table(perm.begin(), perm.begin() + kLenA + kLenB);
+        const int total = kLenA + kLenB;
+        const std::vector<float> k = rng.values(static_cast<std::size_t>(total) * kRow, 2.0f);
+        const std::vector<float> v = rng.values(static_cast<std::size_t>(total) * kRow, 2.0f);
+
+        // kv_append of every position, against KvStorage::write.
+        kv::KvStorage cpu(shape, kv::KernelChoice::Scalar);
+        for (int i = 0; i < total; ++i)
+            cpu.write(0, slot_table[i], k.data() + i * kRow, v.data() + i * kRow);
+        DeviceCache dev(shape);
+        DeviceBuffer<float> d_k(k), d_v(v);
+        DeviceBuffer<std::int64_t> d_slots(slot_table);
+        ops::kv_append(d_k.get(), d_v.get(), total, d_slots.get(), dev.k.get(), dev.v.get(),
+                       dev.k_scales.get(), dev.v_scales.get(), kKvHeads, kHeadDim, type, nullptr);
+        sync();
+        const auto k_bytes = dev.k.download(), v_bytes = dev.v.download();
+        const auto k_sc = dev.k_scales.download(), v_sc = dev.v_scales.download();
+        std::vector<float> got, want;
+        std::vector<float> row(kHeadDim);
+        for (int i = 0; i < total; ++i) {
+            for (int h = 0; h < kKvHeads; ++h) {
+                DeviceCache::read(shape, k_bytes, k_sc, slot_table[i], h, row.data());
+                got.insert(got.end(), row.begin(), row.end());
+                DeviceCache::read(shape, v_bytes, v_sc, slot_table[i], h, row.data());
+                got.insert(got.end(), row.begin(), row.end());
+                cpu.read_k(0, slot_table[i], h, row.data());
+                want.insert(want.end(), row.begin(), row.end());
+                cpu.read_v(0, slot_table[i], h, row.data());
+                want.insert(want.end(), row.begin(), row.end());
+            }
+        }
+        out.push_back(make_check("kv_append " + tname, tname + " cache vs KvStorage (bit-exact expected)",
+                                 rel_error(got, want), kExact));
+
+        // Attention: 10 tokens of A (positions 30..39, a prefill chunk) and B's token at 24.
+        std::vector<std::int32_t> pos, begin;
+        for (int p = 30; p < kLenA; ++p) {
+            pos.push_back(p);
+            begin.push_back(0);
+        }
+        pos.push_back(kLenB - 1);
+        begin.push_back(kLenA);
+        const int tokens = static_cast<int>(pos.size());
+        const std::vector<float> q = rng.values(static_cast<std::size_t>(tokens) * kHeads * kHeadDim);
+        const float score_scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+        constexpr std::int64_t kStride = 48;
+        DeviceBuffer<float> d_q(q);
+        DeviceBuffer<std::int32_t> d_pos(pos), d_begin(begin);
+        for (const int window : {0, 8}) {
+            // float64 reference over the values KvStorage stored.
+            std::vector<double> ref(q.size()), ref_cap(static_cast<std::size_t>(tokens) * kHeads * kStride, 0.0);
+            std::vector<float> kr(kHeadDim), vr(kHeadDim);
+            for (int t = 0; t < tokens; ++t) {
+                const int p = pos[t];
+                const int first = window > 0 ? std::max(0, p - window + 1) : 0;
+                for (int h = 0; h < kHeads; ++h) {
+                    const int kvh = h / (kHeads / kKvHeads);
+                    const float* qr = q.data() + (t * kHeads + h) * kHeadDim;
+                    std::vector<double> sc;
+                    for (int j = first; j <= p; ++j) {
+                        cpu.read_k(0, slot_table[begin[t] + j], kvh, kr.data());
+                        double dot = 0;
+                        for (int d = 0; d < kHeadDim; ++d) dot += static_cast<double>(qr[d]) * kr[d];
+                        sc.push_back(dot * score_scale);
+                    }
+                    const double mx = *std::max_element(sc.begin(), sc.end());
+                    double sum = 0;
+                    for (double& s : sc) sum += (s = std::exp(s - mx));
+                    double* o = ref.data() + (t * kHeads + h) * kHeadDim;
+                    for (int j = first; j <= p; ++j) {
+                        const double w = sc[j - first] / sum;
+                        ref_cap[(t * kHeads + h) * kStride + j] = w;
+                        cpu.read_v(0, slot_table[begin[t] + j], kvh, vr.data());
+                        for (int d = 0; d < kHeadDim; ++d) o[d] += w * vr[d];
+                    }
+                }
+            }
+            DeviceBuffer<float> d_out(q.size()), d_cap(ref_cap.size());
+            d_cap.zero();
+            ops::attention(d_q.get(), tokens, kHeads, kKvHeads, kHeadDim, d_pos.get(), d_begin.get(),
+                           d_slots.get(), dev.k.get(), dev.v.get(), dev.k_scales.get(),
+                           dev.v_scales.get(), type, score_scale, window, d_out.get(), d_cap.get(),
+                           kStride, nullptr);
+            sync();
+            const std::string suffix = " " + tname + (window > 0 ? " window 8" : " full");
+            out.push_back(make_check("attention" + suffix, "f32 vs float64 on the stored " + tname + " values",
+                                     rel_error(d_out.download(), ref), kF32));
+            out.push_back(make_check("attention capture" + suffix, "f32 softmax weights",
+                                     rel_error(d_cap.download(), ref_cap), kF32));
+            // Without capture the output must be the same.
+            DeviceBuffer<float> d_out2(q.size());
+            ops::attention(d_q.get(), tokens, kHeads, kKvHeads, kHeadDim, d_pos.get(), d_begin.get(),
+                           d_slots.get(), dev.k.get(), dev.v.get(), dev.k_scales.get(),
+                           dev.v_scales.get(), type, score_scale, window, d_out2.get(), nullptr, 0,
+                           nullptr);
+            sync();
+            out.push_back(make_check("attention (no capture)" + suffix, "f32 vs float64",
+                                     rel_error(d_out2.download(), ref), kF32));
+        }
+        // The cache precision itself, against the unquantized inputs (documents f16/q8 error).
+        std::vector<float> orig;
+        for (int i = 0; i < total; ++i)
+            for (int h = 0; h < kKvHeads; ++h) {
+                orig.insert(orig.end(), k.begin() + i * kRow + h * kHeadDim, k.begin() + i * kRow + (h + 1) * kHeadDim);
+                orig.insert(orig.end(), v.begin() + i * kRow + h * kHeadDim, v.begin() + i * kRow + (h + 1) * kHeadDim);
+            }
+        const double cache_tol = type == kv::ElementType::F32 ? kExact : type == kv::ElementType::F16 ? 1e-3 : 1e-2;
+        out.push_back(make_check("kv_append " + tname + " vs inputs", tname + " storage precision",
+                                 rel_error(got, orig), cache_tol));
+    }
+}
+
+}  // namespace
+
+std::vector<OpCheck> check_ops(std::uint64_t seed) {
+    Rng rng(seed);
+    std::vector<OpCheck> out;
+    check_embedding(rng, out);
+    check_rms_norm(rng, out);
+    check_rope(rng, out);
+    check_elementwise(rng, out);
+    check_kv_and_attention(rng, out);
+    return out;
+}
+
+}  // namespace tokenscope::cuda::selftest
