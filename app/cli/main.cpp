@@ -7,6 +7,9 @@
 #include <string>
 
 #include "commands.h"
+#ifdef TOKENSCOPE_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 #include "util/error.h"
 #include "util/log.h"
 #include "version.h"
@@ -34,6 +37,7 @@ const char* const kUsage =
     "            perplexity over a text file\n"
     "  make-model --out FILE [--type f16|q8_0|q4_k|...] [--width 1024 --layers 16 --heads 16\n"
     "            --kv-heads 4 --ffn 2816 --vocab 32000 --seed 1]   a synthetic Llama for benchmarks\n"
+    "  selftest  --device cuda [--model FILE]   every CUDA op and whole-model logits against the CPU\n"
     "  devices   [--json]\n"
     "            the compute devices this build can use\n"
     "\n"
@@ -68,9 +72,12 @@ int dispatch(int argc, char** argv) {
         break;
     }
     tokenscope::log::configure(log_level);
+#ifdef TOKENSCOPE_HAVE_CUDA
+    tokenscope::cuda::register_backend();  // --device cuda|auto can then pick it
+#endif
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, chat, bench, ppl, make-model, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
@@ -81,8 +88,9 @@ int dispatch(int argc, char** argv) {
     if (command == "bench") return tokenscope::cli::run_bench(argc, argv, first + 1);
     if (command == "ppl") return tokenscope::cli::run_ppl(argc, argv, first + 1);
     if (command == "make-model") return tokenscope::cli::run_make_model(argc, argv, first + 1);
+    if (command == "selftest") return tokenscope::cli::run_selftest(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, chat, bench, ppl, make-model, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, devices; see --help)");
 }
 
 }  // namespace

@@ -1,0 +1,375 @@
+#include "cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "device_buffer.h"
+#include "device_info.h"
+#include "inspect/attention_capture.h"
+#include "kv/kv_cache_manager.h"
+#include "matmul/matmul.cuh"
+#include "ops/activation.cuh"
+#include "ops/attention.cuh"
+#include "ops/elementwise.cuh"
+#include "ops/embedding.cuh"
+#include "ops/kv_append.cuh"
+#include "ops/rms_norm.cuh"
+#include "ops/rope.cuh"
+#include "runtime/backend_registry.h"
+#include "util/error.h"
+
+namespace tokenscope::cuda {
+
+namespace {
+
+struct DeviceMatrix {
+    tensor::Type type = tensor::Type::F32;
+    std::int64_t rows = 0, cols = 0;
+    DeviceBuffer data;
+};
+
+struct DeviceLayer {
+    DeviceBuffer attn_norm, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffn_norm;
+    DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+std::uint64_t matrix_bytes(const model::WeightMatrix& m) { return m.data ? m.bytes : 0; }
+
+template <typename T>
+void grow_for(DeviceBuffer& b, std::int64_t count, const char* purpose) {
+    b.grow(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(T), purpose);
+}
+
+}  // namespace
+
+struct CudaBackend::State {
+    const model::ModelConfig& config;
+    const model::ModelWeights& weights;
+    kv::CacheShape shape;
+    cudaStream_t stream = nullptr;
+    MatmulWorkspace workspace;
+    DeviceMatrix embedding, output;
+    DeviceBuffer output_norm;
+    std::vector<DeviceLayer> layers;
+    // The paged cache: per layer, K and V as [slot][kv_head][head_dim] (and Q8 scales as
+    // [slot][kv_head]), all layers in one buffer each.
+    DeviceBuffer k_cache, v_cache, k_scales, v_scales;
+    std::size_t layer_values_bytes = 0;  // one layer's K (or V) values
+    std::size_t layer_scale_floats = 0;
+    std::uint64_t weight_bytes = 0;
+    // Scratch, grown to the largest batch.
+    DeviceBuffer tokens, positions, slots, slot_begin, slot_table;
+    DeviceBuffer x, xn, q, k, v, attn, proj, gate, up, logits_in, logits, capture;
+    std::string device_name;
+
+    State(const model::ModelConfig& c, const model::ModelWeights& w, const kv::CacheShape& s)
+        : config(c), weights(w), shape(s) {}
+
+    ~State() {
+        if (stream) cudaStreamDestroy(stream);
+    }
+
+    void upload_vector(DeviceBuffer& b, const std::vector<float>& v, const char* what) {
+        if (v.empty()) return;
+        b.grow(v.size() * sizeof(float), what);
+        b.upload(v.data(), v.size() * sizeof(float), stream);
+    }
+
+    void upload_matrix(DeviceMatrix& d, const model::WeightMatrix& m, const char* what) {
+        d.type = m.type;
+        d.rows = m.rows;
+        d.cols = m.cols;
+        d.data.grow(m.bytes, what);
+        d.data.upload(m.data, m.bytes, stream);
+        weight_bytes += m.bytes;
+    }
+
+    void* k_layer(int l) const { return static_cast<char*>(k_cache.data()) + layer_values_bytes * static_cast<std::size_t>(l); }
+    void* v_layer(int l) const { return static_cast<char*>(v_cache.data()) + layer_values_bytes * static_cast<std::size_t>(l); }
+    float* k_scale_layer(int l) const {
+        return shape.type == kv::ElementType::Q8 ? k_scales.as<float>() + layer_scale_floats * static_cast<std::size_t>(l) : nullptr;
+    }
+    float* v_scale_layer(int l) const {
+        return shape.type == kv::ElementType::Q8 ? v_scales.as<float>() + layer_scale_floats * static_cast<std::size_t>(l) : nullptr;
+    }
+
+    void mm(const DeviceMatrix& w, const float* in, int n_tokens, float* out_) {
+        matmul(w.type, w.data.data(), w.rows, w.cols, in, n_tokens, out_, workspace, stream);
+    }
+};
+
+std::string unavailable_reason() {
+    const DeviceQuery q = query_devices();
+    return q.devices.empty() ? q.problem : std::string();
+}
+
+CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWeights& weights, const kv::CacheShape& shape)
+    : state_(std::make_unique<State>(config, weights, shape)) {
+    State& s = *state_;
+    kv::validate(shape);
+    // Budget first: weights + cache + a margin for activations and cuBLAS, against free memory.
+    std::uint64_t need = kv::capacity_bytes(shape);
+    need += matrix_bytes(weights.token_embedding) + (config.tied_output ? 0 : matrix_bytes(weights.output));
+    for (const auto& L : weights.layers) {
+        for (const auto* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) need += matrix_bytes(*m);
+    }
+    constexpr std::uint64_t kMargin = 512ull << 20;
+    std::size_t free_bytes = 0, total_bytes = 0;
+    TOKENSCOPE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (need + kMargin > free_bytes) {
+        throw Error("CUDA: the model and its KV cache need " + std::to_string((need + kMargin) >> 20) + " MiB, the GPU has " +
+                    std::to_string(free_bytes >> 20) + " MiB free of " + std::to_string(total_bytes >> 20) +
+                    " MiB (use a smaller --ctx, --kv-type q8, or --device cpu)");
+    }
+    cudaDeviceProp prop{};
+    TOKENSCOPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    s.device_name = prop.name;
+    TOKENSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    // bf16 for the cuBLAS (prefill) inputs: f16 overflows above 65504, which Gemma's
+    // activations can reach; bf16 has f32's range at 8 bits of mantissa.
+    s.workspace.precision = GemmPrecision::BF16;
+
+    s.upload_matrix(s.embedding, weights.token_embedding, "token embedding");
+    if (!config.tied_output) s.upload_matrix(s.output, weights.output, "output matrix");
+    s.upload_vector(s.output_norm, weights.output_norm, "output norm");
+    s.layers.resize(weights.layers.size());
+    for (std::size_t l = 0; l < weights.layers.size(); ++l) {
+        const model::LayerWeights& L = weights.layers[l];
+        DeviceLayer& D = s.layers[l];
+        s.upload_vector(D.attn_norm, L.attn_norm, "attention norm");
+        s.upload_vector(D.q_norm, L.q_norm, "q norm");
+        s.upload_vector(D.k_norm, L.k_norm, "k norm");
+        s.upload_vector(D.post_attn_norm, L.post_attn_norm, "post-attention norm");
+        s.upload_vector(D.ffn_norm, L.ffn_norm, "ffn norm");
+        s.upload_vector(D.post_ffn_norm, L.post_ffn_norm, "post-ffn norm");
+        s.upload_matrix(D.wq, L.wq, "attn_q");
+        s.upload_matrix(D.wk, L.wk, "attn_k");
+        s.upload_matrix(D.wv, L.wv, "attn_v");
+        s.upload_matrix(D.wo, L.wo, "attn_output");
+        s.upload_matrix(D.w_gate, L.w_gate, "ffn_gate");
+        s.upload_matrix(D.w_up, L.w_up, "ffn_up");
+        s.upload_matrix(D.w_down, L.w_down, "ffn_down");
+    }
+    const std::size_t slots = static_cast<std::size_t>(shape.num_blocks) * static_cast<std::size_t>(shape.block_size);
+    const std::size_t row = static_cast<std::size_t>(shape.kv_heads) * static_cast<std::size_t>(shape.head_dim);
+    s.layer_values_bytes = slots * row * static_cast<std::size_t>(kv::element_bytes(shape.type));
+    s.k_cache.grow(s.layer_values_bytes * static_cast<std::size_t>(shape.layers), "KV cache (K)");
+    s.v_cache.grow(s.layer_values_bytes * static_cast<std::size_t>(shape.layers), "KV cache (V)");
+    if (shape.type == kv::ElementType::Q8) {
+        s.layer_scale_floats = slots * static_cast<std::size_t>(shape.kv_heads);
+        s.k_scales.grow(s.layer_scale_floats * static_cast<std::size_t>(shape.layers) * sizeof(float), "KV scales (K)");
+        s.v_scales.grow(s.layer_scale_floats * static_cast<std::size_t>(shape.layers) * sizeof(float), "KV scales (V)");
+    }
+    TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    spdlog::info("cuda backend: {} ({} MiB of weights, {} MiB of KV cache)", s.device_name, s.weight_bytes >> 20,
+                 kv::capacity_bytes(shape) >> 20);
+}
+
+CudaBackend::~CudaBackend() = default;
+
+std::string CudaBackend::name() const { return "cuda (" + state_->device_name + ")"; }
+
+runtime::BackendMemory CudaBackend::memory() const {
+    const State& s = *state_;
+    runtime::BackendMemory m;
+    m.weight_bytes = s.weight_bytes;
+    m.kv_cache_bytes = kv::capacity_bytes(s.shape);
+    for (const DeviceBuffer* b : {&s.x, &s.xn, &s.q, &s.k, &s.v, &s.attn, &s.proj, &s.gate, &s.up, &s.logits, &s.capture}) {
+        m.activation_bytes += b->bytes();
+    }
+    return m;
+}
+
+void CudaBackend::forward(const runtime::Batch& batch, kv::KvCacheManager& kv, runtime::ForwardOutputs& out) {
+    State& s = *state_;
+    const auto& c = s.config;
+    const std::int64_t width = c.embedding_length;
+
+    // Copy-on-write block copies queued by the cache manager, for every layer, K and V.
+    const std::size_t slot_value_bytes = s.layer_values_bytes / (static_cast<std::size_t>(s.shape.num_blocks) * s.shape.block_size);
+    for (const kv::BlockCopy& copy : kv.take_block_copies()) {
+        for (int l = 0; l < s.shape.layers; ++l) {
+            const std::size_t src = static_cast<std::size_t>(copy.src) * s.shape.block_size * slot_value_bytes;
+            const std::size_t dst = static_cast<std::size_t>(copy.dst) * s.shape.block_size * slot_value_bytes;
+            const std::size_t bytes = static_cast<std::size_t>(copy.tokens) * slot_value_bytes;
+            for (void* base : {s.k_layer(l), s.v_layer(l)}) {
+                TOKENSCOPE_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(base) + dst, static_cast<char*>(base) + src, bytes,
+                                                      cudaMemcpyDeviceToDevice, s.stream));
+            }
+            if (s.shape.type == kv::ElementType::Q8) {
+                const std::size_t per_slot = static_cast<std::size_t>(s.shape.kv_heads);
+                for (float* base : {s.k_scale_layer(l), s.v_scale_layer(l)}) {
+                    TOKENSCOPE_CUDA_CHECK(cudaMemcpyAsync(base + static_cast<std::size_t>(copy.dst) * s.shape.block_size * per_slot,
+                                                          base + static_cast<std::size_t>(copy.src) * s.shape.block_size * per_slot,
+                                                          static_cast<std::size_t>(copy.tokens) * per_slot * sizeof(float),
+                                                          cudaMemcpyDeviceToDevice, s.stream));
+                }
+            }
+        }
+    }
+
+    // Host-side bookkeeping of the ragged batch, then one upload.
+    std::vector<std::int32_t> tokens, positions, slot_begin;
+    std::vector<std::int64_t> slots, slot_table;
+    std::vector<std::int64_t> logit_rows;
+    out.first_row.assign(batch.chunks.size(), -1);
+    std::int64_t max_end = 0;
+    bool any_capture = false;
+    for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+        const runtime::SeqChunk& chunk = batch.chunks[ci];
+        const std::int64_t end = chunk.start_pos + static_cast<std::int64_t>(chunk.tokens.size());
+        if (kv.num_tokens(chunk.seq) < end) {
+            throw InvalidArgument("forward: sequence " + std::to_string(chunk.seq) + " has fewer cache slots than the chunk needs");
+        }
+        const auto begin = static_cast<std::int32_t>(slot_table.size());
+        for (std::int64_t p = 0; p < end; ++p) slot_table.push_back(kv.slot(chunk.seq, static_cast<int>(p)));
+        const auto n = static_cast<std::int64_t>(chunk.tokens.size());
+        if (chunk.logits != runtime::LogitsWanted::None && n > 0) out.first_row[ci] = static_cast<std::int64_t>(logit_rows.size());
+        for (std::int64_t i = 0; i < n; ++i) {
+            const std::int32_t token = chunk.tokens[static_cast<std::size_t>(i)];
+            if (token < 0 || token >= c.vocab_size) throw InvalidArgument("forward: token id " + std::to_string(token) + " out of range");
+            const std::int64_t row = static_cast<std::int64_t>(tokens.size());
+            tokens.push_back(token);
+            positions.push_back(static_cast<std::int32_t>(chunk.start_pos + i));
+            slots.push_back(slot_table[static_cast<std::size_t>(begin + chunk.start_pos + i)]);
+            slot_begin.push_back(begin);
+            if (chunk.logits == runtime::LogitsWanted::All || (chunk.logits == runtime::LogitsWanted::Last && i == n - 1)) {
+                logit_rows.push_back(row);
+            }
+        }
+        max_end = std::max(max_end, end);
+        if (chunk.capture) {
+            chunk.capture->prepare_rows(end);
+            any_capture = true;
+        }
+    }
+    const auto T = static_cast<int>(tokens.size());
+    out.vocab_size = c.vocab_size;
+    if (T == 0) {
+        out.logits.clear();
+        return;
+    }
+    grow_for<std::int32_t>(s.tokens, T, "token ids");
+    grow_for<std::int32_t>(s.positions, T, "positions");
+    grow_for<std::int64_t>(s.slots, T, "slots");
+    grow_for<std::int32_t>(s.slot_begin, T, "slot offsets");
+    grow_for<std::int64_t>(s.slot_table, static_cast<std::int64_t>(slot_table.size()), "slot table");
+    s.tokens.upload(tokens.data(), tokens.size() * sizeof(std::int32_t), s.stream);
+    s.positions.upload(positions.data(), positions.size() * sizeof(std::int32_t), s.stream);
+    s.slots.upload(slots.data(), slots.size() * sizeof(std::int64_t), s.stream);
+    s.slot_begin.upload(slot_begin.data(), slot_begin.size() * sizeof(std::int32_t), s.stream);
+    s.slot_table.upload(slot_table.data(), slot_table.size() * sizeof(std::int64_t), s.stream);
+
+    grow_for<float>(s.x, T * width, "activations");
+    grow_for<float>(s.xn, T * width, "activations");
+    grow_for<float>(s.q, T * c.q_dim(), "queries");
+    grow_for<float>(s.k, T * c.kv_dim(), "keys");
+    grow_for<float>(s.v, T * c.v_dim(), "values");
+    grow_for<float>(s.attn, T * c.heads * c.value_dim, "attention output");
+    grow_for<float>(s.proj, T * width, "projections");
+    grow_for<float>(s.gate, T * c.ffn_length, "ffn gate");
+    grow_for<float>(s.up, T * c.ffn_length, "ffn up");
+    const std::int64_t capture_stride = max_end;
+    if (any_capture) grow_for<float>(s.capture, static_cast<std::int64_t>(T) * c.heads * capture_stride, "attention capture");
+    std::vector<float> capture_host;
+
+    ops::embedding(s.embedding.data.data(), s.embedding.type, width, s.tokens.as<std::int32_t>(), T, c.embedding_scale,
+                   s.x.as<float>(), s.stream);
+    for (int l = 0; l < static_cast<int>(c.layers); ++l) {
+        const DeviceLayer& L = s.layers[static_cast<std::size_t>(l)];
+        ops::rms_norm(s.x.as<float>(), L.attn_norm.as<float>(), s.xn.as<float>(), T, static_cast<int>(width), c.norm_eps, s.stream);
+        s.mm(L.wq, s.xn.as<float>(), T, s.q.as<float>());
+        s.mm(L.wk, s.xn.as<float>(), T, s.k.as<float>());
+        s.mm(L.wv, s.xn.as<float>(), T, s.v.as<float>());
+        if (c.qk_norm) {
+            ops::rms_norm(s.q.as<float>(), L.q_norm.as<float>(), s.q.as<float>(), T * static_cast<int>(c.heads),
+                          static_cast<int>(c.head_dim), c.norm_eps, s.stream);
+            ops::rms_norm(s.k.as<float>(), L.k_norm.as<float>(), s.k.as<float>(), T * static_cast<int>(c.kv_heads),
+                          static_cast<int>(c.head_dim), c.norm_eps, s.stream);
+        }
+        const bool neox = c.rope_style == model::RopeStyle::NeoX;
+        ops::rope(s.q.as<float>(), T, static_cast<int>(c.heads), static_cast<int>(c.head_dim), static_cast<int>(c.rope_dims),
+                  s.positions.as<std::int32_t>(), c.rope_base(l), c.rope_linear_scale, neox, s.stream);
+        ops::rope(s.k.as<float>(), T, static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim), static_cast<int>(c.rope_dims),
+                  s.positions.as<std::int32_t>(), c.rope_base(l), c.rope_linear_scale, neox, s.stream);
+        ops::kv_append(s.k.as<float>(), s.v.as<float>(), T, s.slots.as<std::int64_t>(), s.k_layer(l), s.v_layer(l),
+                       s.k_scale_layer(l), s.v_scale_layer(l), static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim),
+                       s.shape.type, s.stream);
+        bool capture_layer = false;
+        for (const auto& chunk : batch.chunks) capture_layer = capture_layer || (chunk.capture && chunk.capture->wants_layer(l));
+        if (capture_layer) s.capture.zero(s.stream);
+        ops::attention(s.q.as<float>(), T, static_cast<int>(c.heads), static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim),
+                       s.positions.as<std::int32_t>(), s.slot_begin.as<std::int32_t>(), s.slot_table.as<std::int64_t>(),
+                       s.k_layer(l), s.v_layer(l), s.k_scale_layer(l), s.v_scale_layer(l), s.shape.type, c.attention_scale,
+                       c.uses_window(l) ? static_cast<int>(c.sliding_window) : 0, s.attn.as<float>(),
+                       capture_layer ? s.capture.as<float>() : nullptr, capture_stride, s.stream);
+        if (capture_layer) {
+            // Materialised rows come back to the host only for the layers someone watches.
+            capture_host.resize(static_cast<std::size_t>(T) * c.heads * static_cast<std::size_t>(capture_stride));
+            s.capture.download(capture_host.data(), capture_host.size() * sizeof(float), s.stream);
+            TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+            int t = 0;
+            for (const auto& chunk : batch.chunks) {
+                for (std::size_t i = 0; i < chunk.tokens.size(); ++i, ++t) {
+                    if (!chunk.capture) continue;
+                    const std::int64_t pos = chunk.start_pos + static_cast<std::int64_t>(i);
+                    if (!chunk.capture->wants_position(pos)) continue;
+                    const std::int64_t first = c.uses_window(l) ? std::max<std::int64_t>(0, pos - c.sliding_window + 1) : 0;
+                    for (int h = 0; h < static_cast<int>(c.heads); ++h) {
+                        if (!chunk.capture->wants(l, h)) continue;
+                        const float* row = capture_host.data() + (static_cast<std::size_t>(t) * c.heads + h) * capture_stride;
+                        chunk.capture->set_row(l, h, pos, first, {row + first, static_cast<std::size_t>(pos - first + 1)});
+                    }
+                }
+            }
+        }
+        s.mm(L.wo, s.attn.as<float>(), T, s.proj.as<float>());
+        if (c.post_norms) ops::rms_norm(s.proj.as<float>(), L.post_attn_norm.as<float>(), s.proj.as<float>(), T, static_cast<int>(width), c.norm_eps, s.stream);
+        ops::add(s.x.as<float>(), s.proj.as<float>(), T * width, s.stream);
+        ops::rms_norm(s.x.as<float>(), L.ffn_norm.as<float>(), s.xn.as<float>(), T, static_cast<int>(width), c.norm_eps, s.stream);
+        s.mm(L.w_gate, s.xn.as<float>(), T, s.gate.as<float>());
+        s.mm(L.w_up, s.xn.as<float>(), T, s.up.as<float>());
+        if (c.activation == model::FfnActivation::GeluTanh) {
+            ops::gelu_tanh_mul(s.gate.as<float>(), s.up.as<float>(), T * c.ffn_length, s.stream);
+        } else {
+            ops::silu_mul(s.gate.as<float>(), s.up.as<float>(), T * c.ffn_length, s.stream);
+        }
+        s.mm(L.w_down, s.gate.as<float>(), T, s.proj.as<float>());
+        if (c.post_norms) ops::rms_norm(s.proj.as<float>(), L.post_ffn_norm.as<float>(), s.proj.as<float>(), T, static_cast<int>(width), c.norm_eps, s.stream);
+        ops::add(s.x.as<float>(), s.proj.as<float>(), T * width, s.stream);
+    }
+
+    // Logits only for the rows that need them: gather, norm, project, download.
+    const auto R = static_cast<int>(logit_rows.size());
+    out.logits.resize(static_cast<std::size_t>(R) * static_cast<std::size_t>(c.vocab_size));
+    if (R > 0) {
+        grow_for<float>(s.logits_in, R * width, "logit rows");
+        grow_for<float>(s.logits, static_cast<std::int64_t>(R) * c.vocab_size, "logits");
+        for (int r = 0; r < R; ++r) {
+            TOKENSCOPE_CUDA_CHECK(cudaMemcpyAsync(s.logits_in.as<float>() + r * width, s.x.as<float>() + logit_rows[static_cast<std::size_t>(r)] * width,
+                                                  static_cast<std::size_t>(width) * sizeof(float), cudaMemcpyDeviceToDevice, s.stream));
+        }
+        ops::rms_norm(s.logits_in.as<float>(), s.output_norm.as<float>(), s.logits_in.as<float>(), R, static_cast<int>(width), c.norm_eps, s.stream);
+        const DeviceMatrix& output = c.tied_output ? s.embedding : s.output;
+        s.mm(output, s.logits_in.as<float>(), R, s.logits.as<float>());
+        s.logits.download(out.logits.data(), out.logits.size() * sizeof(float), s.stream);
+    }
+    TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+}
+
+void register_backend() {
+    runtime::GpuBackendFactory factory;
+    factory.name = "cuda";
+    factory.unavailable_reason = [] { return unavailable_reason(); };
+    factory.create = [](const model::ModelConfig& config, const model::ModelWeights& weights,
+                        const kv::CacheShape& shape) -> std::unique_ptr<runtime::Backend> {
+        return std::make_unique<CudaBackend>(config, weights, shape);
+    };
+    runtime::register_gpu_backend(factory);
+}
+
+}  // namespace tokenscope::cuda
