@@ -124,6 +124,24 @@ private slots:
         QCOMPARE(QJsonDocument::fromJson(run.out.toUtf8()).object()["tokens"].toArray().size(), 3);
     }
 
+    // --device: cuda without a usable GPU is one clear line; auto falls back to the CPU.
+    void deviceSelection() {
+        const Result devices = run_cli({"devices", "--json"});
+        QVERIFY2(devices.exit_code == 0, qPrintable(devices.err));
+        const QJsonObject cuda = QJsonDocument::fromJson(devices.out.toUtf8()).object()["cuda"].toObject();
+        const bool gpu = !cuda["devices"].toArray().isEmpty();
+        const Result autorun = run_cli({"run", "--model", model_, "--prompt", "Hello", "--n-predict", "2", "--device", "auto", "--json"});
+        QVERIFY2(autorun.exit_code == 0, qPrintable(autorun.err));
+        if (gpu) QSKIP("a GPU is present: the no-GPU error path cannot be checked here (selftest covers the GPU)");
+        const Result forced = run_cli({"run", "--model", model_, "--prompt", "Hello", "--device", "cuda"});
+        QCOMPARE(forced.exit_code, 1);
+        QVERIFY2(forced.err.startsWith("tokenscope-cli: error: --device cuda: ") && forced.err.count('\n') == 1,
+                 qPrintable(forced.err));
+        const Result selftest = run_cli({"selftest", "--device", "cuda"});
+        QCOMPARE(selftest.exit_code, 77);
+        QVERIFY2(selftest.out.startsWith("SKIP: selftest --device cuda: "), qPrintable(selftest.out));
+    }
+
     void argumentErrors() {
         const QList<QPair<QStringList, QString>> cases = {
             {{"run", "--model", model_}, "missing required option '--prompt'"},
@@ -134,6 +152,7 @@ private slots:
             {{"bench", "--model", model_, "--prompt-lengths", "12,x"}, "'--prompt-lengths'"},
             {{"ppl", "--model", model_, "--file", "/no/such.txt"}, "/no/such.txt: cannot open"},
             {{"make-model", "--out", "/tmp/x.gguf", "--type", "q9"}, "'--type'"},
+            {{"run", "--model", model_, "--prompt", "x", "--device", "tpu"}, "device 'tpu' is not cpu, cuda or auto"},
         };
         for (const auto& [args, fragment] : cases) {
             const Result r = run_cli(args);
