@@ -9,6 +9,7 @@
 
 #include "device_buffer.h"
 #include "device_info.h"
+#include "ops/check.h"
 #include "inspect/attention_capture.h"
 #include "kv/kv_cache_manager.h"
 #include "matmul/matmul.cuh"

@@ -2,16 +2,10 @@
 
 #include <cuda_runtime.h>
 
+#include "ops/check.h"
 #include "util/error.h"
 
 namespace tokenscope::cuda {
-
-void check_cuda(int status, const char* what, const char* file, int line) {
-    if (status == cudaSuccess) return;
-    const auto error = static_cast<cudaError_t>(status);
-    throw Error(std::string("CUDA ") + what + " failed at " + file + ":" + std::to_string(line) + ": " +
-                cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
-}
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes, const char* purpose) { grow(bytes, purpose); }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Device memory owned by RAII: cudaMalloc in the constructor (or grow()), cudaFree in the
 // destructor; every CUDA failure throws tokenscope::Error naming the call, the size and the
-// CUDA error name. Host-side header: no CUDA types in the interface.
+// CUDA error name (ops/check.h). Host-side header: no CUDA types in the interface.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,12 +11,6 @@ struct CUstream_st;
 namespace tokenscope::cuda {
 
 using Stream = CUstream_st*;
-
-// Throws tokenscope::Error("CUDA <what> failed at <file>:<line>: <name> (<text>)") unless
-// `status` is cudaSuccess. `status` is a cudaError_t passed as int to keep this header free
-// of cuda_runtime.h.
-void check_cuda(int status, const char* what, const char* file, int line);
-#define TOKENSCOPE_CUDA_CHECK(call) ::tokenscope::cuda::check_cuda(static_cast<int>(call), #call, __FILE__, __LINE__)
 
 class DeviceBuffer {
 public:

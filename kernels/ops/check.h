@@ -1,7 +1,7 @@
 #pragma once
 // Error checks for CUDA runtime calls and kernel launches in kernels/ops. Never exits: throws
 // tokenscope::Error with the file, line, what was being done and the CUDA error name.
-// Include only from .cu files (needs cuda_runtime.h).
+// Include only where cuda_runtime.h is available (.cu files, kernels/*.cpp).
 #include <string>
 
 #include <cuda_runtime.h>
