@@ -73,6 +73,7 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
         const auto type = kv::parse_element_type(options.kv_type.toStdString());
         if (!type) throw InvalidArgument("KV cache type '" + options.kv_type.toStdString() + "' is not f32, f16 or q8");
         o.kv_type = *type;
+        o.device = runtime::parse_device(options.device.toStdString());
         auto engine = runtime::Engine::load(path.toStdString(), o);
         if (cancel_load_.load()) {
             emit loadCancelled();

@@ -31,6 +31,7 @@ struct LoadOptions {
     int threads = 0;                // 0: one per core
     int kv_capacity_tokens = 4096;
     QString kv_type = "f16";        // f16, f32, q8
+    QString device = "auto";        // cpu, cuda, auto (CUDA when a usable GPU is registered and present)
 };
 
 class InferenceWorker : public QObject {

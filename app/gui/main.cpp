@@ -10,6 +10,9 @@
 
 #include "chat_view.h"
 #include "main_window.h"
+#ifdef TOKENSCOPE_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 #include "util/log.h"
 
 int main(int argc, char** argv) {
@@ -26,11 +29,12 @@ int main(int argc, char** argv) {
     QCommandLineOption kv_type("kv-type", "KV cache element type: f16, q8 or f32.", "type", "f16");
     QCommandLineOption ctx("ctx", "KV cache capacity in tokens.", "tokens", "4096");
     QCommandLineOption threads("threads", "CPU threads (0: one per core).", "n", "0");
+    QCommandLineOption device("device", "cpu, cuda or auto (CUDA when a usable GPU is present).", "device", "auto");
     QCommandLineOption store("store", "Conversation database (default: the XDG data dir).", "file");
     QCommandLineOption screenshot("screenshot", "Save a PNG of the window after one exchange, then quit.", "file");
     QCommandLineOption prompt("prompt", "The prompt sent for --screenshot.", "text", "What is the capital of France?");
     QCommandLineOption log_level("log-level", "trace, debug, info, warn, error, critical or off.", "level");
-    parser.addOptions({model, kv_type, ctx, threads, store, screenshot, prompt, log_level});
+    parser.addOptions({model, kv_type, ctx, threads, device, store, screenshot, prompt, log_level});
     parser.process(app);
 
     try {
@@ -48,6 +52,10 @@ int main(int argc, char** argv) {
     options.load.kv_type = parser.value(kv_type);
     options.load.kv_capacity_tokens = parser.value(ctx).toInt();
     options.load.threads = parser.value(threads).toInt();
+    options.load.device = parser.value(device);
+#ifdef TOKENSCOPE_HAVE_CUDA
+    tokenscope::cuda::register_backend();  // --device cuda|auto can then pick it
+#endif
 
     std::unique_ptr<tokenscope::app::MainWindow> window;
     try {
