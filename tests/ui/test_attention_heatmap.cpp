@@ -18,6 +18,7 @@
 #include "heatmap_renderer.h"
 
 using namespace tokenscope::ui;
+using tokenscope::ui::test::dark_palette;
 using tokenscope::ui::test::save_png;
 using tokenscope::ui::test::settle;
 
@@ -27,24 +28,6 @@ namespace {
 // test does not only compare the implementation with itself.
 const QRgb kFirst = qRgb(0x44, 0x01, 0x54);
 const QRgb kLast = qRgb(0xFD, 0xE7, 0x25);
-
-QPalette dark_palette() {
-    QPalette p;
-    p.setColor(QPalette::Window, QColor(0x2B, 0x2B, 0x2E));
-    p.setColor(QPalette::WindowText, QColor(0xE6, 0xE6, 0xE6));
-    p.setColor(QPalette::Base, QColor(0x1E, 0x1E, 0x20));
-    p.setColor(QPalette::AlternateBase, QColor(0x33, 0x33, 0x37));
-    p.setColor(QPalette::Text, QColor(0xE6, 0xE6, 0xE6));
-    p.setColor(QPalette::PlaceholderText, QColor(0x9A, 0x9A, 0xA0));
-    p.setColor(QPalette::Button, QColor(0x3A, 0x3A, 0x3E));
-    p.setColor(QPalette::ButtonText, QColor(0xE6, 0xE6, 0xE6));
-    p.setColor(QPalette::Highlight, QColor(0x3D, 0x8E, 0xE0));
-    p.setColor(QPalette::HighlightedText, Qt::white);
-    p.setColor(QPalette::ToolTipBase, QColor(0x40, 0x40, 0x46));
-    p.setColor(QPalette::ToolTipText, QColor(0xF0, 0xF0, 0xF0));
-    p.setColor(QPalette::Mid, QColor(0x55, 0x55, 0x5A));
-    return p;
-}
 
 AttentionData three_by_three() {
     AttentionData d;

@@ -8,24 +8,13 @@
 #include "widget_test_support.h"
 
 using namespace tokenscope::ui;
+using tokenscope::ui::test::dark_palette;
 using tokenscope::ui::test::save_png;
 using tokenscope::ui::test::settle;
 
 namespace {
 
 const QChar kNb(0x00A0);
-
-QPalette dark_palette() {
-    QPalette p;
-    p.setColor(QPalette::Window, QColor(0x2B, 0x2B, 0x2E));
-    p.setColor(QPalette::WindowText, QColor(0xE6, 0xE6, 0xE6));
-    p.setColor(QPalette::Base, QColor(0x1E, 0x1E, 0x20));
-    p.setColor(QPalette::AlternateBase, QColor(0x33, 0x33, 0x37));
-    p.setColor(QPalette::Text, QColor(0xE6, 0xE6, 0xE6));
-    p.setColor(QPalette::PlaceholderText, QColor(0x9A, 0x9A, 0xA0));
-    p.setColor(QPalette::Mid, QColor(0x55, 0x55, 0x5A));
-    return p;
-}
 
 // Pixels of `color` along the middle row of the bar's track.
 int run_length(const QImage& img, const QRect& track, const QColor& color) {
