@@ -162,7 +162,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
             }
         });
 
-        attention(static_cast<int>(l), batch, kv);
+        attention(static_cast<int>(l), batch);
 
         matmul(L.wo, attn_.data(), T, proj_.data());
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
@@ -223,7 +223,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
     matmul(weights_.output, xn_.data(), R, out.logits.data());
 }
 
-void CpuBackend::attention(int layer, const Batch& batch, kv::KvCacheManager& /*kv*/) {
+void CpuBackend::attention(int layer, const Batch& batch) {
     const auto& c = config_;
     const std::int64_t T = static_cast<std::int64_t>(token_pos_.size());
     const std::int64_t hd = c.head_dim;

@@ -33,7 +33,7 @@ private:
     // same format (q/k/v and gate/up share their input; preparing runs on one thread).
     void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                 bool same_input = false);
-    void attention(int layer, const Batch& batch, kv::KvCacheManager& kv);
+    void attention(int layer, const Batch& batch);
 
     const model::ModelConfig& config_;
     const model::ModelWeights& weights_;
