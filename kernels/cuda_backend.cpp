@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 
@@ -20,7 +21,6 @@
 #include "ops/kv_append.cuh"
 #include "ops/rms_norm.cuh"
 #include "ops/rope.cuh"
-#include "runtime/backend_registry.h"
 #include "util/error.h"
 
 namespace tokenscope::cuda {
@@ -66,13 +66,39 @@ struct CudaBackend::State {
     DeviceBuffer tokens, positions, slots, slot_begin, slot_table;
     DeviceBuffer x, xn, q, k, v, attn, proj, gate, up, logits_in, logits, capture;
     std::string device_name;
+    runtime::GpuOptions options;
+    // Split-K attention: a share count fixed for the cache's capacity (so a graph can replay
+    // it) and scratch for up to kSplitMaxTokens queries, allocated once.
+    int attention_splits = 1;
+    DeviceBuffer split_scratch;
+    // The batch-1 decode step as a CUDA graph, and the buffer addresses it was recorded with: a
+    // buffer that grew since (a longer prefill) invalidates it.
+    cudaGraphExec_t decode_graph = nullptr;
+    std::vector<const void*> decode_graph_key;
 
-    State(const model::ModelConfig& c, const model::ModelWeights& w, const kv::CacheShape& s)
-        : config(c), weights(w), shape(s) {}
+    State(const model::ModelConfig& c, const model::ModelWeights& w, const kv::CacheShape& s, const runtime::GpuOptions& o)
+        : config(c), weights(w), shape(s), options(o) {}
 
     ~State() {
+        if (decode_graph) cudaGraphExecDestroy(decode_graph);
         if (stream) cudaStreamDestroy(stream);
     }
+
+    std::vector<const void*> buffer_addresses() const {
+        std::vector<const void*> key;
+        for (const DeviceBuffer* b : {&tokens, &positions, &slots, &slot_begin, &slot_table, &x, &xn, &q, &k, &v, &attn,
+                                      &proj, &gate, &up, &logits_in, &logits, &split_scratch}) {
+            key.push_back(b->data());
+        }
+        return key;
+    }
+
+    // The kernels of one forward pass over T tokens already uploaded (tokens, positions,
+    // slots, slot table); logits for `logit_rows`. `capture_step` (nullable) is called after
+    // each layer's attention when capture is on: it needs a host sync, so a captured pass is
+    // never recorded into a graph.
+    void enqueue(int T, const std::vector<std::int64_t>& logit_rows, const std::function<bool(int)>& capture_layer,
+                 const std::function<void(int)>& capture_step, std::int64_t capture_stride);
 
     void upload_vector(DeviceBuffer& b, const std::vector<float>& v, const char* what) {
         if (v.empty()) return;
@@ -108,8 +134,15 @@ std::string unavailable_reason() {
     return q.devices.empty() ? q.problem : std::string();
 }
 
-CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWeights& weights, const kv::CacheShape& shape)
-    : state_(std::make_unique<State>(config, weights, shape)) {
+namespace {
+// Queries per split-K attention launch; more (prefill chunks) take the one-block-per-head kernel,
+// which already has tokens x heads blocks to spread over the GPU.
+constexpr int kSplitMaxTokens = 64;
+}  // namespace
+
+CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWeights& weights, const kv::CacheShape& shape,
+                         const runtime::GpuOptions& options)
+    : state_(std::make_unique<State>(config, weights, shape, options)) {
     State& s = *state_;
     kv::validate(shape);
     // Budget first: weights + cache + a margin for activations and cuBLAS, against free memory.
@@ -165,9 +198,88 @@ CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWei
         s.k_scales.grow(s.layer_scale_floats * static_cast<std::size_t>(shape.layers) * sizeof(float), "KV scales (K)");
         s.v_scales.grow(s.layer_scale_floats * static_cast<std::size_t>(shape.layers) * sizeof(float), "KV scales (V)");
     }
+    s.attention_splits = options.split_k_attention ? ops::attention_splits_for(kv::capacity_tokens(shape)) : 1;
+    if (options.split_k_attention) {
+        s.split_scratch.grow(ops::attention_split_scratch_floats(kSplitMaxTokens, static_cast<int>(config.heads),
+                                                                 static_cast<int>(config.head_dim), s.attention_splits) *
+                                 sizeof(float),
+                             "split-K attention scratch");
+    }
+    // The decode step's buffers at their batch-1 sizes now, and the slot table at the cache's
+    // capacity, so that the graph recorded at the first decode step stays valid as the
+    // context grows.
+    grow_for<std::int64_t>(s.slot_table, kv::capacity_tokens(shape), "slot table");
     TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-    spdlog::info("cuda backend: {} ({} MiB of weights, {} MiB of KV cache)", s.device_name, s.weight_bytes >> 20,
-                 kv::capacity_bytes(shape) >> 20);
+    spdlog::info("cuda backend: {} ({} MiB of weights, {} MiB of KV cache, {} attention shares, decode graphs {})",
+                 s.device_name, s.weight_bytes >> 20, kv::capacity_bytes(shape) >> 20, s.attention_splits,
+                 options.decode_graphs ? "on" : "off");
+}
+
+void CudaBackend::State::enqueue(int T, const std::vector<std::int64_t>& logit_rows,
+                                 const std::function<bool(int)>& capture_layer,
+                                 const std::function<void(int)>& capture_step, std::int64_t capture_stride) {
+    const auto& c = config;
+    const std::int64_t width = c.embedding_length;
+    const auto heads = static_cast<int>(c.heads), kv_heads = static_cast<int>(c.kv_heads);
+    const auto head_dim = static_cast<int>(c.head_dim);
+    ops::embedding(embedding.data.data(), embedding.type, width, tokens.as<std::int32_t>(), T, c.embedding_scale,
+                   x.as<float>(), stream);
+    for (int l = 0; l < static_cast<int>(c.layers); ++l) {
+        const DeviceLayer& L = layers[static_cast<std::size_t>(l)];
+        ops::rms_norm(x.as<float>(), L.attn_norm.as<float>(), xn.as<float>(), T, static_cast<int>(width), c.norm_eps, stream);
+        mm(L.wq, xn.as<float>(), T, q.as<float>());
+        mm(L.wk, xn.as<float>(), T, k.as<float>());
+        mm(L.wv, xn.as<float>(), T, v.as<float>());
+        if (c.qk_norm) {
+            ops::rms_norm(q.as<float>(), L.q_norm.as<float>(), q.as<float>(), T * heads, head_dim, c.norm_eps, stream);
+            ops::rms_norm(k.as<float>(), L.k_norm.as<float>(), k.as<float>(), T * kv_heads, head_dim, c.norm_eps, stream);
+        }
+        const bool neox = c.rope_style == model::RopeStyle::NeoX;
+        ops::rope(q.as<float>(), T, heads, head_dim, static_cast<int>(c.rope_dims), positions.as<std::int32_t>(),
+                  c.rope_base(l), c.rope_linear_scale, neox, stream);
+        ops::rope(k.as<float>(), T, kv_heads, head_dim, static_cast<int>(c.rope_dims), positions.as<std::int32_t>(),
+                  c.rope_base(l), c.rope_linear_scale, neox, stream);
+        ops::kv_append(k.as<float>(), v.as<float>(), T, slots.as<std::int64_t>(), k_layer(l), v_layer(l),
+                       k_scale_layer(l), v_scale_layer(l), kv_heads, head_dim, shape.type, stream);
+        const int window = c.uses_window(l) ? static_cast<int>(c.sliding_window) : 0;
+        const bool capturing = capture_layer && capture_layer(l);
+        if (capturing) capture.zero(stream);
+        if (!capturing && options.split_k_attention && T <= kSplitMaxTokens) {
+            ops::attention_split(q.as<float>(), T, heads, kv_heads, head_dim, positions.as<std::int32_t>(),
+                                 slot_begin.as<std::int32_t>(), slot_table.as<std::int64_t>(), k_layer(l), v_layer(l),
+                                 k_scale_layer(l), v_scale_layer(l), shape.type, c.attention_scale, window,
+                                 attention_splits, split_scratch.as<float>(), attn.as<float>(), stream);
+        } else {
+            ops::attention(q.as<float>(), T, heads, kv_heads, head_dim, positions.as<std::int32_t>(),
+                           slot_begin.as<std::int32_t>(), slot_table.as<std::int64_t>(), k_layer(l), v_layer(l),
+                           k_scale_layer(l), v_scale_layer(l), shape.type, c.attention_scale, window, attn.as<float>(),
+                           capturing ? capture.as<float>() : nullptr, capture_stride, stream);
+        }
+        if (capturing) capture_step(l);
+        mm(L.wo, attn.as<float>(), T, proj.as<float>());
+        if (c.post_norms) ops::rms_norm(proj.as<float>(), L.post_attn_norm.as<float>(), proj.as<float>(), T, static_cast<int>(width), c.norm_eps, stream);
+        ops::add(x.as<float>(), proj.as<float>(), T * width, stream);
+        ops::rms_norm(x.as<float>(), L.ffn_norm.as<float>(), xn.as<float>(), T, static_cast<int>(width), c.norm_eps, stream);
+        mm(L.w_gate, xn.as<float>(), T, gate.as<float>());
+        mm(L.w_up, xn.as<float>(), T, up.as<float>());
+        if (c.activation == model::FfnActivation::GeluTanh) {
+            ops::gelu_tanh_mul(gate.as<float>(), up.as<float>(), T * c.ffn_length, stream);
+        } else {
+            ops::silu_mul(gate.as<float>(), up.as<float>(), T * c.ffn_length, stream);
+        }
+        mm(L.w_down, gate.as<float>(), T, proj.as<float>());
+        if (c.post_norms) ops::rms_norm(proj.as<float>(), L.post_ffn_norm.as<float>(), proj.as<float>(), T, static_cast<int>(width), c.norm_eps, stream);
+        ops::add(x.as<float>(), proj.as<float>(), T * width, stream);
+    }
+    // Logits only for the rows that need them: gather, norm, project.
+    const auto R = static_cast<int>(logit_rows.size());
+    if (R == 0) return;
+    for (int r = 0; r < R; ++r) {
+        TOKENSCOPE_CUDA_CHECK(cudaMemcpyAsync(logits_in.as<float>() + r * width, x.as<float>() + logit_rows[static_cast<std::size_t>(r)] * width,
+                                              static_cast<std::size_t>(width) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    }
+    ops::rms_norm(logits_in.as<float>(), output_norm.as<float>(), logits_in.as<float>(), R, static_cast<int>(width), c.norm_eps, stream);
+    mm(c.tied_output ? embedding : output, logits_in.as<float>(), R, logits.as<float>());
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -278,99 +390,81 @@ void CudaBackend::forward(const runtime::Batch& batch, kv::KvCacheManager& kv, r
     if (any_capture) grow_for<float>(s.capture, static_cast<std::int64_t>(T) * c.heads * capture_stride, "attention capture");
     std::vector<float> capture_host;
 
-    ops::embedding(s.embedding.data.data(), s.embedding.type, width, s.tokens.as<std::int32_t>(), T, c.embedding_scale,
-                   s.x.as<float>(), s.stream);
-    for (int l = 0; l < static_cast<int>(c.layers); ++l) {
-        const DeviceLayer& L = s.layers[static_cast<std::size_t>(l)];
-        ops::rms_norm(s.x.as<float>(), L.attn_norm.as<float>(), s.xn.as<float>(), T, static_cast<int>(width), c.norm_eps, s.stream);
-        s.mm(L.wq, s.xn.as<float>(), T, s.q.as<float>());
-        s.mm(L.wk, s.xn.as<float>(), T, s.k.as<float>());
-        s.mm(L.wv, s.xn.as<float>(), T, s.v.as<float>());
-        if (c.qk_norm) {
-            ops::rms_norm(s.q.as<float>(), L.q_norm.as<float>(), s.q.as<float>(), T * static_cast<int>(c.heads),
-                          static_cast<int>(c.head_dim), c.norm_eps, s.stream);
-            ops::rms_norm(s.k.as<float>(), L.k_norm.as<float>(), s.k.as<float>(), T * static_cast<int>(c.kv_heads),
-                          static_cast<int>(c.head_dim), c.norm_eps, s.stream);
+    const auto R = static_cast<int>(logit_rows.size());
+    grow_for<float>(s.logits_in, R * width, "logit rows");
+    grow_for<float>(s.logits, static_cast<std::int64_t>(R) * c.vocab_size, "logits");
+    out.logits.resize(static_cast<std::size_t>(R) * static_cast<std::size_t>(c.vocab_size));
+
+    // Captured attention rows come back to the host only for the layers someone watches.
+    auto capture_layer = [&](int l) {
+        for (const auto& chunk : batch.chunks) {
+            if (chunk.capture && chunk.capture->wants_layer(l)) return true;
         }
-        const bool neox = c.rope_style == model::RopeStyle::NeoX;
-        ops::rope(s.q.as<float>(), T, static_cast<int>(c.heads), static_cast<int>(c.head_dim), static_cast<int>(c.rope_dims),
-                  s.positions.as<std::int32_t>(), c.rope_base(l), c.rope_linear_scale, neox, s.stream);
-        ops::rope(s.k.as<float>(), T, static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim), static_cast<int>(c.rope_dims),
-                  s.positions.as<std::int32_t>(), c.rope_base(l), c.rope_linear_scale, neox, s.stream);
-        ops::kv_append(s.k.as<float>(), s.v.as<float>(), T, s.slots.as<std::int64_t>(), s.k_layer(l), s.v_layer(l),
-                       s.k_scale_layer(l), s.v_scale_layer(l), static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim),
-                       s.shape.type, s.stream);
-        bool capture_layer = false;
-        for (const auto& chunk : batch.chunks) capture_layer = capture_layer || (chunk.capture && chunk.capture->wants_layer(l));
-        if (capture_layer) s.capture.zero(s.stream);
-        ops::attention(s.q.as<float>(), T, static_cast<int>(c.heads), static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim),
-                       s.positions.as<std::int32_t>(), s.slot_begin.as<std::int32_t>(), s.slot_table.as<std::int64_t>(),
-                       s.k_layer(l), s.v_layer(l), s.k_scale_layer(l), s.v_scale_layer(l), s.shape.type, c.attention_scale,
-                       c.uses_window(l) ? static_cast<int>(c.sliding_window) : 0, s.attn.as<float>(),
-                       capture_layer ? s.capture.as<float>() : nullptr, capture_stride, s.stream);
-        if (capture_layer) {
-            // Materialised rows come back to the host only for the layers someone watches.
-            capture_host.resize(static_cast<std::size_t>(T) * c.heads * static_cast<std::size_t>(capture_stride));
-            s.capture.download(capture_host.data(), capture_host.size() * sizeof(float), s.stream);
-            TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-            int t = 0;
-            for (const auto& chunk : batch.chunks) {
-                for (std::size_t i = 0; i < chunk.tokens.size(); ++i, ++t) {
-                    if (!chunk.capture) continue;
-                    const std::int64_t pos = chunk.start_pos + static_cast<std::int64_t>(i);
-                    if (!chunk.capture->wants_position(pos)) continue;
-                    const std::int64_t first = c.uses_window(l) ? std::max<std::int64_t>(0, pos - c.sliding_window + 1) : 0;
-                    for (int h = 0; h < static_cast<int>(c.heads); ++h) {
-                        if (!chunk.capture->wants(l, h)) continue;
-                        const float* row = capture_host.data() + (static_cast<std::size_t>(t) * c.heads + h) * capture_stride;
-                        chunk.capture->set_row(l, h, pos, first, {row + first, static_cast<std::size_t>(pos - first + 1)});
-                    }
+        return false;
+    };
+    auto capture_step = [&](int l) {
+        capture_host.resize(static_cast<std::size_t>(T) * c.heads * static_cast<std::size_t>(capture_stride));
+        s.capture.download(capture_host.data(), capture_host.size() * sizeof(float), s.stream);
+        TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+        int t = 0;
+        for (const auto& chunk : batch.chunks) {
+            for (std::size_t i = 0; i < chunk.tokens.size(); ++i, ++t) {
+                if (!chunk.capture) continue;
+                const std::int64_t pos = chunk.start_pos + static_cast<std::int64_t>(i);
+                if (!chunk.capture->wants_position(pos)) continue;
+                const std::int64_t first = c.uses_window(l) ? std::max<std::int64_t>(0, pos - c.sliding_window + 1) : 0;
+                for (int h = 0; h < static_cast<int>(c.heads); ++h) {
+                    if (!chunk.capture->wants(l, h)) continue;
+                    const float* row = capture_host.data() + (static_cast<std::size_t>(t) * c.heads + h) * capture_stride;
+                    chunk.capture->set_row(l, h, pos, first, {row + first, static_cast<std::size_t>(pos - first + 1)});
                 }
             }
         }
-        s.mm(L.wo, s.attn.as<float>(), T, s.proj.as<float>());
-        if (c.post_norms) ops::rms_norm(s.proj.as<float>(), L.post_attn_norm.as<float>(), s.proj.as<float>(), T, static_cast<int>(width), c.norm_eps, s.stream);
-        ops::add(s.x.as<float>(), s.proj.as<float>(), T * width, s.stream);
-        ops::rms_norm(s.x.as<float>(), L.ffn_norm.as<float>(), s.xn.as<float>(), T, static_cast<int>(width), c.norm_eps, s.stream);
-        s.mm(L.w_gate, s.xn.as<float>(), T, s.gate.as<float>());
-        s.mm(L.w_up, s.xn.as<float>(), T, s.up.as<float>());
-        if (c.activation == model::FfnActivation::GeluTanh) {
-            ops::gelu_tanh_mul(s.gate.as<float>(), s.up.as<float>(), T * c.ffn_length, s.stream);
-        } else {
-            ops::silu_mul(s.gate.as<float>(), s.up.as<float>(), T * c.ffn_length, s.stream);
-        }
-        s.mm(L.w_down, s.gate.as<float>(), T, s.proj.as<float>());
-        if (c.post_norms) ops::rms_norm(s.proj.as<float>(), L.post_ffn_norm.as<float>(), s.proj.as<float>(), T, static_cast<int>(width), c.norm_eps, s.stream);
-        ops::add(s.x.as<float>(), s.proj.as<float>(), T * width, s.stream);
-    }
+    };
 
-    // Logits only for the rows that need them: gather, norm, project, download.
-    const auto R = static_cast<int>(logit_rows.size());
-    out.logits.resize(static_cast<std::size_t>(R) * static_cast<std::size_t>(c.vocab_size));
-    if (R > 0) {
-        grow_for<float>(s.logits_in, R * width, "logit rows");
-        grow_for<float>(s.logits, static_cast<std::int64_t>(R) * c.vocab_size, "logits");
-        for (int r = 0; r < R; ++r) {
-            TOKENSCOPE_CUDA_CHECK(cudaMemcpyAsync(s.logits_in.as<float>() + r * width, s.x.as<float>() + logit_rows[static_cast<std::size_t>(r)] * width,
-                                                  static_cast<std::size_t>(width) * sizeof(float), cudaMemcpyDeviceToDevice, s.stream));
+    // Batch-1 decode without capture replays a recorded graph: one launch instead of ~15 per
+    // layer. Everything that changes per step (token, position, slot table) was uploaded above
+    // into buffers whose addresses the graph holds.
+    if (s.options.decode_graphs && T == 1 && R == 1 && !any_capture) {
+        const std::vector<const void*> key = s.buffer_addresses();
+        if (!s.decode_graph || key != s.decode_graph_key) {
+            if (s.decode_graph) {
+                TOKENSCOPE_CUDA_CHECK(cudaGraphExecDestroy(s.decode_graph));
+                s.decode_graph = nullptr;
+            }
+            TOKENSCOPE_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+            cudaGraph_t graph = nullptr;
+            try {
+                s.enqueue(T, logit_rows, nullptr, nullptr, capture_stride);
+            } catch (...) {
+                cudaStreamEndCapture(s.stream, &graph);  // leave the stream usable
+                if (graph) cudaGraphDestroy(graph);
+                throw;
+            }
+            TOKENSCOPE_CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+            const cudaError_t instantiated = cudaGraphInstantiate(&s.decode_graph, graph, 0);
+            cudaGraphDestroy(graph);
+            TOKENSCOPE_CUDA_CHECK(instantiated);
+            s.decode_graph_key = key;
+            spdlog::debug("cuda backend: recorded the decode step as a CUDA graph");
         }
-        ops::rms_norm(s.logits_in.as<float>(), s.output_norm.as<float>(), s.logits_in.as<float>(), R, static_cast<int>(width), c.norm_eps, s.stream);
-        const DeviceMatrix& output = c.tied_output ? s.embedding : s.output;
-        s.mm(output, s.logits_in.as<float>(), R, s.logits.as<float>());
-        s.logits.download(out.logits.data(), out.logits.size() * sizeof(float), s.stream);
+        TOKENSCOPE_CUDA_CHECK(cudaGraphLaunch(s.decode_graph, s.stream));
+    } else {
+        s.enqueue(T, logit_rows, capture_layer, capture_step, capture_stride);
     }
+    if (R > 0) s.logits.download(out.logits.data(), out.logits.size() * sizeof(float), s.stream);
     TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
 }
 
-void register_backend() {
+runtime::GpuBackendFactory backend_factory() {
     runtime::GpuBackendFactory factory;
     factory.name = "cuda";
     factory.unavailable_reason = [] { return unavailable_reason(); };
-    factory.create = [](const model::ModelConfig& config, const model::ModelWeights& weights,
-                        const kv::CacheShape& shape) -> std::unique_ptr<runtime::Backend> {
-        return std::make_unique<CudaBackend>(config, weights, shape);
+    factory.create = [](const model::ModelConfig& config, const model::ModelWeights& weights, const kv::CacheShape& shape,
+                        const runtime::GpuOptions& options) -> std::unique_ptr<runtime::Backend> {
+        return std::make_unique<CudaBackend>(config, weights, shape, options);
     };
-    runtime::register_gpu_backend(factory);
+    return factory;
 }
 
 }  // namespace tokenscope::cuda

@@ -9,6 +9,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "runtime/backend.h"
+#include "runtime/gpu_plugin.h"
 
 namespace tokenscope::cuda {
 
@@ -16,7 +17,8 @@ class CudaBackend : public runtime::Backend {
 public:
     // Checks the budget with cudaMemGetInfo first: a model or KV cache that does not fit is a
     // tokenscope::Error before anything is allocated.
-    CudaBackend(const model::ModelConfig& config, const model::ModelWeights& weights, const kv::CacheShape& shape);
+    CudaBackend(const model::ModelConfig& config, const model::ModelWeights& weights, const kv::CacheShape& shape,
+                const runtime::GpuOptions& options = {});
     ~CudaBackend() override;
 
     void forward(const runtime::Batch& batch, kv::KvCacheManager& kv, runtime::ForwardOutputs& out) override;
@@ -30,7 +32,7 @@ private:
 
 // "" when a CUDA device is usable, else one line saying why not.
 std::string unavailable_reason();
-// Registers the CUDA backend with the engine (runtime::register_gpu_backend).
-void register_backend();
+// The factory the plugin hands to the engine (kernels/plugin_entry.cpp).
+runtime::GpuBackendFactory backend_factory();
 
 }  // namespace tokenscope::cuda

@@ -6,9 +6,7 @@
 #include "commands.h"
 #include "table.h"
 #include "util/json_writer.h"
-#ifdef TOKENSCOPE_HAVE_CUDA
-#include "device_info.h"
-#endif
+#include "runtime/gpu_plugin_loader.h"
 
 namespace tokenscope::cli {
 
@@ -30,9 +28,12 @@ int run_devices(int argc, char** argv, int first) {
     json.key("avx512").value(avx512);
     json.end_object();
     json.key("cuda").begin_object();
-#ifdef TOKENSCOPE_HAVE_CUDA
-    const cuda::DeviceQuery query = cuda::query_devices();
-    json.key("built").value(true);
+    const runtime::GpuPluginStatus& plugin = runtime::gpu_plugin();
+    runtime::GpuDeviceQuery query;
+    if (plugin.plugin) query = plugin.plugin->query_devices();
+    json.key("plugin").value(plugin.plugin ? plugin.path : std::string());
+    if (!plugin.plugin) json.key("plugin_problem").value(plugin.problem);
+    json.key("built").value(plugin.plugin != nullptr);
     json.key("runtime_version").value(query.runtime_version);
     json.key("driver_version").value(query.driver_version);
     if (!query.problem.empty()) json.key("problem").value(query.problem);
@@ -50,9 +51,6 @@ int run_devices(int argc, char** argv, int first) {
         json.end_object();
     }
     json.end_array();
-#else
-    json.key("built").value(false);
-#endif
     json.end_object();
     json.end_object();
     if (args.flag("json")) {
@@ -61,9 +59,12 @@ int run_devices(int argc, char** argv, int first) {
     }
     std::printf("CPU: %u threads, SIMD: %s\n", threads,
                 avx512 ? "AVX-512" : (avx2 ? "AVX2" : "scalar"));
-#ifdef TOKENSCOPE_HAVE_CUDA
+    if (!plugin.plugin) {
+        std::printf("CUDA: not available: %s\n", plugin.problem.c_str());
+        return 0;
+    }
     if (query.devices.empty()) {
-        std::printf("CUDA: built in, but %s\n", query.problem.c_str());
+        std::printf("CUDA: plugin %s loaded, but %s\n", plugin.path.c_str(), query.problem.c_str());
         return 0;
     }
     Table table({"#", "GPU", "compute", "memory", "free", "SMs", "bandwidth GB/s"},
@@ -76,10 +77,7 @@ int run_devices(int argc, char** argv, int first) {
                        human_bytes(d.total_memory_bytes), human_bytes(d.free_memory_bytes),
                        std::to_string(d.multiprocessors), bandwidth});
     }
-    std::printf("CUDA:\n%s", table.render().c_str());
-#else
-    std::printf("CUDA: not built into this binary\n");
-#endif
+    std::printf("CUDA (plugin %s):\n%s", plugin.path.c_str(), table.render().c_str());
     return 0;
 }
 

@@ -16,11 +16,7 @@
 #include "table.h"
 #include "util/error.h"
 #include "util/paths.h"
-#ifdef TOKENSCOPE_HAVE_CUDA
-#include "cuda_backend.h"
-#include "selftest/matmul_selftest.h"
-#include "selftest/ops_selftest.h"
-#endif
+#include "runtime/gpu_plugin_loader.h"
 
 namespace tokenscope::cli {
 
@@ -137,19 +133,20 @@ int run_selftest(int argc, char** argv, int first) {
     const Arguments args("selftest", {{"device"}, {"model"}, {"seed"}}, argc, argv, first);
     const std::string device = args.value("device").value_or("cuda");
     if (device != "cuda") throw InvalidArgument("'selftest': only --device cuda has a self-test (the CPU backend is checked by the test suite)");
-#ifndef TOKENSCOPE_HAVE_CUDA
-    std::printf("SKIP: selftest --device cuda: this build has no CUDA backend (configure with the CUDA toolkit present)\n");
-    return 77;
-#else
-    const std::string reason = cuda::unavailable_reason();
+    const runtime::GpuPluginStatus& status = runtime::gpu_plugin();
+    if (!status.plugin) {
+        std::printf("SKIP: selftest --device cuda: %s\n", status.problem.c_str());
+        return 77;
+    }
+    const runtime::GpuPlugin& plugin = *status.plugin;
+    const std::string reason = plugin.backend.unavailable_reason();
     if (!reason.empty()) {
         std::printf("SKIP: selftest --device cuda: %s\n", reason.c_str());
         return 77;
     }
     const auto seed = static_cast<std::uint64_t>(args.number("seed").value_or(1234));
     std::vector<Row> rows;
-    for (const auto& c : cuda::selftest::check_ops(seed)) rows.push_back({c.name, c.precision, c.rel_error, c.tolerance, c.passed});
-    for (const auto& c : cuda::check_matmul(seed)) rows.push_back({c.name, c.precision, c.rel_error, c.tolerance, c.passed});
+    for (const auto& c : plugin.kernel_checks(seed)) rows.push_back({c.name, c.precision, c.error, c.tolerance, c.passed});
 
     // Whole models. The CPU quantizes activations to 8 bits for quantized weights (about 2-5 %
     // relative logit error against float64, measured in tests/engine), the CUDA path keeps
@@ -185,7 +182,6 @@ int run_selftest(int argc, char** argv, int first) {
     }
     std::printf("%s\n%zu passed, %d failed\n", table.render().c_str(), rows.size() - static_cast<std::size_t>(failed), failed);
     return failed == 0 ? 0 : 1;
-#endif
 }
 
 }  // namespace tokenscope::cli

@@ -7,9 +7,6 @@
 #include <string>
 
 #include "commands.h"
-#ifdef TOKENSCOPE_HAVE_CUDA
-#include "cuda_backend.h"
-#endif
 #include "util/error.h"
 #include "util/log.h"
 #include "version.h"
@@ -72,9 +69,6 @@ int dispatch(int argc, char** argv) {
         break;
     }
     tokenscope::log::configure(log_level);
-#ifdef TOKENSCOPE_HAVE_CUDA
-    tokenscope::cuda::register_backend();  // --device cuda|auto can then pick it
-#endif
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
             "no command given (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, devices; see --help)");

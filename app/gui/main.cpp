@@ -10,9 +10,6 @@
 
 #include "chat_view.h"
 #include "main_window.h"
-#ifdef TOKENSCOPE_HAVE_CUDA
-#include "cuda_backend.h"
-#endif
 #include "util/log.h"
 
 int main(int argc, char** argv) {
@@ -53,9 +50,6 @@ int main(int argc, char** argv) {
     options.load.kv_capacity_tokens = parser.value(ctx).toInt();
     options.load.threads = parser.value(threads).toInt();
     options.load.device = parser.value(device);
-#ifdef TOKENSCOPE_HAVE_CUDA
-    tokenscope::cuda::register_backend();  // --device cuda|auto can then pick it
-#endif
 
     std::unique_ptr<tokenscope::app::MainWindow> window;
     try {

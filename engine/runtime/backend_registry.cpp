@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "runtime/gpu_plugin_loader.h"
 #include "util/error.h"
 
 namespace tokenscope::runtime {
@@ -31,6 +32,12 @@ const char* device_name(Device device) {
 
 void register_gpu_backend(const GpuBackendFactory& factory) { slot() = factory; }
 
-const GpuBackendFactory* registered_gpu_backend() { return slot() ? &*slot() : nullptr; }
+const GpuBackendFactory* registered_gpu_backend(std::string* why_none) {
+    if (slot()) return &*slot();
+    const GpuPluginStatus& plugin = gpu_plugin();
+    if (plugin.plugin) return &plugin.plugin->backend;
+    if (why_none) *why_none = plugin.problem;
+    return nullptr;
+}
 
 }  // namespace tokenscope::runtime

@@ -1,7 +1,7 @@
 #pragma once
-// How the engine reaches backends it does not link: kernels/ (CUDA) registers a factory at
-// start-up (the CLI and the app call tokenscope::cuda::register_backend()), so the engine
-// library never includes CUDA headers and builds without the toolkit.
+// How the engine reaches backends it does not link. The CUDA backend lives in a plugin
+// (runtime/gpu_plugin.h) that is loaded on first use; a test or an embedding program may
+// register a factory itself instead, which then takes precedence.
 #include <memory>
 #include <string>
 
@@ -9,6 +9,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "runtime/backend.h"
+#include "runtime/gpu_plugin.h"
 
 namespace tokenscope::runtime {
 
@@ -17,16 +18,9 @@ enum class Device { Cpu, Cuda, Auto };
 Device parse_device(const std::string& text);
 const char* device_name(Device device);
 
-struct GpuBackendFactory {
-    const char* name = "cuda";
-    // Why no usable GPU is present ("" when one is): checked before `create` for Device::Auto.
-    std::string (*unavailable_reason)() = nullptr;
-    // Throws tokenscope::Error (e.g. the model does not fit) before allocating half of it.
-    std::unique_ptr<Backend> (*create)(const model::ModelConfig&, const model::ModelWeights&,
-                                       const kv::CacheShape&) = nullptr;
-};
-
 void register_gpu_backend(const GpuBackendFactory& factory);
-const GpuBackendFactory* registered_gpu_backend();
+// The registered factory, else the plugin's (loading it on the first call), else null with
+// `why_none` (when given) set to the reason.
+const GpuBackendFactory* registered_gpu_backend(std::string* why_none = nullptr);
 
 }  // namespace tokenscope::runtime

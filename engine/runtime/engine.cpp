@@ -57,9 +57,10 @@ namespace {
 std::unique_ptr<Backend> create_backend(const model::ModelConfig& config, const model::ModelWeights& weights,
                                         const kv::CacheShape& shape, const EngineOptions& options) {
     if (options.device != Device::Cpu) {
-        const GpuBackendFactory* gpu = registered_gpu_backend();
-        std::string reason = gpu ? gpu->unavailable_reason() : "this build has no CUDA backend";
-        if (reason.empty()) return gpu->create(config, weights, shape);
+        std::string reason;
+        const GpuBackendFactory* gpu = registered_gpu_backend(&reason);
+        if (gpu) reason = gpu->unavailable_reason();
+        if (reason.empty()) return gpu->create(config, weights, shape, options.gpu);
         if (options.device == Device::Cuda) throw Error("--device cuda: " + reason);
         spdlog::info("device auto: using the CPU ({})", reason);
     }

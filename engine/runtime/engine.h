@@ -22,6 +22,7 @@
 #include "model/model_weights.h"
 #include "runtime/backend.h"
 #include "runtime/backend_registry.h"
+#include "runtime/gpu_plugin.h"
 #include "runtime/sampler.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -35,6 +36,7 @@ struct EngineOptions {
     int kv_block_size = 16;
     std::int64_t token_budget = 512;       // tokens per step (prefill chunk size)
     Device device = Device::Cpu;           // Auto: CUDA when a usable GPU is registered and present
+    GpuOptions gpu;                        // CUDA graphs, split-K attention (the bench toggles them)
 };
 
 using RequestId = std::int64_t;

@@ -140,15 +140,22 @@ bool trivial(std::int64_t rows, std::int64_t cols, int tokens, float* y, cudaStr
 }  // namespace
 
 void matmul_gemv(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols,
-                 const float* x, int tokens, float* y, cudaStream_t s) {
+                 const float* x, int tokens, float* y, cudaStream_t s, GemvVariant variant) {
     const Shape shape = check_shape(type, W, rows, cols, tokens);
     if (tokens > kGemvMaxTokens) {
         throw InvalidArgument("matmul: the GEMV path takes at most " + std::to_string(kGemvMaxTokens) +
                               " tokens, got " + std::to_string(tokens));
     }
     if (trivial(rows, cols, tokens, y, s)) return;
-    detail::launch_gemv(type, static_cast<const std::uint8_t*>(W), shape.row_bytes, rows, cols, x,
-                        tokens, y, s);
+    const auto* bytes = static_cast<const std::uint8_t*>(W);
+    if (variant != GemvVariant::Reference && detail::gemv_vectorized_supports(type, W, cols, x)) {
+        detail::launch_gemv_vectorized(type, bytes, shape.row_bytes, rows, cols, x, tokens, y, s);
+    } else if (variant == GemvVariant::Vectorized) {
+        throw InvalidArgument(std::string("matmul: no vectorised GEMV for ") + tensor::type_name(type) +
+                              " with cols=" + std::to_string(cols));
+    } else {
+        detail::launch_gemv(type, bytes, shape.row_bytes, rows, cols, x, tokens, y, s);
+    }
 }
 
 void matmul_gemm(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols,

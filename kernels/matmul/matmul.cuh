@@ -62,10 +62,16 @@ struct MatmulWorkspace {
 void matmul(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols, const float* x,
             int tokens, float* y, MatmulWorkspace& ws, cudaStream_t s);
 
+// The GEMV kernels: Best takes the vectorised one where the type and alignments allow it
+// (F16, Q8_0, Q4_K; matmul_gemv_vec.cu), else the reference; the other two force one (the
+// self-test and the kernel lab compare them; Vectorized throws where it does not apply).
+enum class GemvVariant { Best, Reference, Vectorized };
+
 // The two paths on their own, for tests and benchmarks (matmul() picks by `tokens`).
 // gemv: tokens in 1..kGemvMaxTokens.
 void matmul_gemv(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols,
-                 const float* x, int tokens, float* y, cudaStream_t s);
+                 const float* x, int tokens, float* y, cudaStream_t s,
+                 GemvVariant variant = GemvVariant::Best);
 void matmul_gemm(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols,
                  const float* x, int tokens, float* y, MatmulWorkspace& ws, cudaStream_t s);
 

@@ -31,6 +31,12 @@ inline void check_cublas(cublasStatus_t status, const std::string& what) {
 void launch_gemv(tensor::Type type, const std::uint8_t* W, std::size_t row_bytes, std::int64_t rows,
                  std::int64_t cols, const float* x, int tokens, float* y, cudaStream_t s);
 
+// matmul_gemv_vec.cu: the same product with lanes sharing blocks and wide loads, for F16, Q8_0
+// and Q4_K. `supports` says whether the type, width and alignments allow it.
+bool gemv_vectorized_supports(tensor::Type type, const void* W, std::int64_t cols, const float* x);
+void launch_gemv_vectorized(tensor::Type type, const std::uint8_t* W, std::size_t row_bytes, std::int64_t rows,
+                            std::int64_t cols, const float* x, int tokens, float* y, cudaStream_t s);
+
 // matmul_dequant.cu: rows [0, rows) of W (row stride row_bytes) into a dense row-major
 // [rows][cols] array of `out_type` (CUDA_R_16F or CUDA_R_16BF), rounded to nearest even.
 void launch_dequantize_rows(tensor::Type type, const std::uint8_t* W, std::size_t row_bytes,

@@ -5,8 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "ops/check.h"
-#include "ops/kv_cache_types.cuh"
-#include "ops/reduce.cuh"
+#include "ops/attention_core.cuh"
 
 namespace tokenscope::cuda::ops {
 
@@ -14,13 +13,6 @@ namespace {
 
 constexpr int kThreads = 128;  // 4 warps
 constexpr int kWarps = kThreads / 32;
-
-// Element `index` of a cache array, without the Q8 row scale.
-__device__ inline float load_kv(const void* cache, int type, std::int64_t index) {
-    if (type == kvt::kF32) return static_cast<const float*>(cache)[index];
-    if (type == kvt::kF16) return __half2float(static_cast<const __half*>(cache)[index]);
-    return static_cast<float>(static_cast<const std::int8_t*>(cache)[index]);
-}
 
 // One block per (token, head): blockIdx.x = t * heads + h. Warp w takes keys first + w,
 // first + w + kWarps, ...; each warp keeps its own running max m, sum l and accumulator
@@ -63,26 +55,10 @@ __global__ void attention_kernel(const float* q, int heads, int kv_heads, int he
     const std::int64_t* slots = slot_table + token_slot_begin[t];
     float* cap = capture != nullptr ? capture + th * capture_stride : nullptr;
 
-    float m = -INFINITY;  // identical in every lane of the warp (xor reductions are symmetric)
+    float m = -INFINITY;
     float l = 0.0f;
-    for (int j = first + warp; j <= p; j += kWarps) {
-        const std::int64_t row = slots[j] * kv_heads + kvh;
-        const std::int64_t base = row * head_dim;
-        float partial = 0.0f;
-        for (int d = lane; d < head_dim; d += 32) partial += q_s[d] * load_kv(k_cache, type, base + d);
-        float dot = detail::warp_sum(partial);
-        if (type == kvt::kQ8) dot *= k_scales[row];
-        const float score = dot * score_scale;
-        if (cap != nullptr && lane == 0) cap[j] = score;  // raw score, normalised below
-        const float m_new = fmaxf(m, score);
-        const float correction = m == -INFINITY ? 0.0f : expf(m - m_new);
-        const float w = expf(score - m_new);
-        l = l * correction + w;
-        const float wv = type == kvt::kQ8 ? w * v_scales[row] : w;
-        for (int d = lane; d < head_dim; d += 32)
-            acc_w[d] = acc_w[d] * correction + wv * load_kv(v_cache, type, base + d);
-        m = m_new;
-    }
+    const detail::KvView kv{slots, kv_heads, kvh, head_dim, k_cache, v_cache, k_scales, v_scales, type};
+    detail::warp_attend(q_s, acc_w, kv, first, p, warp, kWarps, lane, score_scale, cap, m, l);
     if (lane == 0) {
         m_s[warp] = m;
         l_s[warp] = l;

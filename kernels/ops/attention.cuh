@@ -1,5 +1,6 @@
 #pragma once
 // Paged attention over one layer of the device KV cache for a ragged batch. Host launcher only.
+#include <cstddef>
 #include <cstdint>
 
 #include "ops/stream.h"
@@ -30,5 +31,28 @@ void attention(const float* q, int tokens, int heads, int kv_heads, int head_dim
                const float* k_scales, const float* v_scales, kv::ElementType type,
                float score_scale, int window, float* out, float* capture,
                std::int64_t capture_stride, cudaStream_t s);
+
+}  // namespace tokenscope::cuda::ops
+
+namespace tokenscope::cuda::ops {
+
+// Split-K ("flash-decoding") form of attention() for few queries over long contexts, where one
+// block per (token, head) leaves most of the GPU idle (32 heads = 32 blocks on 132 SMs). Each
+// (token, head) gets `splits` blocks; block s takes the s-th of `splits` equal shares of the
+// keys [first, p] and writes its unnormalised partial (acc[head_dim], running max, sum) to
+// `scratch`; a second kernel merges the shares. Same arguments and result as attention()
+// without capture. `splits` is fixed by the caller (not derived from the context) so that the
+// launch shape does not change from step to step: a CUDA graph can replay it. Shares past the
+// end of a short context are empty and cost one block each.
+inline constexpr int kMaxAttentionSplits = 64;
+// Floats of scratch for `tokens` queries.
+std::size_t attention_split_scratch_floats(int tokens, int heads, int head_dim, int splits);
+// The split count for a cache of `capacity_tokens`: about 256 keys per share, 1 to 32 shares.
+int attention_splits_for(std::int64_t capacity_tokens);
+void attention_split(const float* q, int tokens, int heads, int kv_heads, int head_dim,
+                     const std::int32_t* token_pos, const std::int32_t* token_slot_begin,
+                     const std::int64_t* slot_table, const void* k_cache, const void* v_cache,
+                     const float* k_scales, const float* v_scales, kv::ElementType type,
+                     float score_scale, int window, int splits, float* scratch, float* out, cudaStream_t s);
 
 }  // namespace tokenscope::cuda::ops

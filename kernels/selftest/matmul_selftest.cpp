@@ -24,6 +24,7 @@ struct Case {
     std::int64_t cols;
     int tokens;
     bool bf16;  // cuBLAS path in bf16 instead of f16
+    GemvVariant variant = GemvVariant::Best;
 };
 
 MatmulCheck run_case(const Case& c, std::mt19937_64& rng, MatmulWorkspace& ws) {
@@ -32,7 +33,9 @@ MatmulCheck run_case(const Case& c, std::mt19937_64& rng, MatmulWorkspace& ws) {
     check.name = std::string(c.traits->name) + " rows=" + std::to_string(c.rows) +
                  " cols=" + std::to_string(c.cols) + " tokens=" + std::to_string(c.tokens);
     if (c.tokens <= kGemvMaxTokens) {
-        check.precision = "f32 gemv";
+        check.precision = c.variant == GemvVariant::Reference    ? "f32 gemv (reference)"
+                          : c.variant == GemvVariant::Vectorized ? "f32 gemv (vectorised)"
+                                                                 : "f32 gemv";
         check.tolerance = 1e-5;
     } else if (type == tensor::Type::F32) {
         check.precision = "f32 cublas";
@@ -87,7 +90,11 @@ MatmulCheck run_case(const Case& c, std::mt19937_64& rng, MatmulWorkspace& ws) {
     selftest::DeviceBuffer<float> x_dev(x_host);
     selftest::DeviceBuffer<float> y_dev(y_ref.size());
     ws.precision = c.bf16 ? GemmPrecision::BF16 : GemmPrecision::F16;
-    matmul(type, w_dev.get(), c.rows, c.cols, x_dev.get(), c.tokens, y_dev.get(), ws, nullptr);
+    if (c.tokens <= kGemvMaxTokens) {
+        matmul_gemv(type, w_dev.get(), c.rows, c.cols, x_dev.get(), c.tokens, y_dev.get(), nullptr, c.variant);
+    } else {
+        matmul(type, w_dev.get(), c.rows, c.cols, x_dev.get(), c.tokens, y_dev.get(), ws, nullptr);
+    }
     TOKENSCOPE_CUDA_CHECK(cudaGetLastError());
     const std::vector<float> y_host = y_dev.download();  // cudaMemcpy: waits for the kernels
 
@@ -122,6 +129,16 @@ std::vector<MatmulCheck> check_matmul(std::uint64_t seed) {
             checks.push_back(run_case({&traits, rows, cols, tokens, false}, rng, ws));
             if (tokens > kGemvMaxTokens && traits.type != tensor::Type::F32 && tokens == 33) {
                 checks.push_back(run_case({&traits, rows, cols, tokens, true}, rng, ws));
+            }
+        }
+    }
+    // Both GEMV kernels on their own for the formats that have a vectorised one, at widths it
+    // takes (several blocks per lane group, so the strided loops run more than once).
+    for (const tensor::Type type : {tensor::Type::F16, tensor::Type::Q8_0, tensor::Type::Q4_K}) {
+        for (const int tokens : {1, 3, 8}) {
+            for (const GemvVariant variant : {GemvVariant::Reference, GemvVariant::Vectorized}) {
+                const std::int64_t rows = 2 * half_rows(rng) + 1;
+                checks.push_back(run_case({&tensor::traits(type), rows, 2048, tokens, false, variant}, rng, ws));
             }
         }
     }

@@ -349,6 +349,19 @@ void check_kv_and_attention(Rng& rng, std::vector<OpCheck>& out) {
             sync();
             out.push_back(make_check("attention (no capture)" + suffix, "f32 vs float64",
                                      rel_error(d_out2.download(), ref), kF32));
+            // Split-K: 1 share, uneven shares, and more shares than keys (empty shares; B's
+            // token sees 25 keys, a window 8).
+            for (const int splits : {1, 3, 7, ops::kMaxAttentionSplits}) {
+                DeviceBuffer<float> d_split(q.size());
+                DeviceBuffer<float> d_scratch(ops::attention_split_scratch_floats(tokens, kHeads, kHeadDim, splits));
+                ops::attention_split(d_q.get(), tokens, kHeads, kKvHeads, kHeadDim, d_pos.get(), d_begin.get(),
+                                     d_slots.get(), dev.k.get(), dev.v.get(), dev.k_scales.get(),
+                                     dev.v_scales.get(), type, score_scale, window, splits, d_scratch.get(),
+                                     d_split.get(), nullptr);
+                sync();
+                out.push_back(make_check("attention split-K " + std::to_string(splits) + suffix, "f32 vs float64",
+                                         rel_error(d_split.download(), ref), kF32));
+            }
         }
         // The cache precision itself, against the unquantized inputs (documents f16/q8 error).
         std::vector<float> orig;

@@ -1,0 +1,171 @@
+#include "lab/kernel_lab.h"
+
+#include <cmath>
+#include <random>
+
+#include "device_buffer.h"
+#include "kv/kv_types.h"
+#include "lab/event_timer.h"
+#include "matmul/matmul.cuh"
+#include "ops/attention.cuh"
+#include "ops/check.h"
+#include "ops/kv_append.cuh"
+#include "tensor/type.h"
+#include "util/error.h"
+
+namespace tokenscope::cuda::lab {
+
+namespace {
+
+constexpr int kWarmup = 5;
+constexpr int kRepeats = 50;
+
+double rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+        num += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+        den += static_cast<double>(ref[i]) * ref[i];
+    }
+    return std::sqrt(num / (den > 0 ? den : 1.0));
+}
+
+std::vector<float> download(const DeviceBuffer& b, std::size_t count, cudaStream_t s) {
+    std::vector<float> out(count);
+    b.download(out.data(), count * sizeof(float), s);
+    TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s));
+    return out;
+}
+
+// A weight matrix of the 1B model's shapes: 256 distinct quantized rows repeated (every row is
+// still read from its own address, so the traffic is that of a real matrix).
+DeviceBuffer make_weights(tensor::Type type, std::int64_t rows, std::int64_t cols, std::mt19937& rng, cudaStream_t s) {
+    const std::size_t row_bytes = tensor::row_bytes(type, cols);
+    constexpr int kDistinct = 256;
+    std::vector<unsigned char> distinct(row_bytes * kDistinct);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (int r = 0; r < kDistinct; ++r) {
+        for (float& v : row) v = normal(rng);
+        tensor::quantize_row(type, row.data(), distinct.data() + row_bytes * static_cast<std::size_t>(r), cols);
+    }
+    std::vector<unsigned char> all(row_bytes * static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        std::copy_n(distinct.data() + row_bytes * static_cast<std::size_t>(r % kDistinct), row_bytes,
+                    all.data() + row_bytes * static_cast<std::size_t>(r));
+    }
+    DeviceBuffer w(all.size(), "kernel lab weights");
+    w.upload(all.data(), all.size(), s);
+    return w;
+}
+
+void gemv_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, EventTimer& timer) {
+    std::mt19937 rng(11);
+    struct Shape {
+        const char* what;
+        std::int64_t rows, cols;
+    };
+    // dim 2048, 32 heads of 64 (q/o 2048), 8 KV heads (k/v 512), FFN 8192, vocab 32000.
+    const Shape shapes[] = {{"attn_q", 2048, 2048}, {"attn_k", 512, 2048}, {"ffn_up", 8192, 2048},
+                            {"ffn_down", 2048, 8192}, {"output", 32000, 2048}};
+    for (const tensor::Type type : {tensor::Type::F16, tensor::Type::Q8_0, tensor::Type::Q4_K}) {
+        for (const Shape& shape : shapes) {
+            DeviceBuffer w = make_weights(type, shape.rows, shape.cols, rng, s);
+            std::normal_distribution<float> normal(0.0f, 1.0f);
+            std::vector<float> x_host(static_cast<std::size_t>(shape.cols));
+            for (float& v : x_host) v = normal(rng);
+            DeviceBuffer x(x_host.size() * sizeof(float), "kernel lab x"), y(static_cast<std::size_t>(shape.rows) * sizeof(float), "kernel lab y");
+            x.upload(x_host.data(), x_host.size() * sizeof(float), s);
+            const double bytes = static_cast<double>(tensor::row_bytes(type, shape.cols)) * static_cast<double>(shape.rows);
+            const std::string op = std::string("gemv ") + tensor::type_name(type) + " " + shape.what + " " +
+                                   std::to_string(shape.rows) + "x" + std::to_string(shape.cols);
+            std::vector<float> reference;
+            for (const auto& [variant, name] : {std::pair{GemvVariant::Reference, "reference: lane per block"},
+                                                std::pair{GemvVariant::Vectorized, "vectorised: lanes share blocks"}}) {
+                const double seconds = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                    matmul_gemv(type, w.data(), shape.rows, shape.cols, x.as<float>(), 1, y.as<float>(), s, variant);
+                });
+                const std::vector<float> result = download(y, static_cast<std::size_t>(shape.rows), s);
+                if (reference.empty()) reference = result;
+                out.push_back({op, name, seconds * 1e6, bytes / seconds * 1e-9, rel_error(result, reference)});
+            }
+        }
+    }
+}
+
+void attention_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, EventTimer& timer) {
+    constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64;
+    std::mt19937 rng(12);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const kv::ElementType type : {kv::ElementType::F16, kv::ElementType::Q8}) {
+        for (const int context : {512, 4096}) {
+            const std::size_t row = static_cast<std::size_t>(kKvHeads) * kHeadDim;
+            std::vector<float> kv_host(static_cast<std::size_t>(context) * row);
+            for (float& v : kv_host) v = normal(rng);
+            DeviceBuffer k_in(kv_host.size() * sizeof(float), "lab k"), v_in(kv_host.size() * sizeof(float), "lab v");
+            k_in.upload(kv_host.data(), kv_host.size() * sizeof(float), s);
+            for (float& v : kv_host) v = normal(rng);
+            v_in.upload(kv_host.data(), kv_host.size() * sizeof(float), s);
+            std::vector<std::int64_t> slots(static_cast<std::size_t>(context));
+            for (int i = 0; i < context; ++i) slots[static_cast<std::size_t>(i)] = i;
+            DeviceBuffer d_slots(slots.size() * sizeof(std::int64_t), "lab slots");
+            d_slots.upload(slots.data(), slots.size() * sizeof(std::int64_t), s);
+            const std::size_t values = static_cast<std::size_t>(context) * row * static_cast<std::size_t>(kv::element_bytes(type));
+            DeviceBuffer k_cache(values, "lab K cache"), v_cache(values, "lab V cache");
+            DeviceBuffer k_scales(static_cast<std::size_t>(context) * kKvHeads * sizeof(float), "lab K scales");
+            DeviceBuffer v_scales(static_cast<std::size_t>(context) * kKvHeads * sizeof(float), "lab V scales");
+            ops::kv_append(k_in.as<float>(), v_in.as<float>(), context, d_slots.as<std::int64_t>(), k_cache.data(), v_cache.data(),
+                           k_scales.as<float>(), v_scales.as<float>(), kKvHeads, kHeadDim, type, s);
+            std::vector<float> q_host(static_cast<std::size_t>(kHeads) * kHeadDim);
+            for (float& v : q_host) v = normal(rng);
+            DeviceBuffer q(q_host.size() * sizeof(float), "lab q"), o(q_host.size() * sizeof(float), "lab out");
+            q.upload(q_host.data(), q_host.size() * sizeof(float), s);
+            const std::int32_t pos = context - 1, begin = 0;
+            DeviceBuffer d_pos(sizeof pos, "lab pos"), d_begin(sizeof begin, "lab begin");
+            d_pos.upload(&pos, sizeof pos, s);
+            d_begin.upload(&begin, sizeof begin, s);
+            const int splits = ops::attention_splits_for(context);
+            DeviceBuffer scratch(ops::attention_split_scratch_floats(1, kHeads, kHeadDim, splits) * sizeof(float), "lab scratch");
+            const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+            double bytes = static_cast<double>(values) * 2;
+            if (type == kv::ElementType::Q8) bytes += 2.0 * context * kKvHeads * sizeof(float);
+            const std::string op = std::string("attention ") + kv::element_type_name(type) + " context " + std::to_string(context);
+            std::vector<float> reference;
+            const double one = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                ops::attention(q.as<float>(), 1, kHeads, kKvHeads, kHeadDim, d_pos.as<std::int32_t>(), d_begin.as<std::int32_t>(),
+                               d_slots.as<std::int64_t>(), k_cache.data(), v_cache.data(), k_scales.as<float>(),
+                               v_scales.as<float>(), type, scale, 0, o.as<float>(), nullptr, 0, s);
+            });
+            reference = download(o, q_host.size(), s);
+            out.push_back({op, "one block per head", one * 1e6, bytes / one * 1e-9, 0.0});
+            const double split = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                ops::attention_split(q.as<float>(), 1, kHeads, kKvHeads, kHeadDim, d_pos.as<std::int32_t>(),
+                                     d_begin.as<std::int32_t>(), d_slots.as<std::int64_t>(), k_cache.data(), v_cache.data(),
+                                     k_scales.as<float>(), v_scales.as<float>(), type, scale, 0, splits,
+                                     scratch.as<float>(), o.as<float>(), s);
+            });
+            out.push_back({op, "split-K, " + std::to_string(splits) + " shares", split * 1e6, bytes / split * 1e-9,
+                           rel_error(download(o, q_host.size(), s), reference)});
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<runtime::KernelTiming> run_kernel_lab(const std::string& op) {
+    if (!op.empty() && op != "gemv" && op != "attention") {
+        throw InvalidArgument("kernel lab: unknown op '" + op + "' (gemv, attention, or none for both)");
+    }
+    cudaStream_t stream = nullptr;
+    TOKENSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    struct StreamGuard {
+        cudaStream_t s;
+        ~StreamGuard() { cudaStreamDestroy(s); }
+    } guard{stream};
+    EventTimer timer;
+    std::vector<runtime::KernelTiming> out;
+    if (op.empty() || op == "gemv") gemv_lab(out, stream, timer);
+    if (op.empty() || op == "attention") attention_lab(out, stream, timer);
+    return out;
+}
+
+}  // namespace tokenscope::cuda::lab
