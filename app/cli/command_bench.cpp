@@ -1,6 +1,8 @@
-// `tokenscope-cli bench`: prefill and decode speed on this machine, each next to the
-// machine's ceiling measured by the bench itself (read bandwidth for decode, f32 FMA peak for
-// prefill).
+// `tokenscope-cli bench`: prefill and decode speed on this machine, each next to the machine's
+// ceiling measured by the bench itself. CPU: read bandwidth (decode) and the f32 FMA peak
+// (prefill). CUDA: the device-to-device copy bandwidth (decode) and the rate of the cuBLAS bf16
+// GEMM the prefill path calls, at the prefill's own shape (prefill). Decode is measured at each
+// requested context length and, with --concurrency, for several sequences decoding together.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "generation_options.h"
 #include "inspect/compute_peak.h"
 #include "inspect/model_cost.h"
+#include "runtime/gpu_plugin_loader.h"
 #include "table.h"
 #include "tensor/matmul_bench.h"
 #include "util/error.h"
@@ -26,16 +29,16 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::vector<std::int64_t> parse_lengths(const std::string& text) {
+std::vector<std::int64_t> parse_list(const std::string& option, const std::string& text, std::int64_t max) {
     std::vector<std::int64_t> out;
     std::stringstream in(text);
     std::string item;
     while (std::getline(in, item, ',')) {
         char* end = nullptr;
         const long long v = std::strtoll(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || v < 1 || v > 65536) {
-            throw InvalidArgument("'bench': option '--prompt-lengths' expects numbers 1-65536 separated by commas, got '" +
-                                  text + "'");
+        if (item.empty() || *end != '\0' || v < 1 || v > max) {
+            throw InvalidArgument("'bench': option '--" + option + "' expects numbers 1-" + std::to_string(max) +
+                                  " separated by commas, got '" + text + "'");
         }
         out.push_back(v);
     }
@@ -46,29 +49,78 @@ std::int32_t argmax(std::span<const float> row) {
     return static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
+// The ceilings the percentages are taken of.
+struct Ceiling {
+    std::string device;       // "cpu (2 threads, AVX-512)" or the GPU's name
+    double gbps = 0;          // decode: memory the machine can stream per second
+    const char* gbps_what = "";
+    double gflops = 0;        // prefill
+    const char* gflops_what = "";
+};
+
+struct DecodeResult {
+    std::int64_t context = 0;    // tokens in the cache when decoding starts
+    std::int64_t sequences = 1;  // decoding together
+    std::int64_t steps = 0;
+    double seconds = 0;
+    double bytes_per_step = 0;   // weights once + every sequence's KV cache reads (average context)
+};
+
 }  // namespace
 
 int run_bench(int argc, char** argv, int first) {
     const Arguments args("bench",
-                         join({{"model"}, {"prompt-lengths"}, {"n-decode"}, {"json", false}}, engine_option_specs()),
+                         join({{"model"}, {"prompt-lengths"}, {"n-decode"}, {"decode-contexts"}, {"concurrency"}, {"json", false}},
+                              engine_option_specs()),
                          argc, argv, first);
-    const std::vector<std::int64_t> lengths = parse_lengths(args.value("prompt-lengths").value_or("128,512"));
+    const std::vector<std::int64_t> lengths = parse_list("prompt-lengths", args.value("prompt-lengths").value_or("128,512"), 65536);
+    const std::vector<std::int64_t> contexts = parse_list("decode-contexts", args.value("decode-contexts").value_or("16"), 65536);
+    const std::vector<std::int64_t> concurrency =
+        args.value("concurrency") ? parse_list("concurrency", *args.value("concurrency"), 256) : std::vector<std::int64_t>{};
     const auto n_decode = static_cast<std::int64_t>(args.number("n-decode").value_or(64));
     if (n_decode < 1 || n_decode > 100000) throw InvalidArgument("'bench': option '--n-decode' must be 1 to 100000");
     runtime::EngineOptions options = engine_options(args);
     const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-    options.kv_capacity_tokens = std::max<std::int64_t>(longest, 16 + n_decode) + 16;
+    const std::int64_t longest_context = *std::max_element(contexts.begin(), contexts.end());
+    // Concurrent sequences start from a 64-token prompt each.
+    constexpr std::int64_t kConcurrentPrompt = 64;
+    const std::int64_t most_sequences = concurrency.empty() ? 0 : *std::max_element(concurrency.begin(), concurrency.end());
+    // Whole blocks per sequence (the cache hands out blocks, not tokens).
+    const auto blocks_of = [&](std::int64_t tokens) {
+        return (tokens + options.kv_block_size - 1) / options.kv_block_size * options.kv_block_size;
+    };
+    const std::int64_t capacity =
+        std::max({blocks_of(longest), blocks_of(longest_context + n_decode), most_sequences * blocks_of(kConcurrentPrompt + n_decode)});
+    if (!args.value("ctx")) options.kv_capacity_tokens = capacity + 16;
+    else if (options.kv_capacity_tokens < capacity) {
+        throw InvalidArgument("'bench': --ctx " + std::to_string(options.kv_capacity_tokens) + " is smaller than the " +
+                              std::to_string(capacity) + " tokens these measurements need");
+    }
     if (!args.value("batch")) options.token_budget = longest;
     auto engine = runtime::Engine::load(args.required("model"), options);
+    const bool on_gpu = engine->backend_name().rfind("cuda", 0) == 0;
     const int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
     const inspect::ModelCost cost = inspect::model_cost(engine->file());
-    const std::int64_t vocab = engine->config().vocab_size;
+    const model::ModelConfig& config = engine->config();
+    const std::int64_t vocab = config.vocab_size;
     std::mt19937 rng(1234);
     auto random_tokens = [&](std::int64_t n) {
         std::vector<std::int32_t> t(static_cast<std::size_t>(n));
         for (auto& x : t) x = static_cast<std::int32_t>(3 + rng() % static_cast<std::uint32_t>(vocab - 3));
         return t;
     };
+    // KV bytes one decode step reads for one sequence at `context` tokens: every layer's K and V
+    // rows up to the context (or the sliding window).
+    const kv::CacheShape one_layer{1, static_cast<int>(config.kv_heads), static_cast<int>(config.head_dim), 1, 1, options.kv_type};
+    auto kv_read_bytes = [&](double context) {
+        double bytes = 0;
+        for (int l = 0; l < static_cast<int>(config.layers); ++l) {
+            const double seen = config.uses_window(l) ? std::min<double>(context, static_cast<double>(config.sliding_window)) : context;
+            bytes += seen * static_cast<double>(kv::bytes_per_token(one_layer));
+        }
+        return bytes;
+    };
+
     runtime::ForwardOutputs out;
     // Runs `tokens` through a fresh sequence in budget-sized chunks; returns seconds.
     auto prefill = [&](const std::vector<std::int32_t>& tokens, kv::SeqId seq) {
@@ -85,16 +137,72 @@ int run_bench(int argc, char** argv, int first) {
         }
         return seconds_since(start);
     };
+    // `sequences` sequences, each prefilled with `context` tokens, then `steps` greedy decode
+    // steps in which every sequence adds one token (one batch per step).
+    auto decode = [&](std::int64_t context, std::int64_t sequences, std::int64_t steps) {
+        std::vector<kv::SeqId> ids;
+        std::vector<std::vector<std::int32_t>> history;
+        std::vector<std::int32_t> next;
+        for (std::int64_t s = 0; s < sequences; ++s) {
+            ids.push_back(engine->new_sequence_id());
+            history.push_back(random_tokens(context));
+            prefill(history.back(), ids.back());
+            next.push_back(argmax(out.row(0)));
+        }
+        const auto start = Clock::now();
+        for (std::int64_t i = 0; i < steps; ++i) {
+            runtime::Batch batch;
+            for (std::size_t s = 0; s < ids.size(); ++s) {
+                if (!engine->kv().allocate_slots(ids[s], 1)) throw Error("bench: KV cache too small");
+                history[s].push_back(next[s]);
+                batch.chunks.push_back({ids[s], std::span(history[s]).last(1), static_cast<std::int64_t>(history[s].size() - 1),
+                                        runtime::LogitsWanted::Last, nullptr});
+            }
+            engine->forward(batch, out);
+            for (std::size_t s = 0; s < ids.size(); ++s) next[s] = argmax(out.row(out.first_row[s]));
+        }
+        DecodeResult r;
+        r.seconds = seconds_since(start);
+        r.context = context;
+        r.sequences = sequences;
+        r.steps = steps;
+        r.bytes_per_step = static_cast<double>(cost.decode_bytes_per_token) +
+                           static_cast<double>(sequences) * kv_read_bytes(static_cast<double>(context) + static_cast<double>(steps) / 2);
+        for (const kv::SeqId id : ids) engine->kv().free_sequence(id);
+        return r;
+    };
 
     // Machine ceilings first, while nothing else is warm.
-    const double read_gbps = tensor::measure_read_bandwidth(std::size_t{1} << 30, threads, 1.0);
-    const inspect::ComputePeak peak = inspect::measure_f32_peak(threads);
+    Ceiling ceiling;
+    runtime::GpuPeaks gpu_peaks;
+    if (on_gpu) {
+        const runtime::GpuPluginStatus& plugin = runtime::gpu_plugin();
+        if (!plugin.plugin) throw Error("bench: the CUDA backend is running but its plugin is gone: " + plugin.problem);
+        // The prefill's largest product: FFN rows x prompt tokens x width.
+        gpu_peaks = plugin.plugin->measure_peaks(static_cast<int>(config.ffn_length), static_cast<int>(longest),
+                                                 static_cast<int>(config.embedding_length));
+        ceiling.device = gpu_peaks.device_name;
+        ceiling.gbps = gpu_peaks.copy_gbps;
+        ceiling.gbps_what = "device-to-device copy";
+        ceiling.gflops = gpu_peaks.bf16_gemm_tflops * 1000.0;
+        ceiling.gflops_what = "cuBLAS bf16 GEMM";
+    } else {
+        const double read_gbps = tensor::measure_read_bandwidth(std::size_t{1} << 30, threads, 1.0);
+        const inspect::ComputePeak peak = inspect::measure_f32_peak(threads);
+        ceiling.device = "cpu (" + std::to_string(threads) + " threads, " + peak.isa + ")";
+        ceiling.gbps = read_gbps;
+        ceiling.gbps_what = "read bandwidth";
+        ceiling.gflops = peak.gflops;
+        ceiling.gflops_what = "f32 FMA peak";
+    }
 
-    // Warm-up: one short prompt pulls every weight page in from the file.
+    // Warm-up: one short prompt pulls every weight page in from the file (and, on a GPU,
+    // records the decode graph).
     {
         const kv::SeqId seq = engine->new_sequence_id();
         prefill(random_tokens(8), seq);
         engine->kv().free_sequence(seq);
+        decode(8, 1, 2);
     }
     struct PrefillResult {
         std::int64_t tokens;
@@ -106,30 +214,18 @@ int run_bench(int argc, char** argv, int first) {
         prefills.push_back({n, prefill(random_tokens(n), seq)});
         engine->kv().free_sequence(seq);
     }
-    // Decode: a 16-token prompt, then n_decode greedy steps of one token each.
-    const kv::SeqId seq = engine->new_sequence_id();
-    std::vector<std::int32_t> history = random_tokens(16);
-    prefill(history, seq);
-    std::int32_t next = argmax(out.row(0));
-    const auto decode_start = Clock::now();
-    for (std::int64_t i = 0; i < n_decode; ++i) {
-        if (!engine->kv().allocate_slots(seq, 1)) throw Error("bench: KV cache too small");
-        history.push_back(next);
-        runtime::Batch batch;
-        batch.chunks.push_back({seq, std::span(history).last(1), static_cast<std::int64_t>(history.size() - 1),
-                                runtime::LogitsWanted::Last, nullptr});
-        engine->forward(batch, out);
-        next = argmax(out.row(0));
-    }
-    const double decode_s = seconds_since(decode_start);
-    engine->kv().free_sequence(seq);
+    std::vector<DecodeResult> decodes;
+    for (const std::int64_t c : contexts) decodes.push_back(decode(c, 1, n_decode));
+    std::vector<DecodeResult> batched;
+    for (const std::int64_t n : concurrency) batched.push_back(decode(kConcurrentPrompt, n, n_decode));
 
-    const double decode_tps = static_cast<double>(n_decode) / decode_s;
-    const double effective_gbps = static_cast<double>(cost.decode_bytes_per_token) * decode_tps / 1e9;
-    const double ttft_ms = prefills.front().seconds * 1000.0;
+    auto tokens_per_s = [](const DecodeResult& d) { return static_cast<double>(d.steps * d.sequences) / d.seconds; };
+    auto achieved_gbps = [](const DecodeResult& d) { return d.bytes_per_step * static_cast<double>(d.steps) / d.seconds / 1e9; };
     auto prefill_gflops = [&](const PrefillResult& p) {
         return (cost.layer_flops_per_token * static_cast<double>(p.tokens) + cost.output_flops) / p.seconds / 1e9;
     };
+    const DecodeResult& first_decode = decodes.front();
+    const double ttft_ms = prefills.front().seconds * 1000.0;
 
     if (args.flag("json")) {
         JsonWriter w;
@@ -137,6 +233,20 @@ int run_bench(int argc, char** argv, int first) {
         w.key("model").value(engine->file().path());
         w.key("threads").value(threads);
         w.key("backend").value(engine->backend_name());
+        w.key("kv_type").value(kv::element_type_name(options.kv_type));
+        w.key("cuda_graphs").value(options.gpu.decode_graphs);
+        w.key("split_k").value(options.gpu.split_k_attention);
+        w.key("ceiling").begin_object();
+        w.key("device").value(ceiling.device);
+        w.key("gbps").value(ceiling.gbps);
+        w.key("gbps_source").value(ceiling.gbps_what);
+        w.key("gflops").value(ceiling.gflops);
+        w.key("gflops_source").value(ceiling.gflops_what);
+        if (on_gpu) {
+            w.key("gemm_shape").value(std::to_string(gpu_peaks.gemm_m) + "x" + std::to_string(gpu_peaks.gemm_n) + "x" +
+                                      std::to_string(gpu_peaks.gemm_k));
+        }
+        w.end_object();
         w.key("prefill").begin_array();
         for (const auto& p : prefills) {
             w.begin_object();
@@ -144,43 +254,71 @@ int run_bench(int argc, char** argv, int first) {
             w.key("seconds").value(p.seconds);
             w.key("tokens_per_s").value(static_cast<double>(p.tokens) / p.seconds);
             w.key("gflops").value(prefill_gflops(p));
-            w.key("peak_fraction").value(prefill_gflops(p) / peak.gflops);
+            w.key("peak_fraction").value(prefill_gflops(p) / ceiling.gflops);
             w.end_object();
         }
         w.end_array();
+        auto write_decode = [&](const DecodeResult& d) {
+            w.begin_object();
+            w.key("context").value(d.context);
+            w.key("sequences").value(d.sequences);
+            w.key("steps").value(d.steps);
+            w.key("tokens_per_s").value(tokens_per_s(d));
+            w.key("us_per_step").value(d.seconds / static_cast<double>(d.steps) * 1e6);
+            w.key("bytes_per_step").value(d.bytes_per_step);
+            w.key("gbps").value(achieved_gbps(d));
+            w.key("bandwidth_fraction").value(achieved_gbps(d) / ceiling.gbps);
+            w.end_object();
+        };
+        w.key("decode").begin_array();
+        for (const auto& d : decodes) write_decode(d);
+        w.end_array();
+        w.key("concurrency").begin_array();
+        for (const auto& d : batched) write_decode(d);
+        w.end_array();
+        // The first decode row under the names earlier versions used.
         w.key("decode_tokens").value(n_decode);
-        w.key("decode_tokens_per_s").value(decode_tps);
+        w.key("decode_tokens_per_s").value(tokens_per_s(first_decode));
         w.key("ttft_ms").value(ttft_ms);
         w.key("weight_bytes").value(engine->file().tensor_bytes());
         w.key("decode_bytes_per_token").value(cost.decode_bytes_per_token);
-        w.key("effective_gbps").value(effective_gbps);
-        w.key("machine_read_gbps").value(read_gbps);
-        w.key("bandwidth_fraction").value(effective_gbps / read_gbps);
-        w.key("machine_f32_gflops").value(peak.gflops);
-        w.key("machine_f32_isa").value(peak.isa);
+        w.key("effective_gbps").value(achieved_gbps(first_decode));
+        w.key("machine_read_gbps").value(ceiling.gbps);
+        w.key("bandwidth_fraction").value(achieved_gbps(first_decode) / ceiling.gbps);
+        w.key("machine_f32_gflops").value(ceiling.gflops);
         w.end_object();
         std::printf("%s\n", w.str().c_str());
         return 0;
     }
-    std::printf("%s on %s\n", engine->file().path().c_str(), engine->backend_name().c_str());
-    std::printf("machine: read bandwidth %.1f GB/s, f32 FMA peak %.0f GFLOP/s (%s, %d threads)\n\n", read_gbps,
-                peak.gflops, peak.isa, threads);
-    Table table({"test", "tokens", "time", "tok/s", "achieved", "of ceiling"}, {false, true, true, true, true, true});
-    char a[64], b[64], c[64], d[64];
+    std::printf("%s on %s (KV cache %s%s)\n", engine->file().path().c_str(), engine->backend_name().c_str(),
+                kv::element_type_name(options.kv_type),
+                on_gpu ? (options.gpu.decode_graphs ? ", decode graphs on" : ", decode graphs off") : "");
+    std::printf("ceilings, measured now on %s: %s %.1f GB/s, %s %.0f GFLOP/s\n\n", ceiling.device.c_str(), ceiling.gbps_what,
+                ceiling.gbps, ceiling.gflops_what, ceiling.gflops);
+    Table table({"test", "tokens", "time", "tok/s", "us/token", "achieved", "of ceiling"},
+                {false, true, true, true, true, true, true});
+    char a[64], b[64], c[64], d[64], e[64];
     for (const auto& p : prefills) {
         std::snprintf(a, sizeof a, "%.0f ms", p.seconds * 1000);
         std::snprintf(b, sizeof b, "%.1f", static_cast<double>(p.tokens) / p.seconds);
+        std::snprintf(e, sizeof e, "%.1f", p.seconds * 1e6 / static_cast<double>(p.tokens));
         std::snprintf(c, sizeof c, "%.1f GFLOP/s", prefill_gflops(p));
-        std::snprintf(d, sizeof d, "%.1f%%", 100.0 * prefill_gflops(p) / peak.gflops);
-        table.add_row({"prefill", std::to_string(p.tokens), a, b, c, d});
+        std::snprintf(d, sizeof d, "%.1f%%", 100.0 * prefill_gflops(p) / ceiling.gflops);
+        table.add_row({"prefill", std::to_string(p.tokens), a, b, e, c, d});
     }
-    std::snprintf(a, sizeof a, "%.0f ms", decode_s * 1000);
-    std::snprintf(b, sizeof b, "%.1f", decode_tps);
-    std::snprintf(c, sizeof c, "%.2f GB/s", effective_gbps);
-    std::snprintf(d, sizeof d, "%.1f%%", 100.0 * effective_gbps / read_gbps);
-    table.add_row({"decode", std::to_string(n_decode), a, b, c, d});
-    std::printf("%s\nTTFT (%lld-token prompt): %.0f ms; decode streams %s per token\n", table.render().c_str(),
-                static_cast<long long>(prefills.front().tokens), ttft_ms, human_bytes(cost.decode_bytes_per_token).c_str());
+    auto add_decode = [&](const DecodeResult& r, const std::string& name) {
+        std::snprintf(a, sizeof a, "%.0f ms", r.seconds * 1000);
+        std::snprintf(b, sizeof b, "%.1f", tokens_per_s(r));
+        std::snprintf(e, sizeof e, "%.1f", r.seconds * 1e6 / static_cast<double>(r.steps));
+        std::snprintf(c, sizeof c, "%.2f GB/s", achieved_gbps(r));
+        std::snprintf(d, sizeof d, "%.1f%%", 100.0 * achieved_gbps(r) / ceiling.gbps);
+        table.add_row({name, std::to_string(r.steps * r.sequences), a, b, e, c, d});
+    };
+    for (const auto& r : decodes) add_decode(r, "decode @" + std::to_string(r.context));
+    for (const auto& r : batched) add_decode(r, "decode x" + std::to_string(r.sequences));
+    std::printf("%s\nTTFT (%lld-token prompt): %.0f ms; a decode step streams %s of weights plus the KV cache\n",
+                table.render().c_str(), static_cast<long long>(prefills.front().tokens), ttft_ms,
+                human_bytes(cost.decode_bytes_per_token).c_str());
     return 0;
 }
 

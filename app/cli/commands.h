@@ -13,5 +13,6 @@ int run_bench(int argc, char** argv, int first);
 int run_ppl(int argc, char** argv, int first);
 int run_make_model(int argc, char** argv, int first);
 int run_selftest(int argc, char** argv, int first);
+int run_kernel_lab(int argc, char** argv, int first);
 
 }  // namespace tokenscope::cli

@@ -25,7 +25,19 @@ std::vector<OptionSpec> join(std::vector<OptionSpec> specs, const std::vector<Op
     return specs;
 }
 
-std::vector<OptionSpec> engine_option_specs() { return {{"threads"}, {"ctx"}, {"kv-type"}, {"batch"}, {"device"}}; }
+std::vector<OptionSpec> engine_option_specs() {
+    return {{"threads"}, {"ctx"}, {"kv-type"}, {"batch"}, {"device"}, {"cuda-graphs"}, {"split-k"}};
+}
+
+namespace {
+bool on_off(const Arguments& args, const char* name, bool fallback) {
+    const auto v = args.value(name);
+    if (!v) return fallback;
+    if (*v == "on") return true;
+    if (*v == "off") return false;
+    throw InvalidArgument(std::string("option '--") + name + "' must be on or off, got '" + *v + "'");
+}
+}  // namespace
 
 runtime::EngineOptions engine_options(const Arguments& args) {
     runtime::EngineOptions o;
@@ -39,6 +51,8 @@ runtime::EngineOptions engine_options(const Arguments& args) {
             throw InvalidArgument(std::string("option '--device': ") + e.what());
         }
     }
+    o.gpu.decode_graphs = on_off(args, "cuda-graphs", true);
+    o.gpu.split_k_attention = on_off(args, "split-k", true);
     if (auto type = args.value("kv-type")) {
         auto parsed = kv::parse_element_type(*type);
         if (!parsed) throw InvalidArgument("option '--kv-type' must be f32, f16 or q8, got '" + *type + "'");

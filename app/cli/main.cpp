@@ -23,13 +23,17 @@ const char* const kUsage =
     "            token ids of TEXT (space separated), or ids and pieces as JSON\n"
     "  run       --model FILE --prompt TEXT [--chat [--template NAME]] [--n-predict N] [--json]\n"
     "            [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window N --seed S]\n"
-    "            [--threads N --ctx N --kv-type f16|f32|q8 --batch N]\n"
+    "            [--threads N --ctx N --kv-type f16|f32|q8 --batch N --device cpu|cuda|auto]\n"
+    "            [--cuda-graphs on|off --split-k on|off]\n"
     "            generate a continuation (or, with --chat, an answer) and stream it\n"
     "  chat      --model FILE [--system TEXT] [--template gemma|llama2|llama3|chatml|mistral|phi3|zephyr|fallback]\n"
     "            [sampling and engine options as for run]\n"
     "            interactive chat; each turn prefills only its new tokens\n"
-    "  bench     --model FILE [--prompt-lengths 128,512] [--n-decode 64] [--threads N] [--json]\n"
+    "  bench     --model FILE [--prompt-lengths 128,512] [--n-decode 64] [--decode-contexts 16,4096]\n"
+    "            [--concurrency 1,8,32,64] [engine options as for run] [--json]\n"
     "            prefill and decode speed against the machine's measured ceilings\n"
+    "  kernel-lab [--op gemv|attention] [--json]\n"
+    "            every variant of a CUDA kernel timed on the same inputs\n"
     "  ppl       --model FILE --file TEXT [--ctx N] [--json]\n"
     "            perplexity over a text file\n"
     "  make-model --out FILE [--type f16|q8_0|q4_k|...] [--width 1024 --layers 16 --heads 16\n"
@@ -71,7 +75,7 @@ int dispatch(int argc, char** argv) {
     tokenscope::log::configure(log_level);
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, kernel-lab, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
@@ -83,8 +87,9 @@ int dispatch(int argc, char** argv) {
     if (command == "ppl") return tokenscope::cli::run_ppl(argc, argv, first + 1);
     if (command == "make-model") return tokenscope::cli::run_make_model(argc, argv, first + 1);
     if (command == "selftest") return tokenscope::cli::run_selftest(argc, argv, first + 1);
+    if (command == "kernel-lab") return tokenscope::cli::run_kernel_lab(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, kernel-lab, devices; see --help)");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QTemporaryDir>
+#include <QFile>
 #include <QRegularExpression>
 #include <QtTest>
 
@@ -19,8 +21,10 @@ struct Result {
     QString out, err;
 };
 
-Result run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 120000) {
+Result run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 120000,
+               const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
     QProcess p;
+    p.setProcessEnvironment(env);
     p.start(TOKENSCOPE_CLI, args);
     if (!input.isEmpty()) p.write(input);
     p.closeWriteChannel();
@@ -140,6 +144,39 @@ private slots:
         const Result selftest = run_cli({"selftest", "--device", "cuda"});
         QCOMPARE(selftest.exit_code, 77);
         QVERIFY2(selftest.out.startsWith("SKIP: selftest --device cuda: "), qPrintable(selftest.out));
+    }
+
+    // The CUDA plugin: a build with CUDA finds it beside the CLI (../lib/tokenscope); a broken
+    // plugin file is reported with its path and the loader's message, and --device auto still
+    // runs on the CPU.
+    void cudaPlugin() {
+        const QJsonObject cuda =
+            QJsonDocument::fromJson(run_cli({"devices", "--json"}).out.toUtf8()).object()["cuda"].toObject();
+#ifdef TOKENSCOPE_TEST_HAVE_CUDA_PLUGIN
+        QVERIFY2(cuda["plugin"].toString().endsWith("/lib/tokenscope/libtokenscope_cuda.so"),
+                 qPrintable(QJsonDocument(cuda).toJson()));
+#else
+        QVERIFY2(cuda["plugin_problem"].toString().contains("is not installed"), qPrintable(QJsonDocument(cuda).toJson()));
+#endif
+        QTemporaryDir dir;
+        const QString bogus = dir.filePath("libtokenscope_cuda.so");
+        QFile f(bogus);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("not an ELF file");
+        f.close();
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("TOKENSCOPE_CUDA_PLUGIN", bogus);
+        const Result devices = run_cli({"devices", "--json"}, {}, 120000, env);
+        QVERIFY2(devices.exit_code == 0, qPrintable(devices.err));
+        const QString problem =
+            QJsonDocument::fromJson(devices.out.toUtf8()).object()["cuda"].toObject()["plugin_problem"].toString();
+        QVERIFY2(problem.contains(bogus) && problem.contains("could not be loaded"), qPrintable(problem));
+        const Result forced = run_cli({"run", "--model", model_, "--prompt", "Hello", "--device", "cuda"}, {}, 120000, env);
+        QCOMPARE(forced.exit_code, 1);
+        QVERIFY2(forced.err.contains(bogus) && forced.err.count('\n') == 1, qPrintable(forced.err));
+        const Result autorun =
+            run_cli({"run", "--model", model_, "--prompt", "Hello", "--n-predict", "2", "--device", "auto"}, {}, 120000, env);
+        QVERIFY2(autorun.exit_code == 0, qPrintable(autorun.err));
     }
 
     void argumentErrors() {

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""The short table tools/gpu-check prints last, from the JSON files it left in OUT."""
+import json
+import pathlib
+import sys
+
+out = pathlib.Path(sys.argv[1])
+
+
+def load(name):
+    try:
+        return json.loads((out / name).read_text())
+    except Exception as e:  # a run that failed leaves no JSON: say so in the row
+        return {"error": str(e)}
+
+
+def pct(x):
+    return f"{100 * x:5.1f}%"
+
+
+first = True
+for t in ("f16", "q8_0", "q4_k"):
+    b = load(f"bench-{t}.json")
+    if "error" in b:
+        print(f"llama-1b-{t}: no result ({b['error']})")
+        continue
+    if first:
+        c = b["ceiling"]
+        print(f"ceilings: copy {c['gbps']:.0f} GB/s, cuBLAS bf16 {c['gflops'] / 1000:.0f} TFLOP/s at {c.get('gemm_shape', '?')}")
+        print(f"{'model':<16}{'test':<16}{'tok/s':>10}{'us/tok':>10}{'GB/s':>9}{'of ceiling':>12}")
+        first = False
+    for p in b["prefill"]:
+        print(f"{'llama-1b-' + t:<16}{'prefill ' + str(p['tokens']):<16}{p['tokens_per_s']:>10.0f}{1e6 / p['tokens_per_s']:>10.1f}"
+              f"{p['gflops'] / 1000:>6.0f} TF{pct(p['peak_fraction']):>12}")
+    for d in b["decode"]:
+        print(f"{'llama-1b-' + t:<16}{'decode @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
+              f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
+b = load("bench-q4_k-kvq8.json")
+for d in b.get("decode", []):
+    print(f"{'llama-1b-q4_k':<16}{'q8 KV @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
+          f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
+b = load("bench-q4_k-concurrency.json")
+for d in b.get("concurrency", []):
+    print(f"{'llama-1b-q4_k':<16}{'x' + str(d['sequences']) + ' seqs':<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
+          f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
+for name in ("gemma-shape", "q4_k"):
+    for g in ("on", "off"):
+        b = load(f"bench-{name}-graphs-{g}.json")
+        for d in b.get("decode", []):
+            print(f"{name:<16}{'graphs ' + g:<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
+                  f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
+lab = load("kernel-lab.json")
+if isinstance(lab, list):
+    print(f"{'kernel lab':<44}{'variant':<34}{'us':>8}{'GB/s':>7}")
+    for k in lab:
+        print(f"{k['op']:<44}{k['variant']:<34}{k['us']:>8.1f}{k['gbps']:>7.0f}")
