@@ -32,10 +32,11 @@ __device__ __forceinline__ float dot4(float4 a, float b0, float b1, float b2, fl
     return a.x * b0 + a.y * b1 + a.z * b2 + a.w * b3;
 }
 
-__device__ __forceinline__ void store_rows(float (&acc)[kGemvMaxTokens], int tokens, int lane, std::int64_t rows,
+template <int MaxTokens>
+__device__ __forceinline__ void store_rows(float (&acc)[MaxTokens], int tokens, int lane, std::int64_t rows,
                                            std::int64_t r, float* y) {
 #pragma unroll
-    for (int t = 0; t < kGemvMaxTokens; ++t) {
+    for (int t = 0; t < MaxTokens; ++t) {
         if (t < tokens) {
             const float v = warp_total(acc[t]);
             if (lane == 0) y[t * rows + r] = v;
@@ -43,6 +44,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[kGemvMaxTokens], int tok
     }
 }
 
+template <int MaxTokens>
 __global__ void __launch_bounds__(kThreads)
     gemv_f16_vec(const std::uint8_t* __restrict__ W, std::size_t row_bytes, std::int64_t rows, std::int64_t cols,
                  const float* __restrict__ x, int tokens, float* __restrict__ y) {
@@ -50,7 +52,7 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
     if (r >= rows) return;  // uniform across the warp
     const auto* row = reinterpret_cast<const uint4*>(W + static_cast<std::size_t>(r) * row_bytes);
-    float acc[kGemvMaxTokens] = {};
+    float acc[MaxTokens] = {};
     const std::int64_t vectors = cols / 8;
     for (std::int64_t v = lane; v < vectors; v += 32) {
         const uint4 raw = __ldg(row + v);
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
         const float2 w01 = __half22float2(h[0]), w23 = __half22float2(h[1]);
         const float2 w45 = __half22float2(h[2]), w67 = __half22float2(h[3]);
 #pragma unroll
-        for (int t = 0; t < kGemvMaxTokens; ++t) {
+        for (int t = 0; t < MaxTokens; ++t) {
             if (t < tokens) {
                 const auto* xv = reinterpret_cast<const float4*>(x + t * cols + v * 8);
                 acc[t] += dot4(xv[0], w01.x, w01.y, w23.x, w23.y) + dot4(xv[1], w45.x, w45.y, w67.x, w67.y);
@@ -68,6 +70,7 @@ __global__ void __launch_bounds__(kThreads)
     store_rows(acc, tokens, lane, rows, r, y);
 }
 
+template <int MaxTokens>
 __global__ void __launch_bounds__(kThreads)
     gemv_q8_0_vec(const std::uint8_t* __restrict__ W, std::size_t row_bytes, std::int64_t rows, std::int64_t cols,
                   const float* __restrict__ x, int tokens, float* __restrict__ y) {
@@ -77,7 +80,7 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
     if (r >= rows) return;
     const std::uint8_t* row = W + static_cast<std::size_t>(r) * row_bytes;
-    float acc[kGemvMaxTokens] = {};
+    float acc[MaxTokens] = {};
     const std::int64_t blocks = cols / 32;
     for (std::int64_t b = lane / 4; b < blocks; b += 8) {
         const std::uint8_t* block = row + b * kBlockBytes;
@@ -91,7 +94,7 @@ __global__ void __launch_bounds__(kThreads)
             q[2 * i + 1] = static_cast<float>(static_cast<std::int8_t>(pair >> 8));
         }
 #pragma unroll
-        for (int t = 0; t < kGemvMaxTokens; ++t) {
+        for (int t = 0; t < MaxTokens; ++t) {
             if (t < tokens) {
                 const auto* xv = reinterpret_cast<const float4*>(x + t * cols + b * 32 + 8 * part);
                 acc[t] += d * (dot4(xv[0], q[0], q[1], q[2], q[3]) + dot4(xv[1], q[4], q[5], q[6], q[7]));
@@ -101,6 +104,7 @@ __global__ void __launch_bounds__(kThreads)
     store_rows(acc, tokens, lane, rows, r, y);
 }
 
+template <int MaxTokens>
 __global__ void __launch_bounds__(kThreads)
     gemv_q4_k_vec(const std::uint8_t* __restrict__ W, std::size_t row_bytes, std::int64_t rows, std::int64_t cols,
                   const float* __restrict__ x, int tokens, float* __restrict__ y) {
@@ -112,7 +116,7 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
     if (r >= rows) return;
     const std::uint8_t* row = W + static_cast<std::size_t>(r) * row_bytes;
-    float acc[kGemvMaxTokens] = {};
+    float acc[MaxTokens] = {};
     const std::int64_t blocks = cols / 256;
     for (std::int64_t b = lane / 8; b < blocks; b += 4) {
         const auto* block = reinterpret_cast<const tensor::BlockQ4_K*>(row + b * kBlockBytes);
@@ -133,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
         }
         const std::int64_t first = b * 256 + 64 * group + offset;
 #pragma unroll
-        for (int t = 0; t < kGemvMaxTokens; ++t) {
+        for (int t = 0; t < MaxTokens; ++t) {
             if (t < tokens) {
                 const auto* xl = reinterpret_cast<const float4*>(x + t * cols + first);
                 const auto* xh = reinterpret_cast<const float4*>(x + t * cols + first + 32);
@@ -151,6 +155,19 @@ __global__ void __launch_bounds__(kThreads)
         }
     }
     store_rows(acc, tokens, lane, rows, r, y);
+}
+
+// Batch-1 decode gets its own instantiation: one accumulator instead of eight leaves registers
+// for loads in flight (ptxas: the 8-token Q4_K kernel uses 96 registers).
+template <int MaxTokens>
+void launch(tensor::Type type, const std::uint8_t* W, std::size_t row_bytes, std::int64_t rows, std::int64_t cols,
+            const float* x, int tokens, float* y, cudaStream_t s) {
+    const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+    switch (type) {
+        case tensor::Type::F16: gemv_f16_vec<MaxTokens><<<blocks, kThreads, 0, s>>>(W, row_bytes, rows, cols, x, tokens, y); break;
+        case tensor::Type::Q8_0: gemv_q8_0_vec<MaxTokens><<<blocks, kThreads, 0, s>>>(W, row_bytes, rows, cols, x, tokens, y); break;
+        default: gemv_q4_k_vec<MaxTokens><<<blocks, kThreads, 0, s>>>(W, row_bytes, rows, cols, x, tokens, y); break;
+    }
 }
 
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
@@ -174,11 +191,10 @@ void launch_gemv_vectorized(tensor::Type type, const std::uint8_t* W, std::size_
         throw InvalidArgument(std::string("matmul: no vectorised GEMV for ") + tensor::type_name(type) + " with cols=" +
                               std::to_string(cols) + " at these alignments");
     }
-    const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-    switch (type) {
-        case tensor::Type::F16: gemv_f16_vec<<<blocks, kThreads, 0, s>>>(W, row_bytes, rows, cols, x, tokens, y); break;
-        case tensor::Type::Q8_0: gemv_q8_0_vec<<<blocks, kThreads, 0, s>>>(W, row_bytes, rows, cols, x, tokens, y); break;
-        default: gemv_q4_k_vec<<<blocks, kThreads, 0, s>>>(W, row_bytes, rows, cols, x, tokens, y); break;
+    if (tokens == 1) {
+        launch<1>(type, W, row_bytes, rows, cols, x, tokens, y, s);
+    } else {
+        launch<kGemvMaxTokens>(type, W, row_bytes, rows, cols, x, tokens, y, s);
     }
     check_cuda(cudaGetLastError(), std::string("matmul: vectorised GEMV launch for ") + tensor::type_name(type));
 }
