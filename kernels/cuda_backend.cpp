@@ -75,6 +75,10 @@ struct CudaBackend::State {
     // buffer that grew since (a longer prefill) invalidates it.
     cudaGraphExec_t decode_graph = nullptr;
     std::vector<const void*> decode_graph_key;
+    // The addresses of the last eager decode step: a step runs eagerly once with new buffers
+    // before it is recorded, so that every kernel of the step has been loaded (lazy module
+    // loading) and has run outside a capture first.
+    std::vector<const void*> eager_decode_key;
 
     State(const model::ModelConfig& c, const model::ModelWeights& w, const kv::CacheShape& s, const runtime::GpuOptions& o)
         : config(c), weights(w), shape(s), options(o) {}
@@ -427,7 +431,10 @@ void CudaBackend::forward(const runtime::Batch& batch, kv::KvCacheManager& kv, r
     // into buffers whose addresses the graph holds.
     if (s.options.decode_graphs && T == 1 && R == 1 && !any_capture) {
         const std::vector<const void*> key = s.buffer_addresses();
-        if (!s.decode_graph || key != s.decode_graph_key) {
+        if ((!s.decode_graph || key != s.decode_graph_key) && key != s.eager_decode_key) {
+            s.enqueue(T, logit_rows, nullptr, nullptr, capture_stride);
+            s.eager_decode_key = key;
+        } else if (!s.decode_graph || key != s.decode_graph_key) {
             if (s.decode_graph) {
                 TOKENSCOPE_CUDA_CHECK(cudaGraphExecDestroy(s.decode_graph));
                 s.decode_graph = nullptr;
@@ -447,8 +454,10 @@ void CudaBackend::forward(const runtime::Batch& batch, kv::KvCacheManager& kv, r
             TOKENSCOPE_CUDA_CHECK(instantiated);
             s.decode_graph_key = key;
             spdlog::debug("cuda backend: recorded the decode step as a CUDA graph");
+            TOKENSCOPE_CUDA_CHECK(cudaGraphLaunch(s.decode_graph, s.stream));
+        } else {
+            TOKENSCOPE_CUDA_CHECK(cudaGraphLaunch(s.decode_graph, s.stream));
         }
-        TOKENSCOPE_CUDA_CHECK(cudaGraphLaunch(s.decode_graph, s.stream));
     } else {
         s.enqueue(T, logit_rows, capture_layer, capture_step, capture_stride);
     }
