@@ -2,8 +2,25 @@
 find_package(Threads REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+# sentencepiece through pkg-config; without it (Windows: packaging/windows/build-installer.ps1
+# builds sentencepiece from source) its header and library are looked up on CMAKE_PREFIX_PATH
+# and given the same target name.
+find_package(PkgConfig)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(SENTENCEPIECE IMPORTED_TARGET sentencepiece)
+endif()
+if(NOT TARGET PkgConfig::SENTENCEPIECE)
+  find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
+  find_library(SENTENCEPIECE_LIBRARY NAMES sentencepiece)
+  if(NOT SENTENCEPIECE_INCLUDE_DIR OR NOT SENTENCEPIECE_LIBRARY)
+    message(FATAL_ERROR "sentencepiece not found: neither the pkg-config module 'sentencepiece' "
+                        "nor sentencepiece_processor.h and the library on CMAKE_PREFIX_PATH")
+  endif()
+  add_library(PkgConfig::SENTENCEPIECE INTERFACE IMPORTED)
+  target_include_directories(PkgConfig::SENTENCEPIECE INTERFACE ${SENTENCEPIECE_INCLUDE_DIR})
+  target_link_libraries(PkgConfig::SENTENCEPIECE INTERFACE ${SENTENCEPIECE_LIBRARY})
+  get_filename_component(SENTENCEPIECE_LIBRARY_DIRS ${SENTENCEPIECE_LIBRARY} DIRECTORY)
+endif()
 # The trainer library is used by tests only (a tokenizer trained at test time).
 find_library(SENTENCEPIECE_TRAIN_LIBRARY NAMES sentencepiece_train HINTS ${SENTENCEPIECE_LIBRARY_DIRS})
 
