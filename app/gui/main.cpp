@@ -5,11 +5,13 @@
 // PNG of the main window when the answer is complete, and quits.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QFileInfo>
 #include <QTimer>
 #include <cstdio>
 
 #include "chat_view.h"
 #include "main_window.h"
+#include "util/paths.h"
 #include "util/log.h"
 
 int main(int argc, char** argv) {
@@ -64,6 +66,19 @@ int main(int argc, char** argv) {
     if (parser.isSet(screenshot)) {
         const QString file = parser.value(screenshot);
         const QString text = parser.value(prompt);
+        // No model to load (a fresh install before the first download): the window as a new
+        // user first sees it, once the event loop has laid it out.
+        const QString wanted = parser.isSet(model) ? parser.value(model)
+                                                   : QString::fromStdString(tokenscope::paths::default_model().string());
+        if (!QFileInfo::exists(wanted)) {
+            QTimer::singleShot(1000, window.get(), [&] {
+                const bool ok = window->grab().save(file);
+                std::fprintf(stderr, "tokenscope: no model at %s; %s %s\n", qPrintable(wanted), ok ? "saved" : "could not save",
+                             qPrintable(file));
+                QApplication::exit(ok ? 0 : 1);
+            });
+            return QApplication::exec();
+        }
         QObject::connect(window.get(), &tokenscope::app::MainWindow::modelReadyChanged, window.get(), [&](bool ready) {
             if (!ready) {
                 std::fprintf(stderr, "tokenscope: error: the model did not load\n");
