@@ -16,6 +16,7 @@
 #include "matmul/matmul.cuh"
 #include "ops/activation.cuh"
 #include "ops/attention.cuh"
+#include "ops/attention_gemm.cuh"
 #include "ops/elementwise.cuh"
 #include "ops/embedding.cuh"
 #include "ops/kv_append.cuh"
@@ -79,6 +80,11 @@ struct CudaBackend::State {
     // before it is recorded, so that every kernel of the step has been loaded (lazy module
     // loading) and has run outside a capture first.
     std::vector<const void*> eager_decode_key;
+    // Tensor-core prefill attention (ops/attention_gemm.cuh) for a batch that is one long chunk
+    // of one sequence: its context (keys 0..context-1) and query block; 0 = not this batch.
+    int gemm_attention_context = 0;
+    int gemm_attention_block = 0;
+    DeviceBuffer gemm_attention_scratch;
 
     State(const model::ModelConfig& c, const model::ModelWeights& w, const kv::CacheShape& s, const runtime::GpuOptions& o)
         : config(c), weights(w), shape(s), options(o) {}
@@ -142,6 +148,10 @@ namespace {
 // Queries per split-K attention launch; more (prefill chunks) take the one-block-per-head kernel,
 // which already has tokens x heads blocks to spread over the GPU.
 constexpr int kSplitMaxTokens = 64;
+// A single-sequence chunk of at least this many queries takes the tensor-core path.
+constexpr int kGemmAttentionMinTokens = 64;
+// Bound on the f32 scores + bf16 probabilities of one query block.
+constexpr std::size_t kGemmAttentionScoreBytes = std::size_t{256} << 20;
 }  // namespace
 
 CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWeights& weights, const kv::CacheShape& shape,
@@ -248,7 +258,13 @@ void CudaBackend::State::enqueue(int T, const std::vector<std::int64_t>& logit_r
         const int window = c.uses_window(l) ? static_cast<int>(c.sliding_window) : 0;
         const bool capturing = capture_layer && capture_layer(l);
         if (capturing) capture.zero(stream);
-        if (!capturing && options.split_k_attention && T <= kSplitMaxTokens) {
+        if (!capturing && gemm_attention_context > 0) {
+            ops::attention_gemm(q.as<float>(), T, gemm_attention_context, heads, kv_heads, head_dim,
+                                positions.as<std::int32_t>(), slot_table.as<std::int64_t>(), k_layer(l), v_layer(l),
+                                k_scale_layer(l), v_scale_layer(l), shape.type, c.attention_scale, window,
+                                gemm_attention_block, gemm_attention_scratch.data(), attn.as<float>(),
+                                workspace.cublas(), stream);
+        } else if (!capturing && options.split_k_attention && T <= kSplitMaxTokens) {
             ops::attention_split(q.as<float>(), T, heads, kv_heads, head_dim, positions.as<std::int32_t>(),
                                  slot_begin.as<std::int32_t>(), slot_table.as<std::int64_t>(), k_layer(l), v_layer(l),
                                  k_scale_layer(l), v_scale_layer(l), shape.type, c.attention_scale, window,
@@ -295,7 +311,8 @@ runtime::BackendMemory CudaBackend::memory() const {
     runtime::BackendMemory m;
     m.weight_bytes = s.weight_bytes;
     m.kv_cache_bytes = kv::capacity_bytes(s.shape);
-    for (const DeviceBuffer* b : {&s.x, &s.xn, &s.q, &s.k, &s.v, &s.attn, &s.proj, &s.gate, &s.up, &s.logits, &s.capture}) {
+    for (const DeviceBuffer* b : {&s.x, &s.xn, &s.q, &s.k, &s.v, &s.attn, &s.proj, &s.gate, &s.up, &s.logits, &s.capture,
+                                  &s.split_scratch, &s.gemm_attention_scratch}) {
         m.activation_bytes += b->bytes();
     }
     return m;
@@ -425,6 +442,19 @@ void CudaBackend::forward(const runtime::Batch& batch, kv::KvCacheManager& kv, r
             }
         }
     };
+
+    // One long chunk of one sequence: attention on tensor cores (positions are consecutive).
+    s.gemm_attention_context = 0;
+    if (batch.chunks.size() == 1 && T >= kGemmAttentionMinTokens && !any_capture) {
+        const auto context = static_cast<int>(max_end);
+        const std::size_t per_query = static_cast<std::size_t>(c.heads) * static_cast<std::size_t>(context) * 6;
+        s.gemm_attention_block = static_cast<int>(std::clamp<std::size_t>(kGemmAttentionScoreBytes / per_query, 16, 512));
+        s.gemm_attention_scratch.grow(ops::attention_gemm_scratch_bytes(T, context, static_cast<int>(c.heads),
+                                                                        static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim),
+                                                                        s.gemm_attention_block),
+                                      "prefill attention scratch");
+        s.gemm_attention_context = context;
+    }
 
     // Batch-1 decode without capture replays a recorded graph: one launch instead of ~15 per
     // layer. Everything that changes per step (token, position, slot table) was uploaded above

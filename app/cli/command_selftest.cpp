@@ -61,6 +61,9 @@ void compare_models(const std::string& path, const std::string& label, double to
     };
     const std::vector<Case> cases = {
         {"prefill 24, batch 1", {tokens(24)}, 0, false},
+        // 100 queries of one sequence: the tensor-core attention path (>= 64), then decode
+        // steps on top of it (eager, recorded as a graph, replayed).
+        {"prefill 100 + decode 4, batch 1", {tokens(100)}, 4, false},
         {"prefill 24 + decode 4, batch 1", {tokens(24)}, 4, false},
         {"prefill + decode, batch 4", {tokens(5), tokens(17), tokens(9), tokens(30)}, 3, false},
         {"prefill 24, attention capture", {tokens(24)}, 2, true},

@@ -8,6 +8,7 @@
 #include "lab/event_timer.h"
 #include "matmul/matmul.cuh"
 #include "ops/attention.cuh"
+#include "ops/attention_gemm.cuh"
 #include "ops/check.h"
 #include "ops/kv_append.cuh"
 #include "tensor/type.h"
@@ -149,6 +150,57 @@ void attention_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, Even
     }
 }
 
+// Prefill: 2048 queries of one sequence over their own 2048 keys (causal), F16 cache.
+void prefill_attention_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, EventTimer& timer) {
+    constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64, kTokens = 2048;
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const std::size_t row = static_cast<std::size_t>(kKvHeads) * kHeadDim;
+    std::vector<float> host(static_cast<std::size_t>(kTokens) * kHeads * kHeadDim);
+    for (float& v : host) v = normal(rng);
+    DeviceBuffer q(host.size() * sizeof(float), "lab q"), o(host.size() * sizeof(float), "lab out");
+    q.upload(host.data(), host.size() * sizeof(float), s);
+    std::vector<float> kv_host(static_cast<std::size_t>(kTokens) * row);
+    for (float& v : kv_host) v = normal(rng);
+    DeviceBuffer k_in(kv_host.size() * sizeof(float), "lab k"), v_in(kv_host.size() * sizeof(float), "lab v");
+    k_in.upload(kv_host.data(), kv_host.size() * sizeof(float), s);
+    for (float& v : kv_host) v = normal(rng);
+    v_in.upload(kv_host.data(), kv_host.size() * sizeof(float), s);
+    std::vector<std::int64_t> slots(kTokens);
+    std::vector<std::int32_t> pos(kTokens), begin(kTokens, 0);
+    for (int i = 0; i < kTokens; ++i) slots[static_cast<std::size_t>(i)] = pos[static_cast<std::size_t>(i)] = i;
+    DeviceBuffer d_slots(slots.size() * 8, "lab slots"), d_pos(pos.size() * 4, "lab pos"), d_begin(begin.size() * 4, "lab begin");
+    d_slots.upload(slots.data(), slots.size() * 8, s);
+    d_pos.upload(pos.data(), pos.size() * 4, s);
+    d_begin.upload(begin.data(), begin.size() * 4, s);
+    const std::size_t values = static_cast<std::size_t>(kTokens) * row * 2;
+    DeviceBuffer k_cache(values, "lab K"), v_cache(values, "lab V");
+    ops::kv_append(k_in.as<float>(), v_in.as<float>(), kTokens, d_slots.as<std::int64_t>(), k_cache.data(), v_cache.data(),
+                   nullptr, nullptr, kKvHeads, kHeadDim, kv::ElementType::F16, s);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    // Causal attention FLOPs: QK and PV, 2 * 2 * head_dim per (query, visible key, head).
+    const double flops = 4.0 * kHeadDim * kHeads * (static_cast<double>(kTokens) * (kTokens + 1) / 2);
+    const std::string op = "attention prefill f16 2048x2048";
+    const double one = timer.median_seconds(s, 1, 5, [&] {
+        ops::attention(q.as<float>(), kTokens, kHeads, kKvHeads, kHeadDim, d_pos.as<std::int32_t>(), d_begin.as<std::int32_t>(),
+                       d_slots.as<std::int64_t>(), k_cache.data(), v_cache.data(), nullptr, nullptr, kv::ElementType::F16,
+                       scale, 0, o.as<float>(), nullptr, 0, s);
+    });
+    const std::vector<float> reference = download(o, host.size(), s);
+    // gbps carries TFLOP/s x 1000 for this compute-bound op (the variant name says so).
+    out.push_back({op, "one block per (token, head) [GFLOP/s]", one * 1e6, flops / one * 1e-9, 0.0});
+    const int block = 512;
+    DeviceBuffer scratch(ops::attention_gemm_scratch_bytes(kTokens, kTokens, kHeads, kKvHeads, kHeadDim, block), "lab scratch");
+    MatmulWorkspace ws;
+    const double gemm = timer.median_seconds(s, 1, 5, [&] {
+        ops::attention_gemm(q.as<float>(), kTokens, kTokens, kHeads, kKvHeads, kHeadDim, d_pos.as<std::int32_t>(),
+                            d_slots.as<std::int64_t>(), k_cache.data(), v_cache.data(), nullptr, nullptr, kv::ElementType::F16,
+                            scale, 0, block, scratch.data(), o.as<float>(), ws.cublas(), s);
+    });
+    out.push_back({op, "bf16 GEMMs + masked softmax [GFLOP/s]", gemm * 1e6, flops / gemm * 1e-9,
+                   rel_error(download(o, host.size(), s), reference)});
+}
+
 }  // namespace
 
 std::vector<runtime::KernelTiming> run_kernel_lab(const std::string& op) {
@@ -164,7 +216,10 @@ std::vector<runtime::KernelTiming> run_kernel_lab(const std::string& op) {
     EventTimer timer;
     std::vector<runtime::KernelTiming> out;
     if (op.empty() || op == "gemv") gemv_lab(out, stream, timer);
-    if (op.empty() || op == "attention") attention_lab(out, stream, timer);
+    if (op.empty() || op == "attention") {
+        attention_lab(out, stream, timer);
+        prefill_attention_lab(out, stream, timer);
+    }
     return out;
 }
 

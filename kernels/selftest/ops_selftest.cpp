@@ -6,10 +6,13 @@
 #include <numeric>
 #include <random>
 
+#include <cublas_v2.h>
+
 #include "kv/kv_storage.h"
 #include "kv/kv_types.h"
 #include "ops/activation.cuh"
 #include "ops/attention.cuh"
+#include "ops/attention_gemm.cuh"
 #include "ops/check.h"
 #include "ops/elementwise.cuh"
 #include "ops/embedding.cuh"
@@ -361,6 +364,30 @@ void check_kv_and_attention(Rng& rng, std::vector<OpCheck>& out) {
                 sync();
                 out.push_back(make_check("attention split-K " + std::to_string(splits) + suffix, "f32 vs float64",
                                          rel_error(d_split.download(), ref), kF32));
+            }
+            // Tensor-core prefill path: sequence A's 10 queries (positions 30..39, consecutive)
+            // over its 40 keys, in query blocks of 4 (two full blocks and a partial one).
+            {
+                constexpr int kTokensA = 10, kBlock = 4;
+                const std::size_t bytes = ops::attention_gemm_scratch_bytes(kTokensA, kLenA, kHeads, kKvHeads, kHeadDim, kBlock);
+                DeviceBuffer<unsigned char> d_scratch(bytes);
+                DeviceBuffer<float> d_gemm(static_cast<std::size_t>(kTokensA) * kHeads * kHeadDim);
+                cublasHandle_t handle = nullptr;
+                if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw Error("selftest: cublasCreate failed");
+                try {
+                    ops::attention_gemm(d_q.get(), kTokensA, kLenA, kHeads, kKvHeads, kHeadDim, d_pos.get(), d_slots.get(),
+                                        dev.k.get(), dev.v.get(), dev.k_scales.get(), dev.v_scales.get(), type,
+                                        score_scale, window, kBlock, d_scratch.get(), d_gemm.get(), handle, nullptr);
+                    sync();
+                } catch (...) {
+                    cublasDestroy(handle);
+                    throw;
+                }
+                cublasDestroy(handle);
+                const std::vector<double> ref_a(ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(kTokensA) * kHeads * kHeadDim);
+                // bf16 Q, K, V and softmax weights (8-bit mantissas) with f32 accumulation.
+                out.push_back(make_check("attention GEMM (bf16 tensor cores)" + suffix, "bf16 vs float64",
+                                         rel_error(d_gemm.download(), ref_a), 3e-2));
             }
         }
         // The cache precision itself, against the unquantized inputs (documents f16/q8 error).
