@@ -153,8 +153,10 @@ int run_selftest(int argc, char** argv, int first) {
 
     // Whole models. The CPU quantizes activations to 8 bits for quantized weights (about 2-5 %
     // relative logit error against float64, measured in tests/engine), the CUDA path keeps
-    // them f32 or rounds them to f16 for cuBLAS: the two differ by about that much, hence 0.1
-    // for quantized models and 5e-3 for F16 weights (f16 rounding of the cuBLAS inputs).
+    // them f32 or rounds them to bf16 for cuBLAS: the two differ by about that much, hence 0.1
+    // for quantized models. For F16 weights the CPU keeps f32 activations; the GPU's prefill
+    // rounds products' inputs and (from 64 queries) Q, K, V and the softmax weights to bf16,
+    // 2^-9 relative each, compounding over two layers: 2e-2.
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tokenscope-selftest";
     std::filesystem::create_directories(dir);
     SyntheticShape tiny;
@@ -164,7 +166,7 @@ int run_selftest(int argc, char** argv, int first) {
     tiny.kv_heads = 2;
     tiny.ffn = 512;
     tiny.vocab = 1000;
-    for (const auto& [type, tolerance] : {std::pair{tensor::Type::F16, 5e-3}, std::pair{tensor::Type::Q8_0, 0.1}, std::pair{tensor::Type::Q4_K, 0.1}}) {
+    for (const auto& [type, tolerance] : {std::pair{tensor::Type::F16, 2e-2}, std::pair{tensor::Type::Q8_0, 0.1}, std::pair{tensor::Type::Q4_K, 0.1}}) {
         const std::string path = (dir / (std::string("tiny-") + tensor::type_name(type) + ".gguf")).string();
         write_synthetic_llama(path, type, tiny);
         compare_models(path, std::string("tiny llama ") + tensor::type_name(type), tolerance, rows);
