@@ -53,6 +53,14 @@ struct CudaBackend::State {
     const model::ModelWeights& weights;
     kv::CacheShape shape;
     cudaStream_t stream = nullptr;
+    // Destroys the stream after the members declared below it (the cuBLAS handle in the
+    // workspace is bound to the stream and goes first).
+    struct StreamOwner {
+        cudaStream_t* stream;
+        ~StreamOwner() {
+            if (*stream) cudaStreamDestroy(*stream);
+        }
+    } stream_owner{&stream};
     MatmulWorkspace workspace;
     DeviceMatrix embedding, output;
     DeviceBuffer output_norm;
@@ -80,6 +88,9 @@ struct CudaBackend::State {
     // before it is recorded, so that every kernel of the step has been loaded (lazy module
     // loading) and has run outside a capture first.
     std::vector<const void*> eager_decode_key;
+    // Set when recording or instantiating the graph failed: decode then runs eagerly (logged
+    // once) instead of retrying the capture every step.
+    bool graphs_failed = false;
     // Tensor-core prefill attention (ops/attention_gemm.cuh) for a batch that is one long chunk
     // of one sequence: its context (keys 0..context-1) and query block; 0 = not this batch.
     int gemm_attention_context = 0;
@@ -91,7 +102,6 @@ struct CudaBackend::State {
 
     ~State() {
         if (decode_graph) cudaGraphExecDestroy(decode_graph);
-        if (stream) cudaStreamDestroy(stream);
     }
 
     std::vector<const void*> buffer_addresses() const {
@@ -449,17 +459,28 @@ void CudaBackend::forward(const runtime::Batch& batch, kv::KvCacheManager& kv, r
         const auto context = static_cast<int>(max_end);
         const std::size_t per_query = static_cast<std::size_t>(c.heads) * static_cast<std::size_t>(context) * 6;
         s.gemm_attention_block = static_cast<int>(std::clamp<std::size_t>(kGemmAttentionScoreBytes / per_query, 16, 512));
-        s.gemm_attention_scratch.grow(ops::attention_gemm_scratch_bytes(T, context, static_cast<int>(c.heads),
-                                                                        static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim),
-                                                                        s.gemm_attention_block),
-                                      "prefill attention scratch");
-        s.gemm_attention_context = context;
+        const std::size_t bytes = ops::attention_gemm_scratch_bytes(T, context, static_cast<int>(c.heads),
+                                                                    static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim),
+                                                                    s.gemm_attention_block);
+        // The scratch (K and V of the whole context in bf16, one query block's scores) is not in
+        // the load-time budget: take it only when it is already there or free memory allows,
+        // else this chunk uses the scratch-free kernel.
+        std::size_t free_bytes = 0, total_bytes = 0;
+        const bool fits = bytes <= s.gemm_attention_scratch.bytes() ||
+                          (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess &&
+                           bytes + (std::size_t{256} << 20) <= free_bytes + s.gemm_attention_scratch.bytes());
+        if (fits) {
+            s.gemm_attention_scratch.grow(bytes, "prefill attention scratch");
+            s.gemm_attention_context = context;
+        } else {
+            spdlog::debug("cuda backend: {} MiB of prefill attention scratch do not fit; using the per-head kernel", bytes >> 20);
+        }
     }
 
     // Batch-1 decode without capture replays a recorded graph: one launch instead of ~15 per
     // layer. Everything that changes per step (token, position, slot table) was uploaded above
     // into buffers whose addresses the graph holds.
-    if (s.options.decode_graphs && T == 1 && R == 1 && !any_capture) {
+    if (s.options.decode_graphs && !s.graphs_failed && T == 1 && R == 1 && !any_capture) {
         const std::vector<const void*> key = s.buffer_addresses();
         if ((!s.decode_graph || key != s.decode_graph_key) && key != s.eager_decode_key) {
             s.enqueue(T, logit_rows, nullptr, nullptr, capture_stride);
@@ -469,22 +490,36 @@ void CudaBackend::forward(const runtime::Batch& batch, kv::KvCacheManager& kv, r
                 TOKENSCOPE_CUDA_CHECK(cudaGraphExecDestroy(s.decode_graph));
                 s.decode_graph = nullptr;
             }
-            TOKENSCOPE_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+            // Recording failures are not fatal: the step runs eagerly now and from then on.
+            std::string failure;
             cudaGraph_t graph = nullptr;
-            try {
-                s.enqueue(T, logit_rows, nullptr, nullptr, capture_stride);
-            } catch (...) {
-                cudaStreamEndCapture(s.stream, &graph);  // leave the stream usable
-                if (graph) cudaGraphDestroy(graph);
-                throw;
+            cudaError_t status = cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal);
+            if (status == cudaSuccess) {
+                try {
+                    s.enqueue(T, logit_rows, nullptr, nullptr, capture_stride);
+                } catch (const std::exception& e) {
+                    failure = e.what();
+                }
+                status = cudaStreamEndCapture(s.stream, &graph);  // always: leaves the stream usable
             }
-            TOKENSCOPE_CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
-            const cudaError_t instantiated = cudaGraphInstantiate(&s.decode_graph, graph, 0);
-            cudaGraphDestroy(graph);
-            TOKENSCOPE_CUDA_CHECK(instantiated);
-            s.decode_graph_key = key;
-            spdlog::debug("cuda backend: recorded the decode step as a CUDA graph");
-            TOKENSCOPE_CUDA_CHECK(cudaGraphLaunch(s.decode_graph, s.stream));
+            if (failure.empty() && status == cudaSuccess && graph) {
+                status = cudaGraphInstantiate(&s.decode_graph, graph, 0);
+            }
+            if (graph) cudaGraphDestroy(graph);
+            if (failure.empty() && status != cudaSuccess) failure = std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")";
+            if (!failure.empty()) {
+                cudaGetLastError();  // a capture error must not surface as a later kernel's failure
+                if (s.decode_graph) cudaGraphExecDestroy(s.decode_graph);
+                s.decode_graph = nullptr;
+                s.graphs_failed = true;
+                spdlog::warn("cuda backend: recording the decode step as a CUDA graph failed, decoding without graphs: {}",
+                             failure);
+                s.enqueue(T, logit_rows, nullptr, nullptr, capture_stride);
+            } else {
+                s.decode_graph_key = key;
+                spdlog::debug("cuda backend: recorded the decode step as a CUDA graph");
+                TOKENSCOPE_CUDA_CHECK(cudaGraphLaunch(s.decode_graph, s.stream));
+            }
         } else {
             TOKENSCOPE_CUDA_CHECK(cudaGraphLaunch(s.decode_graph, s.stream));
         }

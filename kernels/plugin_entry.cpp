@@ -21,6 +21,7 @@ std::vector<runtime::GpuCheck> kernel_checks(std::uint64_t seed) {
 runtime::GpuPlugin make_plugin() {
     runtime::GpuPlugin p;
     p.abi_version = runtime::kGpuPluginAbiVersion;
+    p.layout_signature = runtime::gpu_plugin_layout_signature();
     p.backend = backend_factory();
     p.query_devices = &query_devices;
     p.kernel_checks = &kernel_checks;

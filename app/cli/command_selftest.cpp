@@ -38,10 +38,13 @@ double relative_error(std::span<const float> a, std::span<const float> b) {
 }
 
 // Runs the same batches on two engines and compares logits (and captured attention).
-void compare_models(const std::string& path, const std::string& label, double tolerance, std::vector<Row>& rows) {
+void compare_models(const std::string& path, const std::string& label, double tolerance, std::vector<Row>& rows,
+                    kv::ElementType kv_type = kv::ElementType::F16, runtime::GpuOptions gpu_options = {}) {
     runtime::EngineOptions o;
     o.kv_capacity_tokens = 512;
     o.threads = 0;
+    o.kv_type = kv_type;
+    o.gpu = gpu_options;
     o.device = runtime::Device::Cpu;
     auto cpu = runtime::Engine::load(path, o);
     o.device = runtime::Device::Cuda;
@@ -170,6 +173,14 @@ int run_selftest(int argc, char** argv, int first) {
         const std::string path = (dir / (std::string("tiny-") + tensor::type_name(type) + ".gguf")).string();
         write_synthetic_llama(path, type, tiny);
         compare_models(path, std::string("tiny llama ") + tensor::type_name(type), tolerance, rows);
+    }
+    // A Q8 KV cache on both sides, and the decode graph with the one-block-per-head attention
+    // kernel instead of split-K (CPU and GPU quantize the cache rows the same way).
+    {
+        runtime::GpuOptions no_split;
+        no_split.split_k_attention = false;
+        compare_models((dir / "tiny-Q8_0.gguf").string(), "tiny llama Q8_0, q8 KV cache, split-K off", 0.1, rows,
+                       kv::ElementType::Q8, no_split);
     }
     std::vector<std::string> models;
     if (auto m = args.value("model")) models.push_back(*m);

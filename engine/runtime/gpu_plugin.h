@@ -12,15 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "inspect/attention_capture.h"
+#include "kv/kv_cache_manager.h"
 #include "kv/kv_types.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "runtime/backend.h"
+#include "runtime/batch.h"
 
 namespace tokenscope::runtime {
 
 // Bump whenever a struct below or a function signature changes.
-inline constexpr int kGpuPluginAbiVersion = 2;
+inline constexpr int kGpuPluginAbiVersion = 3;
 
 struct GpuOptions {
     // Record the batch-1 decode step once as a CUDA graph and replay it (fewer launch gaps).
@@ -87,6 +90,7 @@ struct KernelTiming {
 
 struct GpuPlugin {
     int abi_version = 0;
+    std::uint64_t layout_signature = 0;  // gpu_plugin_layout_signature() of the plugin's build
     GpuBackendFactory backend;
     GpuDeviceQuery (*query_devices)() = nullptr;
     // Every op and matmul path against the CPU on seeded random inputs. Throws when CUDA fails.
@@ -96,6 +100,25 @@ struct GpuPlugin {
     // Times every variant of the named op ("" = all ops); throws on an unknown op name.
     std::vector<KernelTiming> (*kernel_lab)(const std::string& op) = nullptr;
 };
+
+// The plugin runs its own copy of engine code on objects the program owns (the KV cache
+// manager, batches, outputs, captures, the model's config and weights). A plugin built from
+// other sources, whose types differ in layout, must be refused even when nobody bumped
+// kGpuPluginAbiVersion: both sides compute this from the sizes of those types and the loader
+// compares them. (Sizes catch most layout changes, not a reordering of equal-size fields; the
+// packages pin the exact version besides.)
+inline std::uint64_t gpu_plugin_layout_signature() {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the sizes
+    for (const std::uint64_t size :
+         {sizeof(model::ModelConfig), sizeof(model::ModelWeights), sizeof(model::LayerWeights), sizeof(model::WeightMatrix),
+          sizeof(kv::KvCacheManager), sizeof(kv::CacheShape), sizeof(kv::BlockCopy), sizeof(Batch), sizeof(SeqChunk),
+          sizeof(ForwardOutputs), sizeof(inspect::AttentionCapture), sizeof(BackendMemory), sizeof(GpuOptions),
+          sizeof(GpuBackendFactory), sizeof(GpuDeviceQuery), sizeof(GpuCheck), sizeof(GpuPeaks), sizeof(KernelTiming),
+          sizeof(GpuPlugin), sizeof(std::string), sizeof(std::vector<float>)}) {
+        h = (h ^ size) * 1099511628211ull;
+    }
+    return h;
+}
 
 }  // namespace tokenscope::runtime
 
