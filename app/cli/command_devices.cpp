@@ -5,6 +5,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "table.h"
+#include "util/cpu_features.h"
 #include "util/json_writer.h"
 #include "runtime/gpu_plugin_loader.h"
 
@@ -13,13 +14,9 @@ namespace tokenscope::cli {
 int run_devices(int argc, char** argv, int first) {
     const Arguments args("devices", {{"json", false}}, argc, argv, first);
     const unsigned threads = std::thread::hardware_concurrency();
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-#else
-    const bool avx2 = false, avx512 = false;
-#endif
+    const cpu::X86Features& cpu_features = cpu::x86_features();  // all false off x86-64
+    const bool avx2 = cpu_features.avx2 && cpu_features.fma;
+    const bool avx512 = cpu_features.avx512f && cpu_features.avx512bw;
     JsonWriter json;
     json.begin_object();
     json.key("cpu").begin_object();

@@ -1,5 +1,4 @@
 // `tokenscope-cli inspect`: what is in a GGUF file and what it will cost to run.
-#include <unistd.h>
 #include <cstdio>
 #include <map>
 
@@ -10,20 +9,13 @@
 #include "table.h"
 #include "util/error.h"
 #include "util/json_writer.h"
+#include "util/system_memory.h"
 
 namespace tokenscope::cli {
 
 namespace {
 
 constexpr std::size_t kJsonArrayHead = 16;
-
-std::uint64_t physical_ram_bytes() {
-    const long pages = ::sysconf(_SC_PHYS_PAGES);
-    const long page_size = ::sysconf(_SC_PAGESIZE);
-    return pages > 0 && page_size > 0
-               ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size)
-               : 0;
-}
 
 void write_json_value(JsonWriter& json, const gguf::Value& value) {
     using gguf::ValueType;
@@ -202,7 +194,7 @@ int run_inspect(int argc, char** argv, int first) {
     const Arguments args("inspect", {{"model"}, {"ram-gib"}, {"json", false}}, argc, argv, first);
     const std::string path = args.required("model");
     double ram_gib = 0;
-    std::uint64_t ram_bytes = physical_ram_bytes();
+    std::uint64_t ram_bytes = system_memory::physical_bytes();
     if (auto gib = args.number("ram-gib")) {
         if (*gib <= 0 || *gib > 1e6) {
             throw InvalidArgument(

@@ -1,11 +1,10 @@
 #include "model_summary.h"
 
-#include <QFile>
 #include <map>
-#include <unistd.h>
 
 #include "inspect/model_cost.h"
 #include "kv/kv_types.h"
+#include "util/system_memory.h"
 
 namespace tokenscope::app {
 
@@ -16,19 +15,9 @@ QString display_piece(const std::string& piece) {
 }
 
 std::uint64_t available_ram_bytes() {
-    // MemAvailable is what a new allocation can get without swapping; fall back to the total.
-    QFile meminfo("/proc/meminfo");
-    if (meminfo.open(QIODevice::ReadOnly)) {
-        while (!meminfo.atEnd()) {
-            const QByteArray line = meminfo.readLine();
-            if (line.startsWith("MemAvailable:")) {
-                return line.mid(13).trimmed().split(' ').first().toULongLong() * 1024;
-            }
-        }
-    }
-    const long pages = ::sysconf(_SC_PHYS_PAGES);
-    const long size = ::sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size) : 0;
+    // Linux: MemAvailable, what a new allocation can get without swapping, else the total;
+    // Windows: the available physical memory.
+    return system_memory::available_bytes();
 }
 
 ui::ModelInfoData model_info(const runtime::Engine& engine, const QString& chat_template) {

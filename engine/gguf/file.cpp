@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "util/checked_math.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -25,6 +26,10 @@ constexpr int kMaxArrayDepth = 8;
 // memory is reserved for them.
 constexpr std::uint64_t kMinKeyValueBytes = 8 + 1 + 4 + 1;
 constexpr std::uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
+
+constexpr std::uint32_t byte_swapped(std::uint32_t v) {
+    return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
+}
 
 std::uint64_t value_size_lower_bound(ValueType type) {
     switch (type) {
@@ -125,7 +130,7 @@ class Parser {
         if (version == 1) fail(4, "GGUF version 1 is not supported (only versions 2 and 3)");
         if (version != 2 && version != 3) {
             // A big-endian file reads as a huge version on a little-endian host.
-            const std::uint32_t swapped = __builtin_bswap32(version);
+            const std::uint32_t swapped = byte_swapped(version);
             if (swapped == 2 || swapped == 3) {
                 fail(4, "big-endian GGUF (version " + std::to_string(swapped) +
                             ") is not supported on this little-endian machine");
@@ -271,7 +276,7 @@ class Parser {
                 fail(dim_at, "dimension " + std::to_string(d) + " is " + std::to_string(dim) +
                                  " (must be positive)");
             }
-            if (__builtin_mul_overflow(elements, dim, &elements)) {
+            if (mul_overflow(elements, dim, &elements)) {
                 fail(dim_at, "element count overflows 64 bits at dimension " + std::to_string(d));
             }
             info.dims.push_back(dim);
@@ -295,7 +300,7 @@ class Parser {
                               traits->name + "'s block size " + std::to_string(traits->block_size));
         }
         const std::uint64_t blocks = static_cast<std::uint64_t>(elements / traits->block_size);
-        if (__builtin_mul_overflow(blocks, traits->bytes_per_block, &info.byte_size)) {
+        if (mul_overflow<std::uint64_t>(blocks, traits->bytes_per_block, &info.byte_size)) {
             fail(type_at, "byte size overflows 64 bits");
         }
         const std::uint64_t offset_at = pos_;

@@ -5,12 +5,9 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__)
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's _mm512_reduce_add_ps reads an _mm256_undefined_pd() value and trips
-// -Wuninitialized inside the header (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "util/cpu_features.h"
+
+#if defined(TOKENSCOPE_X86_64)
 #include <immintrin.h>
 #endif
 
@@ -20,9 +17,10 @@ namespace {
 
 // Each kernel runs `iterations` rounds of 8 independent FMA chains (enough to cover the FMA
 // latency on current cores) and returns a value that depends on every chain, so nothing is
-// optimised away. Returns the flops done.
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) double fma_avx512(long iterations, float* sink) {
+// optimised away. Returns the flops done. On MSVC TOKENSCOPE_TARGET is empty and this file must
+// not get /arch:AVX2 or /arch:AVX512 (see util/cpu_features.h).
+#if defined(TOKENSCOPE_X86_64)
+TOKENSCOPE_TARGET("avx512f") double fma_avx512(long iterations, float* sink) {
     __m512 acc[8];
     for (int i = 0; i < 8; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
     const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
@@ -31,11 +29,15 @@ __attribute__((target("avx512f"))) double fma_avx512(long iterations, float* sin
     }
     __m512 s = acc[0];
     for (int i = 1; i < 8; ++i) s = _mm512_add_ps(s, acc[i]);
-    *sink = _mm512_reduce_add_ps(s);
+    // Two lanes through memory, like the AVX2 kernel: _mm512_reduce_add_ps trips GCC 12's
+    // -Wuninitialized inside its header (bug 105593), and no MSVC was at hand to check it there.
+    float lanes[16];
+    _mm512_storeu_ps(lanes, s);
+    *sink = lanes[0] + lanes[15];
     return static_cast<double>(iterations) * 8 * 16 * 2;
 }
 
-__attribute__((target("avx2,fma"))) double fma_avx2(long iterations, float* sink) {
+TOKENSCOPE_TARGET("avx2,fma") double fma_avx2(long iterations, float* sink) {
     __m256 acc[8];
     for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
     const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
@@ -67,12 +69,12 @@ ComputePeak measure_f32_peak(int threads, double seconds) {
     using Kernel = double (*)(long, float*);
     Kernel kernel = fma_scalar;
     ComputePeak peak;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
+#if defined(TOKENSCOPE_X86_64)
+    const cpu::X86Features& cpu_features = cpu::x86_features();
+    if (cpu_features.avx512f) {
         kernel = fma_avx512;
         peak.isa = "avx512";
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    } else if (cpu_features.avx2 && cpu_features.fma) {
         kernel = fma_avx2;
         peak.isa = "avx2";
     }

@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C row kernels for KvStorage. This file alone is compiled with
 // -mavx2 -mfma -mf16c (engine/kv/CMakeLists.txt); kv_storage.cpp uses it only after
-// __builtin_cpu_supports said yes. No standard library includes here (see kv_kernels.h).
+// cpu::x86_features() said yes. No standard library includes here (see kv_kernels.h).
 #include <immintrin.h>
 
 #include "kv/kv_kernels.h"

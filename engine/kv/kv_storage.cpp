@@ -12,6 +12,7 @@
 
 #include "kv/kv_kernels.h"
 #include "tensor/f16.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace tokenscope::kv {
@@ -64,9 +65,8 @@ constexpr Kernels kScalar{"scalar", f32_to_f16, f16_to_f32, dot_f32, dot_f16,
 const Kernels& choose_best() {
 #if defined(TOKENSCOPE_KV_AVX2)
     // Called here, in a file built for the baseline instruction set, never in the AVX2 file.
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+    const cpu::X86Features& f = cpu::x86_features();
+    if (f.avx2 && f.fma && f.f16c) {
         return avx2_kernel_table();
     }
 #endif

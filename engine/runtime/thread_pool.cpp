@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
 #include <immintrin.h>
 #define TOKENSCOPE_PAUSE() _mm_pause()
 #else

@@ -11,6 +11,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#include <xmmintrin.h>  // _mm_prefetch (SSE, part of baseline x86-64)
+#endif
+
 #include "tensor/matmul_internal.h"
 
 namespace tokenscope::tensor::detail {
@@ -113,7 +117,13 @@ constexpr std::size_t kPrefetchAhead = 8192;
 inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end) {
     const auto left = static_cast<std::size_t>(end - p);
     const std::size_t stop = kPrefetchAhead + bytes < left ? kPrefetchAhead + bytes : left;
-    for (std::size_t o = kPrefetchAhead; o < stop; o += 64) __builtin_prefetch(p + o, 0, 3);
+    for (std::size_t o = kPrefetchAhead; o < stop; o += 64) {
+#if defined(__GNUC__) || defined(__clang__)
+        __builtin_prefetch(p + o, 0, 3);  // prefetcht0
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+        _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+#endif
+    }
 }
 
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {

@@ -6,6 +6,7 @@
 
 #include "tensor/matmul.h"
 #include "tensor/matmul_internal.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace tokenscope::tensor {
@@ -14,17 +15,13 @@ namespace {
 
 SimdLevel detect() {
 #if defined(TOKENSCOPE_X86_KERNELS)
-    // __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0), so a
-    // kernel without AVX-512 state support reports no AVX-512.
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+    // Features count only when the OS also saves the wide registers (XCR0), so a kernel
+    // without AVX-512 state support reports no AVX-512.
+    const cpu::X86Features& f = cpu::x86_features();
+    if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.fma && f.f16c) {
         return SimdLevel::Avx512;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+    if (f.avx2 && f.fma && f.f16c) {
         return SimdLevel::Avx2;
     }
 #endif

@@ -32,4 +32,9 @@ class IoError : public Error {
 // "strerror" that is safe to call from several threads.
 std::string system_error_text(int errnum);
 
+#ifdef _WIN32
+// The system's text for a Windows error code (GetLastError()), one line, then "(error N)".
+std::string windows_error_text(unsigned long code);
+#endif
+
 }  // namespace tokenscope

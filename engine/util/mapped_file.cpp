@@ -1,14 +1,85 @@
 #include "util/mapped_file.h"
 
+#ifdef _WIN32
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+
+#include <filesystem>
+#else
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cerrno>
+#endif
 
 #include "util/error.h"
 
 namespace tokenscope {
+
+#ifdef _WIN32
+
+namespace {
+struct HandleCloser {
+    HANDLE handle;
+    ~HandleCloser() {
+        if (handle && handle != INVALID_HANDLE_VALUE) CloseHandle(handle);
+    }
+};
+}  // namespace
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+    // A narrow path means the same file here as for std::filesystem and fopen with this
+    // compiler (the ANSI code page with MSVC).
+    const std::wstring wide = std::filesystem::path(path).wstring();
+    // Others may read, rename or delete the file while it is mapped, as on POSIX; not write.
+    const HANDLE file = CreateFileW(wide.c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE,
+                                    nullptr, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr);
+    if (file == INVALID_HANDLE_VALUE) {
+        const DWORD error = GetLastError();
+        // Opening a directory fails with "access denied"; say what it is instead.
+        const DWORD attributes = GetFileAttributesW(wide.c_str());
+        if (attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY)) {
+            throw IoError(path + ": is a directory, not a file");
+        }
+        throw IoError(path + ": cannot open: " + windows_error_text(error));
+    }
+    const HandleCloser file_closer{file};
+    if (GetFileType(file) != FILE_TYPE_DISK) throw IoError(path + ": is not a regular file");
+    LARGE_INTEGER file_size{};
+    if (!GetFileSizeEx(file, &file_size)) {
+        const DWORD error = GetLastError();
+        throw IoError(path + ": cannot stat: " + windows_error_text(error));
+    }
+    size_ = static_cast<std::size_t>(file_size.QuadPart);
+    if (size_ == 0) return;  // Windows cannot map an empty file
+    // The view keeps the mapping and the file open; both handles can go when this returns.
+    const HANDLE mapping = CreateFileMappingW(file, nullptr, PAGE_READONLY, 0, 0, nullptr);
+    if (!mapping) {
+        const DWORD error = GetLastError();
+        throw IoError(path + ": cannot map " + std::to_string(size_) +
+                      " bytes: " + windows_error_text(error));
+    }
+    const HandleCloser mapping_closer{mapping};
+    const void* view = MapViewOfFile(mapping, FILE_MAP_READ, 0, 0, 0);
+    if (!view) {
+        const DWORD error = GetLastError();
+        throw IoError(path + ": cannot map " + std::to_string(size_) +
+                      " bytes: " + windows_error_text(error));
+    }
+    data_ = static_cast<const std::uint8_t*>(view);
+}
+
+MappedFile::~MappedFile() {
+    if (data_) UnmapViewOfFile(data_);
+}
+
+#else
 
 namespace {
 struct FdCloser {
@@ -40,5 +111,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 MappedFile::~MappedFile() {
     if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
 }
+
+#endif
 
 }  // namespace tokenscope
