@@ -6,8 +6,15 @@
 #include <spdlog/spdlog.h>
 
 #ifdef _WIN32
+#ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
 #include <windows.h>
+
+#include "util/error.h"
 #else
 #include <dlfcn.h>
 #endif
@@ -33,9 +40,17 @@ std::string executable_path() {
 // Opens one candidate; on failure returns null and the loader's message.
 void* open_library(const std::string& path, std::string& error) {
 #ifdef _WIN32
-    HMODULE h = LoadLibraryExW(fs::path(path).wstring().c_str(), nullptr,
+    // LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (cuBLAS beside the plugin) takes absolute paths only,
+    // and $TOKENSCOPE_CUDA_PLUGIN may be relative.
+    std::error_code ec;
+    fs::path file = fs::absolute(fs::path(path), ec);
+    if (ec) file = fs::path(path);
+    HMODULE h = LoadLibraryExW(file.wstring().c_str(), nullptr,
                                LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS);
-    if (!h) error = "LoadLibrary failed with error " + std::to_string(GetLastError());
+    if (!h) {
+        const DWORD code = GetLastError();
+        error = "LoadLibraryExW failed: " + windows_error_text(code);
+    }
     return reinterpret_cast<void*>(h);
 #else
     // RTLD_LOCAL: the plugin's own copies of engine code stay private to it.
