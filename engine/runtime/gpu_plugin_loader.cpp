@@ -100,6 +100,12 @@ GpuPluginStatus load() {
                              std::to_string(kGpuPluginAbiVersion) + " (reinstall the matching tokenscope-cuda)";
             return status;
         }
+        if (plugin->layout_signature != gpu_plugin_layout_signature()) {
+            status.problem = "the CUDA plugin " + path +
+                             " was built from other sources than this program (engine type layouts differ; "
+                             "rebuild both, or reinstall the matching tokenscope-cuda)";
+            return status;
+        }
         status.plugin = plugin;
         spdlog::debug("loaded the CUDA plugin {}", path);
         return status;
