@@ -32,6 +32,7 @@ if(TARGET tokenscope_cuda)
 endif()
 
 if(UNIX AND NOT APPLE AND TARGET tokenscope)
+  include(TokenscopeLinuxBundle)  # Qt and friends inside the .tar.gz (component bundle)
   # Desktop integration: the .desktop entry and the AppStream metainfo are named by the app id;
   # the icon is "tokenscope" in the hicolor theme (SVG plus the committed PNG renders).
   string(TIMESTAMP TOKENSCOPE_RELEASE_DATE "%Y-%m-%d" UTC)  # honours SOURCE_DATE_EPOCH
@@ -133,6 +134,11 @@ set(CPACK_COMPONENTS_ALL runtime)
 set(TOKENSCOPE_CUDA_COMPONENT_TITLE "CUDA backend (NVIDIA GPUs)")  # NSIS finds the section by it
 if(TARGET tokenscope_cuda)
   list(APPEND CPACK_COMPONENTS_ALL cuda)
+endif()
+if(TOKENSCOPE_HAVE_LINUX_BUNDLE)
+  # The .tar.gz only: packaging/linux/cpack-per-generator.cmake drops it for the .deb.
+  list(APPEND CPACK_COMPONENTS_ALL bundle)
+  set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_SOURCE_DIR}/packaging/linux/cpack-per-generator.cmake)
 endif()
 
 if(WIN32)
@@ -270,6 +276,12 @@ cpack_add_component(runtime
   DISPLAY_NAME "tokenscope"
   DESCRIPTION "The desktop app and tokenscope-cli (CPU backend)."
   REQUIRED)
+if(TOKENSCOPE_HAVE_LINUX_BUNDLE)
+  cpack_add_component(bundle
+    DISPLAY_NAME "Bundled libraries"
+    DESCRIPTION "Qt 6, ICU, spdlog, fmt and sentencepiece for the portable archive."
+    HIDDEN)
+endif()
 if(TARGET tokenscope_cuda)
   cpack_add_component(cuda
     DISPLAY_NAME "${TOKENSCOPE_CUDA_COMPONENT_TITLE}"

@@ -19,7 +19,9 @@
 #    the unpacked `tokenscope-cli make-model` (the app needs a model to answer), and the PNG
 #    must be a real image of the window.
 # 5. Unpacks tokenscope-<VERSION>-Linux-<cpu>.tar.gz and runs the same --version and devices
-#    checks from that folder.
+#    checks from that folder; when it bundles its libraries (bin/qt.conf), the app makes a
+#    screenshot from the folder and every Qt/ICU/spdlog/fmt/sentencepiece library and Qt plugin
+#    it loads must come from the folder (LD_DEBUG=files), and the .deb must not carry them.
 # 6. Only with TOKENSCOPE_TEST_APT=1, as root, on a machine you may change: `apt-get install
 #    ./tokenscope_<VERSION>_<arch>.deb`, runs /usr/bin/tokenscope-cli --version, then purges
 #    the package again.
@@ -249,6 +251,25 @@ if [ -x "$folder/bin/tokenscope-cli" ]; then
     check "tar.gz tokenscope-cli devices names the plugin in its own folder" \
       grep -qF "$folder/lib/tokenscope/libtokenscope_cuda.so" <(cd "$work" && "$folder/bin/tokenscope-cli" devices 2>&1)
   fi
+fi
+
+# The bundle (cmake/TokenscopeLinuxBundle.cmake): Qt, ICU, spdlog, fmt and sentencepiece come
+# from the archive's own lib/ and plugins/, never from the system, and the app works from there.
+if [ -f "$folder/bin/qt.conf" ]; then
+  check "the .deb carries no bundled Qt (the bundle is for the archive only)" \
+    bash -c "! dpkg-deb -c '$runtime_deb' | grep -q 'libQt6Core'"
+  check "the archive bundles libQt6Core" test -e "$folder/lib/libQt6Core.so.6"
+  loads="$work/bundle-loads.txt"
+  (cd "$work" && LD_DEBUG=files QT_QPA_PLATFORM=offscreen timeout 240 "$folder/bin/tokenscope" --model "$model" \
+    --store "$work/bundle.sqlite" --screenshot "$work/bundle.png" --prompt "Hello" >"$work/bundle-app.log" 2>"$loads")
+  check "the app from the archive saved a screenshot" test -s "$work/bundle.png"
+  inits=$(grep -oE 'calling init: [^ ]+' "$loads" | sed 's/calling init: //' | sort -u)
+  bundled=$(grep -E '/lib(Qt6|icu|spdlog|fmt|sentencepiece)[^/]*$|/libqoffscreen|/libqsqlite' <<<"$inits" || true)
+  foreign=$(grep -vF "$folder/" <<<"$bundled" || true)
+  echo "tar.gz app: $(grep -c . <<<"$bundled") bundled libraries and plugins loaded, $(grep -c . <<<"$foreign") from outside the folder"
+  check "Qt/ICU/spdlog/fmt/sentencepiece and the platform and SQL plugins load from the archive" test -z "$foreign"
+  check "the SQLite driver came from the archive's plugins/" grep -qF "$folder/plugins/sqldrivers/libqsqlite.so" <<<"$inits"
+  [ -z "$foreign" ] || sed 's/^/      loaded from outside: /' <<<"$foreign"
 fi
 
 # --- 6. a real installation, only when asked -----------------------------------------------
