@@ -325,6 +325,13 @@ runtime::BackendMemory CudaBackend::memory() const {
                                   &s.split_scratch, &s.gemm_attention_scratch}) {
         m.activation_bytes += b->bytes();
     }
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {  // never throws from here
+        m.device_total_bytes = total_bytes;
+        m.device_used_bytes = total_bytes - free_bytes;
+    } else {
+        cudaGetLastError();
+    }
     return m;
 }
 

@@ -150,6 +150,16 @@ bool MemoryBudgetView::gpuVisible() const {
 
 QString MemoryBudgetView::ramText() const {
     const MemoryBudgetData& d = data_;
+    if (d.gpu_total_bytes > 0) {
+        // GPU backend: RAM holds the mapped weight file; the rest is on the device.
+        QString text = tr("Weights %1 mapped in RAM; KV cache %2 and activations %3 on the GPU")
+                           .arg(format_bytes(double(d.weights_bytes)), format_bytes(double(d.kv_cache_bytes)),
+                                format_bytes(double(d.activation_bytes)));
+        if (d.available_ram_bytes > 0) {
+            text += tr(" (%1 of RAM available)").arg(format_bytes(double(d.available_ram_bytes)));
+        }
+        return text;
+    }
     const quint64 sum = d.weights_bytes + d.kv_cache_bytes + d.activation_bytes;
     QString text =
         tr("Weights %1 + KV cache %2 + activations %3 = %4")
@@ -181,8 +191,14 @@ void MemoryBudgetView::setData(const MemoryBudgetData& data) {
     data_ = data;
     const QVector<QColor> colors = {segmentColor(Weights), segmentColor(KvCache),
                                     segmentColor(Activations), segmentColor(OtherGpu)};
-    ram_bar_->setSegments({data.weights_bytes, data.kv_cache_bytes, data.activation_bytes}, colors,
-                          data.available_ram_bytes);
+    // With a GPU backend the KV cache and the scratch live on the device; RAM holds the mapped
+    // weights (the file the device copy was made from).
+    if (data.gpu_total_bytes > 0) {
+        ram_bar_->setSegments({data.weights_bytes}, {colors[0]}, data.available_ram_bytes);
+    } else {
+        ram_bar_->setSegments({data.weights_bytes, data.kv_cache_bytes, data.activation_bytes}, colors,
+                              data.available_ram_bytes);
+    }
     ram_label_->setText(ramText());
     auto swatch = [](const QColor& c) {
         return QStringLiteral("<span style=\"color:%1\">■</span>").arg(c.name());

@@ -82,7 +82,14 @@ ui::MemoryBudgetData memory_budget(const runtime::Engine& engine) {
     d.weights_bytes = m.weight_bytes;
     d.kv_cache_bytes = m.kv_cache_bytes;
     d.activation_bytes = m.activation_bytes;
-    d.available_ram_bytes = available_ram_bytes() + m.kv_cache_bytes + m.activation_bytes;
+    if (m.device_total_bytes > 0) {
+        // The cache and the scratch live on the GPU: RAM holds only the mapped weights.
+        d.available_ram_bytes = available_ram_bytes();
+        d.gpu_total_bytes = m.device_total_bytes;
+        d.gpu_used_bytes = m.device_used_bytes;
+    } else {
+        d.available_ram_bytes = available_ram_bytes() + m.kv_cache_bytes + m.activation_bytes;
+    }
     return d;
 }
 

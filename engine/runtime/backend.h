@@ -13,6 +13,10 @@ struct BackendMemory {
     std::uint64_t weight_bytes = 0;
     std::uint64_t kv_cache_bytes = 0;
     std::uint64_t activation_bytes = 0;  // scratch buffers at their current size
+    // A GPU backend: the device's memory and how much of it is in use (by every process, as
+    // cudaMemGetInfo reports it). 0 for the CPU backend: the three figures above are then RAM.
+    std::uint64_t device_total_bytes = 0;
+    std::uint64_t device_used_bytes = 0;
 };
 
 class Backend {

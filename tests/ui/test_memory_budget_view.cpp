@@ -109,6 +109,17 @@ void TestMemoryBudgetView::gpuBarOnlyWithGpu() {
     const QRect track = view.gpuBar()->trackRect();
     const int used = view.gpuBar()->segmentRect(3).right() - track.left() + 1;
     QVERIFY2(std::abs(used - track.width() * 0.25) <= 2.5, qPrintable(QString::number(used)));
+    // With a GPU the cache is on the device: the RAM bar holds the weights alone.
+    d.kv_cache_bytes = 4'000'000'000ull;
+    d.activation_bytes = 1'000'000'000ull;
+    view.setData(d);
+    QVERIFY2(view.ramText().contains(QStringLiteral("on the GPU")) && !view.ramText().contains(QStringLiteral("does not fit")),
+             qPrintable(view.ramText()));
+    const QRect ram = view.ramBar()->trackRect();
+    // 0.3 GB of 16 GB: under 2 % of the track, and no KV segment (4 GB would be a quarter).
+    QVERIFY2(view.ramBar()->segmentRect(0).width() <= ram.width() * 0.02 + 1.5,
+             qPrintable(QString::number(view.ramBar()->segmentRect(0).width())));
+    QVERIFY(view.ramBar()->segmentRect(1).width() <= 0);
 }
 
 void TestMemoryBudgetView::savePanelPngs() {
