@@ -6,13 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #ifdef _WIN32
-#ifndef WIN32_LEAN_AND_MEAN
-#define WIN32_LEAN_AND_MEAN
-#endif
-#ifndef NOMINMAX
-#define NOMINMAX
-#endif
-#include <windows.h>
+#include "util/windows_api.h"
 
 #include "util/error.h"
 #else

@@ -11,6 +11,19 @@
 
 namespace tokenscope::cuda::lab {
 
+// A non-blocking stream for one measurement, destroyed with the scope.
+class ScopedStream {
+public:
+    ScopedStream() { TOKENSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+    ~ScopedStream() { cudaStreamDestroy(stream_); }
+    ScopedStream(const ScopedStream&) = delete;
+    ScopedStream& operator=(const ScopedStream&) = delete;
+    cudaStream_t get() const { return stream_; }
+
+private:
+    cudaStream_t stream_ = nullptr;
+};
+
 class EventTimer {
 public:
     EventTimer() {

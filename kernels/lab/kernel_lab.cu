@@ -207,12 +207,8 @@ std::vector<runtime::KernelTiming> run_kernel_lab(const std::string& op) {
     if (!op.empty() && op != "gemv" && op != "attention") {
         throw InvalidArgument("kernel lab: unknown op '" + op + "' (gemv, attention, or none for both)");
     }
-    cudaStream_t stream = nullptr;
-    TOKENSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    struct StreamGuard {
-        cudaStream_t s;
-        ~StreamGuard() { cudaStreamDestroy(s); }
-    } guard{stream};
+    const ScopedStream scoped;
+    cudaStream_t stream = scoped.get();
     EventTimer timer;
     std::vector<runtime::KernelTiming> out;
     if (op.empty() || op == "gemv") gemv_lab(out, stream, timer);

@@ -32,12 +32,8 @@ runtime::GpuPeaks measure_peaks(int m, int n, int k) {
     cudaDeviceProp prop{};
     TOKENSCOPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     peaks.device_name = prop.name;
-    cudaStream_t stream = nullptr;
-    TOKENSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    struct StreamGuard {
-        cudaStream_t s;
-        ~StreamGuard() { cudaStreamDestroy(s); }
-    } guard{stream};
+    const ScopedStream scoped;
+    cudaStream_t stream = scoped.get();
     EventTimer timer;
 
     // Copy: 1 GiB (or a quarter of free memory) each way, far beyond the 50-60 MB L2 of a

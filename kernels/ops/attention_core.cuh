@@ -57,4 +57,19 @@ __device__ inline void warp_attend(const float* q_s, float* acc_w, const KvView&
     }
 }
 
+// After every warp has run warp_attend and written its running max and sum to m_s[w], l_s[w]
+// (and __syncthreads): the block's common max (returned) and sum (l_all), and each warp's
+// rescale factor e^(m_w - max), 0 for a warp that saw no key. Every thread computes the same.
+template <int Warps>
+__device__ inline float merge_warps(const float* m_s, const float* l_s, float (&factor)[Warps], float& l_all) {
+    float m_all = -INFINITY;
+    for (int w = 0; w < Warps; ++w) m_all = fmaxf(m_all, m_s[w]);
+    l_all = 0.0f;
+    for (int w = 0; w < Warps; ++w) {
+        factor[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - m_all);
+        l_all += l_s[w] * factor[w];
+    }
+    return m_all;
+}
+
 }  // namespace tokenscope::cuda::ops::detail

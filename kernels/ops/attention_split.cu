@@ -57,14 +57,9 @@ __global__ void attention_share_kernel(const float* q, int heads, int kv_heads, 
         l_s[warp] = l;
     }
     __syncthreads();
-    float m_all = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, m_s[w]);
     float factor[kWarps];
     float l_all = 0.0f;
-    for (int w = 0; w < kWarps; ++w) {
-        factor[w] = m_s[w] == -INFINITY ? 0.0f : expf(m_s[w] - m_all);
-        l_all += l_s[w] * factor[w];
-    }
+    const float m_all = detail::merge_warps<kWarps>(m_s, l_s, factor, l_all);
     for (int d = tid; d < head_dim; d += kThreads) {
         float sum = 0.0f;
         for (int w = 0; w < kWarps; ++w) sum += acc[w * head_dim + d] * factor[w];
