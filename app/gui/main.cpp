@@ -79,24 +79,28 @@ int main(int argc, char** argv) {
             });
             return QApplication::exec();
         }
-        QObject::connect(window.get(), &tokenscope::app::MainWindow::modelReadyChanged, window.get(), [&](bool ready) {
+        // The handlers run inside the QApplication::exec() below, after this block has ended:
+        // they hold copies of the strings, and the window through a raw pointer (it outlives
+        // the event loop).
+        tokenscope::app::MainWindow* shown = window.get();
+        QObject::connect(shown, &tokenscope::app::MainWindow::modelReadyChanged, shown, [shown, text](bool ready) {
             if (!ready) {
                 std::fprintf(stderr, "tokenscope: error: the model did not load\n");
                 QApplication::exit(1);
                 return;
             }
-            window->newConversation();
-            window->sendMessage(text);
+            shown->newConversation();
+            shown->sendMessage(text);
         });
-        QObject::connect(window.get(), &tokenscope::app::MainWindow::generationDone, window.get(), [&] {
+        QObject::connect(shown, &tokenscope::app::MainWindow::generationDone, shown, [shown, file] {
             // Let the coalesced text, the heatmap render and the panels settle first.
-            QTimer::singleShot(1500, window.get(), [&] {
-                const bool ok = window->grab().save(file);
+            QTimer::singleShot(1500, shown, [shown, file] {
+                const bool ok = shown->grab().save(file);
                 std::fprintf(stderr, "tokenscope: %s %s\n", ok ? "saved" : "could not save", qPrintable(file));
                 QApplication::exit(ok ? 0 : 1);
             });
         });
-        QTimer::singleShot(180000, window.get(), [] {
+        QTimer::singleShot(180000, shown, [] {
             std::fprintf(stderr, "tokenscope: error: no answer within 180 s\n");
             QApplication::exit(1);
         });

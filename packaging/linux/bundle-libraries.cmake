@@ -38,7 +38,7 @@ foreach(library IN LISTS resolved)
   # Qt and ICU, our own dependencies and Qt's small helpers, and the xcb utility libraries that
   # minimal desktops often lack (Qt's "could not load the xcb platform plugin"); the core
   # libxcb and its protocol extensions stay with the system's libxcb.
-  if(name MATCHES "^lib(Qt6[A-Za-z]+|icu(data|i18n|uc)|spdlog|fmt|sentencepiece|protobuf-lite|double-conversion|pcre2-16|md4c|b2|gomp|sqlite3|xkbcommon-x11|xcb-(icccm|image|keysyms|render-util|util|xinerama|xkb|cursor|xinput))\\.so")
+  if(name MATCHES "^lib(Qt6[A-Za-z]+|icu(data|i18n|uc)|spdlog|fmt|sentencepiece(_train)?|protobuf-lite|double-conversion|pcre2-16|md4c|b2|gomp|sqlite3|xkbcommon-x11|xcb-(icccm|image|keysyms|render-util|util|xinerama|xkb|cursor|xinput))\\.so")
     file(INSTALL DESTINATION "${prefix}/lib" TYPE SHARED_LIBRARY FOLLOW_SYMLINK_CHAIN FILES "${library}")
     list(APPEND bundled "${name}")
   endif()

@@ -83,7 +83,12 @@ private slots:
         if (qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG")) qInfo("sent at %lld ms", clock.elapsed());
         QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 60000);
         qInfo("longest event-loop stall while generating: %lld ms", static_cast<long long>(meter.worst()));
+#if defined(__SANITIZE_ADDRESS__)
+        // ASan makes every allocation several times slower; the 50 ms bound is for real builds.
+        qInfo("AddressSanitizer build: the stall bound is not asserted");
+#else
         QVERIFY2(meter.worst() < 50, qPrintable(QString::number(meter.worst())));
+#endif
         QCOMPARE(w->chatView()->messageCount(), 2);
         app::ConversationStore store(store_path);
         const auto messages = store.messages(w->currentConversation());
