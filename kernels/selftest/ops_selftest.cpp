@@ -20,7 +20,6 @@
 #include "ops/kv_cache_types.cuh"
 #include "ops/rms_norm.cuh"
 #include "ops/rope.cuh"
-#include "ops/type_ids.h"
 #include "runtime/cpu_ops.h"
 #include "selftest/device_buffer.h"
 #include "tensor/f16.h"
@@ -28,21 +27,7 @@
 
 namespace tokenscope::cuda::selftest {
 
-// The CUDA code repeats these enum values because it cannot include the engine headers.
-namespace dq = ops::dq;
-static_assert(dq::kF32 == static_cast<std::uint32_t>(tensor::Type::F32));
-static_assert(dq::kF16 == static_cast<std::uint32_t>(tensor::Type::F16));
-static_assert(dq::kQ4_0 == static_cast<std::uint32_t>(tensor::Type::Q4_0));
-static_assert(dq::kQ4_1 == static_cast<std::uint32_t>(tensor::Type::Q4_1));
-static_assert(dq::kQ5_0 == static_cast<std::uint32_t>(tensor::Type::Q5_0));
-static_assert(dq::kQ5_1 == static_cast<std::uint32_t>(tensor::Type::Q5_1));
-static_assert(dq::kQ8_0 == static_cast<std::uint32_t>(tensor::Type::Q8_0));
-static_assert(dq::kQ2_K == static_cast<std::uint32_t>(tensor::Type::Q2_K));
-static_assert(dq::kQ3_K == static_cast<std::uint32_t>(tensor::Type::Q3_K));
-static_assert(dq::kQ4_K == static_cast<std::uint32_t>(tensor::Type::Q4_K));
-static_assert(dq::kQ5_K == static_cast<std::uint32_t>(tensor::Type::Q5_K));
-static_assert(dq::kQ6_K == static_cast<std::uint32_t>(tensor::Type::Q6_K));
-static_assert(dq::kBF16 == static_cast<std::uint32_t>(tensor::Type::BF16));
+// The CUDA code repeats the cache element types (ops/kv_cache_types.cuh).
 static_assert(ops::kvt::kF32 == static_cast<int>(kv::ElementType::F32));
 static_assert(ops::kvt::kF16 == static_cast<int>(kv::ElementType::F16));
 static_assert(ops::kvt::kQ8 == static_cast<int>(kv::ElementType::Q8));
