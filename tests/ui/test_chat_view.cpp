@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "chat_view.h"
+#include "widget_test_support.h"
 #include "message_document.h"
 #include "panel_data.h"
 
@@ -421,19 +422,7 @@ class TestChatView : public QObject {
     void screenshots() {
         for (const bool dark : {false, true}) {
             ChatView view;
-            if (dark) {
-                QPalette p;
-                p.setColor(QPalette::Window, QColor(0x2b, 0x2d, 0x31));
-                p.setColor(QPalette::Base, QColor(0x1e, 0x1f, 0x22));
-                p.setColor(QPalette::AlternateBase, QColor(0x26, 0x27, 0x2b));
-                p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
-                p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
-                p.setColor(QPalette::Button, QColor(0x3a, 0x3c, 0x41));
-                p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
-                p.setColor(QPalette::Highlight, QColor(0x3d, 0x8b, 0xfd));
-                p.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
-                view.setPalette(p);
-            }
+            if (dark) view.setPalette(tokenscope::ui::test::dark_palette());
             view.resize(760, 620);
             view.show();
             QVERIFY(QTest::qWaitForWindowExposed(&view));

@@ -10,11 +10,10 @@
 using namespace tokenscope::ui;
 using tokenscope::ui::test::dark_palette;
 using tokenscope::ui::test::save_png;
+using tokenscope::ui::test::kNb;
 using tokenscope::ui::test::settle;
 
 namespace {
-
-const QChar kNb(0x00A0);
 
 // Pixels of `color` along the middle row of the bar's track.
 int run_length(const QImage& img, const QRect& track, const QColor& color) {

@@ -9,11 +9,10 @@
 
 using namespace tokenscope::ui;
 using tokenscope::ui::test::save_png;
+using tokenscope::ui::test::kNb;
 using tokenscope::ui::test::settle;
 
 namespace {
-
-const QChar kNb(0x00A0);
 
 ModelInfoData gemma_info() {
     ModelInfoData d;

@@ -9,6 +9,9 @@
 
 namespace tokenscope::ui::test {
 
+// The no-break space the panels put between a number and its unit ("6.0\u00A0GB").
+inline const QChar kNb(0x00A0);
+
 // Layouts update on a posted LayoutRequest; a relayout can post further resizes (scroll
 // areas, word-wrapped labels), so deliver them for a few rounds.
 inline void settle() {
