@@ -1,11 +1,13 @@
 #pragma once
-// RAII device memory for the self-tests: cudaMalloc in the constructor, cudaFree in the
-// destructor, copies that throw tokenscope::Error (with the CUDA error name) on failure.
+// A typed view of kernels/device_buffer.h for the self-tests: a count of T, built from a host
+// vector, read back whole. Work goes to the legacy default stream (the self-tests launch their
+// kernels there), and download() waits for it.
 #include <cstddef>
-#include <utility>
 #include <vector>
 
+#include "../device_buffer.h"  // kernels/device_buffer.h, not this file
 #include "ops/check.h"
+#include "util/error.h"
 
 namespace tokenscope::cuda::selftest {
 
@@ -13,54 +15,29 @@ template <typename T>
 class DeviceBuffer {
   public:
     explicit DeviceBuffer(std::size_t count) : count_(count) {
-        if (count_ > 0) {
-            void* p = nullptr;
-            TOKENSCOPE_CUDA_CHECK(cudaMalloc(&p, count_ * sizeof(T)));
-            ptr_ = static_cast<T*>(p);
-        }
+        if (count_ > 0) raw_.grow(count_ * sizeof(T), "self-test buffer");
     }
     explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
-    ~DeviceBuffer() {
-        if (ptr_ != nullptr) cudaFree(ptr_);  // no throwing from a destructor
-    }
-    DeviceBuffer(DeviceBuffer&& other) noexcept
-        : ptr_(std::exchange(other.ptr_, nullptr)), count_(std::exchange(other.count_, 0)) {}
-    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-        if (this != &other) {
-            if (ptr_ != nullptr) cudaFree(ptr_);
-            ptr_ = std::exchange(other.ptr_, nullptr);
-            count_ = std::exchange(other.count_, 0);
-        }
-        return *this;
-    }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-    T* get() const { return ptr_; }
+    T* get() const { return raw_.as<T>(); }
     std::size_t size() const { return count_; }
 
     // Host -> device; host.size() must equal size().
     void upload(const std::vector<T>& host) {
         if (host.size() != count_) throw Error("DeviceBuffer::upload: size mismatch");
-        if (count_ == 0) return;
-        TOKENSCOPE_CUDA_CHECK(
-            cudaMemcpy(ptr_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));
+        raw_.upload(host.data(), count_ * sizeof(T), nullptr);
     }
-    void zero() {
-        if (count_ > 0) TOKENSCOPE_CUDA_CHECK(cudaMemset(ptr_, 0, count_ * sizeof(T)));
-    }
-    // Device -> host (synchronises with the default stream).
+    void zero() { raw_.zero(nullptr); }
+    // Device -> host, after everything queued on the default stream.
     std::vector<T> download() const {
         std::vector<T> host(count_);
-        if (count_ > 0) {
-            TOKENSCOPE_CUDA_CHECK(
-                cudaMemcpy(host.data(), ptr_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
-        }
+        raw_.download(host.data(), count_ * sizeof(T), nullptr);
+        TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
         return host;
     }
 
   private:
-    T* ptr_ = nullptr;
+    cuda::DeviceBuffer raw_;
     std::size_t count_ = 0;
 };
 
