@@ -72,6 +72,25 @@ void DistributionChart::setLastStep(const QVector<CandidateData>& before) {
     recompute();
 }
 
+void DistributionChart::clear() {
+    candidates_.clear();
+    placeholder_ = defaultPlaceholder();
+    recompute();
+}
+
+QString DistributionChart::defaultPlaceholder() {
+    return tr("No step yet.\nThe next token's candidates appear here.");
+}
+
+void DistributionChart::setPlaceholderText(const QString& text) {
+    placeholder_ = text;
+    update();
+}
+
+QStringList DistributionChart::legendLabels() const {
+    return {beforeSettingsName(), afterSettingsName()};
+}
+
 void DistributionChart::setSettings(const SamplingSettings& settings) {
     settings_ = settings;
     recompute();
@@ -96,7 +115,15 @@ DistributionChart::Geometry DistributionChart::geometry() const {
     Geometry g;
     const QFontMetricsF fm(font());
     const QRectF r = QRectF(rect()).adjusted(6, 4, -6, -4);
-    g.legend = QRectF(r.left(), r.top(), r.width(), fm.height() + 4);
+    // The legend's two names are long: side by side where they fit, else one per line.
+    const qreal swatch = fm.height() * 0.7 + 4;
+    const QStringList labels = legendLabels();
+    g.legend_lines =
+        swatch + fm.horizontalAdvance(labels[0]) + 12 + swatch + fm.horizontalAdvance(labels[1]) <=
+                r.width()
+            ? 1
+            : 2;
+    g.legend = QRectF(r.left(), r.top(), r.width(), g.legend_lines * (fm.height() + 2) + 2);
     g.rows = QRectF(r.left(), g.legend.bottom() + 4, r.width(), r.bottom() - g.legend.bottom() - 4);
     const int n = std::max<int>(1, int(candidates_.size()));
     // Rows stay readable: never thinner than the text, never taller than twice it.
@@ -125,11 +152,12 @@ bool DistributionChart::event(QEvent* event) {
             const CandidateData& c = candidates_[row];
             QToolTip::showText(
                 help->globalPos(),
-                tr("<code>%1</code> (id %2)<br>logit %3<br>raw %4 → shaped %5")
+                tr("<code>%1</code> (id %2)<br>logit %3<br>%4: %5<br>%6: %7")
                     .arg(visiblePiece(c.piece).toHtmlEscaped())
                     .arg(c.id)
                     .arg(double(c.logit), 0, 'f', 3)
-                    .arg(formatProbability(dist_.raw[row]),
+                    .arg(beforeSettingsName(), formatProbability(dist_.raw[row]),
+                         afterSettingsName(),
                          dist_.shaped[row] > 0 ? formatProbability(dist_.shaped[row]) : tr("cut")),
                 this);
         } else {
@@ -156,8 +184,7 @@ void DistributionChart::paintEvent(QPaintEvent*) {
 
     if (candidates_.isEmpty()) {
         p.setPen(muted);
-        p.drawText(rect().adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap,
-                   tr("No step yet.\nThe next token's candidates appear here."));
+        p.drawText(rect().adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap, placeholder_);
         return;
     }
 
@@ -165,7 +192,8 @@ void DistributionChart::paintEvent(QPaintEvent*) {
     {
         qreal x = g.legend.left();
         const qreal sw = fm.height() * 0.7;
-        const qreal cy = g.legend.center().y();
+        const qreal line = g.legend.height() / g.legend_lines;
+        qreal cy = g.legend.top() + line / 2;
         auto swatch = [&](const QColor& c, const QString& label) {
             p.setPen(Qt::NoPen);
             p.setBrush(c);
@@ -175,8 +203,13 @@ void DistributionChart::paintEvent(QPaintEvent*) {
             p.drawText(QPointF(x, cy + fm.ascent() / 2 - 1), label);
             x += fm.horizontalAdvance(label) + 12;
         };
-        swatch(raw_color, tr("raw"));
-        swatch(shaped_color, tr("after settings"));
+        const QStringList labels = legendLabels();
+        swatch(raw_color, labels[0]);
+        if (g.legend_lines == 2) {
+            x = g.legend.left();
+            cy += line;
+        }
+        swatch(shaped_color, labels[1]);
     }
 
     double scale = 0.0;

@@ -1,9 +1,9 @@
 #pragma once
-// A live bar chart of one sampling step: for each of the step's top candidates, the model's raw
-// probability next to the probability after the current sampling settings (temperature, top-k,
-// top-p, min-p). It recomputes the shaped distribution locally whenever the settings change, so
-// moving a slider re-shapes the bars at once without asking the engine; that is what lets a
-// learner see what temperature and top-p do.
+// A live bar chart of one sampling step: for each of the step's top candidates, its probability
+// before sampling settings (softmax of the model's raw logits) next to its probability after
+// sampling settings (temperature, top-k, top-p, min-p). It recomputes the "after" distribution
+// locally whenever the settings change, so moving a slider re-shapes the bars at once without
+// asking the engine; that is what lets a learner see what temperature and top-p do.
 //
 // Both distributions are renormalised over the candidates given (at most kMaxCandidates, the
 // most likely ones): the engine only reports the top of the vocabulary, and bars that sum to 1
@@ -17,8 +17,8 @@
 namespace tokenscope::ui {
 
 struct ShapedDistribution {
-    QVector<double> raw;     // softmax of the raw logits over the candidates
-    QVector<double> shaped;  // after top-k -> top-p -> min-p -> temperature -> softmax; 0 = cut
+    QVector<double> raw;     // before sampling settings: softmax of the raw logits
+    QVector<double> shaped;  // after them: top-k -> top-p -> min-p -> temperature; 0 = cut
 };
 
 // The engine sampler's stage order (engine/runtime/sampler.h), using its stage functions, on the
@@ -38,6 +38,13 @@ class DistributionChart : public QWidget {
     // kMaxCandidates of them.
     void setLastStep(const QVector<CandidateData>& before);
     void setSettings(const SamplingSettings& settings);
+    // Back to the empty state: no candidates, the default placeholder text.
+    void clear();
+    // What the chart says while it has no candidates (default: "No step yet." and a hint).
+    void setPlaceholderText(const QString& text);
+    QString placeholderText() const { return placeholder_; }
+    // The legend's two labels, left to right, as painted.
+    QStringList legendLabels() const;
 
     const QVector<CandidateData>& candidates() const { return candidates_; }
     const QVector<double>& rawProbabilities() const { return dist_.raw; }
@@ -54,6 +61,7 @@ class DistributionChart : public QWidget {
   private:
     struct Geometry {
         QRectF legend;
+        int legend_lines = 1;
         QRectF rows;
         qreal row_height = 0;
         qreal label_width = 0;
@@ -63,7 +71,10 @@ class DistributionChart : public QWidget {
     int rowAt(const QPoint& pos) const;
     void recompute();
 
+    static QString defaultPlaceholder();
+
     QVector<CandidateData> candidates_;
+    QString placeholder_ = defaultPlaceholder();
     SamplingSettings settings_;
     ShapedDistribution dist_;
 };

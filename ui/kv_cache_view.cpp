@@ -336,6 +336,10 @@ QString KvCacheView::comparisonText() const {
              d.element_type.isEmpty() ? tr("an unknown type") : d.element_type);
 }
 
+void KvCacheView::clear() {
+    setData(KvBlockMapData{});
+}
+
 void KvCacheView::setData(const KvBlockMapData& data) {
     data_ = data;
     gauge_->setFraction(occupancy());

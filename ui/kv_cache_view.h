@@ -67,6 +67,8 @@ class KvCacheView : public QWidget {
 
   public slots:
     void setData(const tokenscope::ui::KvBlockMapData& data);
+    // Back to the empty state: no blocks, empty gauge, "Load a model…" in place of the formula.
+    void clear();
 
   protected:
     void changeEvent(QEvent* event) override;

@@ -118,6 +118,11 @@ MemoryBudgetView::MemoryBudgetView(QWidget* parent) : QWidget(parent) {
     layout->addWidget(ram_bar_);
     ram_label_ = new QLabel(this);
     ram_label_->setWordWrap(true);
+    ram_label_->setToolTip(
+        tr("%1: what new allocations can get without swapping (Linux: MemAvailable), read with "
+           "the model loaded. tokenscope-cli inspect reports the same quantity in the same "
+           "units.")
+            .arg(available_ram_name()));
     layout->addWidget(ram_label_);
     ram_legend_ = new QLabel(this);
     ram_legend_->setTextFormat(Qt::RichText);
@@ -148,32 +153,46 @@ bool MemoryBudgetView::gpuVisible() const {
     return gpu_box_->isVisibleTo(this);
 }
 
+bool MemoryBudgetView::hasData() const {
+    const MemoryBudgetData& d = data_;
+    return d.weights_bytes > 0 || d.kv_cache_bytes > 0 || d.activation_bytes > 0 ||
+           d.available_ram_bytes > 0 || d.gpu_total_bytes > 0;
+}
+
+quint64 MemoryBudgetView::ramCapacity() const {
+    const MemoryBudgetData& d = data_;
+    if (d.available_ram_bytes == 0) return 0;
+    // available RAM is read with the model loaded. The CPU backend's KV cache and scratch are
+    // already allocated, so it no longer counts them: the model can use them plus what is
+    // available. The mapped weights are page cache, which it does count: they are measured
+    // against it. With a GPU backend the cache and scratch are on the device.
+    return d.gpu_total_bytes > 0 ? d.available_ram_bytes
+                                 : d.available_ram_bytes + d.kv_cache_bytes + d.activation_bytes;
+}
+
 QString MemoryBudgetView::ramText() const {
     const MemoryBudgetData& d = data_;
+    if (!hasData()) return tr("No model loaded.");
+    const QString available =
+        d.available_ram_bytes > 0
+            ? tr("; %1: %2").arg(available_ram_name(), format_binary_bytes(d.available_ram_bytes))
+            : QString();
     if (d.gpu_total_bytes > 0) {
         // GPU backend: RAM holds the mapped weight file; the rest is on the device.
-        QString text = tr("Weights %1 mapped in RAM; KV cache %2 and activations %3 on the GPU")
-                           .arg(format_bytes(double(d.weights_bytes)), format_bytes(double(d.kv_cache_bytes)),
-                                format_bytes(double(d.activation_bytes)));
-        if (d.available_ram_bytes > 0) {
-            text += tr(" (%1 of RAM available)").arg(format_bytes(double(d.available_ram_bytes)));
-        }
-        return text;
+        return tr("Weights %1 mapped in RAM; KV cache %2 and activations %3 on the GPU")
+                   .arg(format_binary_bytes(d.weights_bytes), format_binary_bytes(d.kv_cache_bytes),
+                        format_binary_bytes(d.activation_bytes)) +
+               available;
     }
     const quint64 sum = d.weights_bytes + d.kv_cache_bytes + d.activation_bytes;
     QString text =
         tr("Weights %1 + KV cache %2 + activations %3 = %4")
-            .arg(format_bytes(double(d.weights_bytes)), format_bytes(double(d.kv_cache_bytes)),
-                 format_bytes(double(d.activation_bytes)), format_bytes(double(sum)));
-    if (d.available_ram_bytes > 0) {
-        text += tr(" of %1 available (%2)")
-                    .arg(format_bytes(double(d.available_ram_bytes)),
-                         percent(double(sum), double(d.available_ram_bytes)));
-        if (sum > d.available_ram_bytes) {
-            text += tr(" — does not fit: %1 over")
-                        .arg(format_bytes(double(sum - d.available_ram_bytes)));
-        }
-    }
+            .arg(format_binary_bytes(d.weights_bytes), format_binary_bytes(d.kv_cache_bytes),
+                 format_binary_bytes(d.activation_bytes), format_binary_bytes(sum)) +
+        available;
+    const quint64 capacity = ramCapacity();
+    if (capacity > 0 && sum > capacity)
+        text += tr(" — does not fit: %1 over").arg(format_binary_bytes(sum - capacity));
     return text;
 }
 
@@ -181,10 +200,14 @@ QString MemoryBudgetView::gpuText() const {
     const MemoryBudgetData& d = data_;
     if (d.gpu_total_bytes == 0) return {};
     return tr("%1 used of %2 (%3); %4 free")
-        .arg(format_bytes(double(d.gpu_used_bytes)), format_bytes(double(d.gpu_total_bytes)),
+        .arg(format_binary_bytes(d.gpu_used_bytes), format_binary_bytes(d.gpu_total_bytes),
              percent(double(d.gpu_used_bytes), double(d.gpu_total_bytes)),
-             format_bytes(double(
-                 d.gpu_total_bytes > d.gpu_used_bytes ? d.gpu_total_bytes - d.gpu_used_bytes : 0)));
+             format_binary_bytes(
+                 d.gpu_total_bytes > d.gpu_used_bytes ? d.gpu_total_bytes - d.gpu_used_bytes : 0));
+}
+
+void MemoryBudgetView::clear() {
+    setData(MemoryBudgetData{});
 }
 
 void MemoryBudgetView::setData(const MemoryBudgetData& data) {
@@ -194,10 +217,10 @@ void MemoryBudgetView::setData(const MemoryBudgetData& data) {
     // With a GPU backend the KV cache and the scratch live on the device; RAM holds the mapped
     // weights (the file the device copy was made from).
     if (data.gpu_total_bytes > 0) {
-        ram_bar_->setSegments({data.weights_bytes}, {colors[0]}, data.available_ram_bytes);
+        ram_bar_->setSegments({data.weights_bytes}, {colors[0]}, ramCapacity());
     } else {
-        ram_bar_->setSegments({data.weights_bytes, data.kv_cache_bytes, data.activation_bytes}, colors,
-                              data.available_ram_bytes);
+        ram_bar_->setSegments({data.weights_bytes, data.kv_cache_bytes, data.activation_bytes},
+                              colors, ramCapacity());
     }
     ram_label_->setText(ramText());
     auto swatch = [](const QColor& c) {

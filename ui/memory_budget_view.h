@@ -1,6 +1,8 @@
 #pragma once
 // Where the memory goes: weights + KV cache + activations as a stacked bar against the RAM
 // that is available (and, with a GPU backend, against the device's memory), with numbers.
+// Sizes are in binary units (GiB, MiB) and "available RAM" is the quantity and the name that
+// `tokenscope-cli inspect` prints, formatted by the same function (util/byte_format.h).
 #include <QVector>
 #include <QWidget>
 
@@ -53,13 +55,19 @@ class MemoryBudgetView : public QWidget {
     bool gpuVisible() const;
     QString ramText() const;
     QString gpuText() const;
+    // The RAM bar's capacity: what the model can use (see ramCapacity() in the .cpp).
+    quint64 ramCapacity() const;
 
     QSize minimumSizeHint() const override;
 
   public slots:
     void setData(const tokenscope::ui::MemoryBudgetData& data);
+    // Back to the empty state ("No model loaded.", empty bar, no GPU section).
+    void clear();
 
   private:
+    bool hasData() const;
+
     MemoryBudgetData data_;
     StackedBar* ram_bar_ = nullptr;
     QLabel* ram_label_ = nullptr;

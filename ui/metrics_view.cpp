@@ -16,6 +16,15 @@ namespace {
 
 const QString kNone = QStringLiteral("—");
 
+// Below this many computed prompt tokens the prefill tile shows the count instead of a rate.
+// A short prefill is not the compute-bound batch that "prefill tok/s" measures: with a handful
+// of tokens each matrix multiplication degenerates to a matrix-vector product, so the time is
+// one pass over all weights plus fixed per-call costs, whatever the count. After Regenerate or a
+// follow-up turn most of the prompt comes from the KV cache and 1 token is computed: 1 token in
+// 53 ms printed as "18.9 tok/s" reads as a very slow prefill when it is not one. 16 tokens is
+// where a batch starts to amortise the weight reads (and the CPU backend's matmul tiles fill).
+constexpr qint64 kMinTokensForPrefillRate = 16;
+
 QString format_ms(double ms) {
     if (!(ms > 0.0)) return kNone;
     if (ms >= 1000.0) return QStringLiteral("%1 s").arg(ms / 1000.0, 0, 'f', 2);
@@ -44,8 +53,7 @@ MetricsView::MetricsView(QWidget* parent) : QWidget(parent) {
 
     addTile(QStringLiteral("ttft"), tr("Time to first token"),
             tr("From sending the prompt to the first generated token: mostly prefill"), 0, 0);
-    addTile(QStringLiteral("prefill"), tr("Prefill"),
-            tr("Prompt tokens processed per second (compute-bound: matrix multiplications)"), 0, 1);
+    addTile(QStringLiteral("prefill"), tr("Prefill"), prefillRateTip(), 0, 1);
     addTile(QStringLiteral("decode"), tr("Decode"),
             tr("Generated tokens per second (memory-bound: every weight is read once per "
                "token)"),
@@ -100,6 +108,19 @@ QLabel* MetricsView::addTile(const QString& key, const QString& caption, const Q
     return value;
 }
 
+QString MetricsView::prefillRateTip() {
+    return tr("Prompt tokens processed per second (compute-bound: matrix multiplications)");
+}
+
+QString MetricsView::valueToolTip(const QString& key) const {
+    const QLabel* label = values_.value(key);
+    return label ? label->toolTip() : QString();
+}
+
+void MetricsView::clear() {
+    setData(MetricsData{});
+}
+
 QString MetricsView::valueText(const QString& key) const {
     if (key == QLatin1String("latency")) return latency_caption_->text();
     const QLabel* label = values_.value(key);
@@ -109,7 +130,25 @@ QString MetricsView::valueText(const QString& key) const {
 void MetricsView::setData(const MetricsData& data) {
     data_ = data;
     values_[QStringLiteral("ttft")]->setText(format_ms(data.ttft_ms));
-    values_[QStringLiteral("prefill")]->setText(format_rate(data.prefill_tokens_per_s, "tok/s"));
+    // Computed prompt tokens; producers that do not fill prefilled_tokens get the difference.
+    const qint64 prefilled = data.prefilled_tokens > 0
+                                 ? data.prefilled_tokens
+                                 : std::max<qint64>(0, data.prompt_tokens - data.reused_tokens);
+    QLabel* prefill = values_[QStringLiteral("prefill")];
+    if (data.prompt_tokens > 0 && prefilled < kMinTokensForPrefillRate) {
+        QString count =
+            prefilled == 1 ? tr("1 token") : tr("%1 tokens").arg(group_digits(prefilled));
+        if (data.reused_tokens > 0)
+            count = tr("%1 (%2 reused)").arg(count, group_digits(data.reused_tokens));
+        prefill->setText(count);
+        prefill->setToolTip(
+            tr("Prompt tokens computed this turn; the others came from the KV cache. Too few "
+               "for a meaningful prefill rate: a rate is shown from %1 computed tokens on.")
+                .arg(kMinTokensForPrefillRate));
+    } else {
+        prefill->setText(format_rate(data.prefill_tokens_per_s, "tok/s"));
+        prefill->setToolTip(prefillRateTip());
+    }
     values_[QStringLiteral("decode")]->setText(format_rate(data.decode_tokens_per_s, "tok/s"));
     values_[QStringLiteral("bandwidth")]->setText(format_rate(data.effective_gbps, "GB/s"));
     values_[QStringLiteral("prompt")]->setText(

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "util/byte_format.h"
+
 namespace tokenscope::ui {
 
 QString group_digits(qint64 value) {
@@ -19,6 +21,16 @@ QString format_bytes(double bytes) {
     }
     const int decimals = u == 0 ? 0 : (bytes >= 100.0 ? 0 : 1);
     return QString::number(bytes, 'f', decimals) + QChar(0x00A0) + QLatin1String(units[u]);
+}
+
+QString format_binary_bytes(quint64 bytes) {
+    // The CLI's string with its one space made unbreakable: a label never wraps "22.4 | GiB".
+    return QString::fromStdString(byte_format::binary(bytes)).replace(u' ', QChar(0x00A0));
+}
+
+QString available_ram_name() {
+    return QString::fromUtf8(byte_format::kAvailableRamName.data(),
+                             qsizetype(byte_format::kAvailableRamName.size()));
 }
 
 }  // namespace tokenscope::ui

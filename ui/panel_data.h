@@ -20,11 +20,11 @@ struct CandidateData {
 // One generated token: the span the chat view shows and the inspector explains.
 struct TokenData {
     int id = -1;
-    QString text;              // the UTF-8-complete text this token added (may be empty)
-    float probability = 0.0f;  // under the distribution it was drawn from
-    float logprob = 0.0f;      // under the model's own distribution
-    QVector<CandidateData> before;  // top candidates of softmax(raw logits)
-    QVector<CandidateData> after;   // top candidates after penalties/top-k/top-p/min-p/temperature
+    QString text;                   // the UTF-8-complete text this token added (may be empty)
+    float probability = 0.0f;       // under the distribution it was drawn from
+    float logprob = 0.0f;           // under the model's own distribution
+    QVector<CandidateData> before;  // top candidates before sampling settings: softmax(raw logits)
+    QVector<CandidateData> after;  // after sampling settings: penalty/top-k/top-p/min-p/temperature
     double step_ms = 0.0;
 };
 
@@ -52,8 +52,8 @@ struct KvBlockMapData {
     int layers = 0;
     int kv_heads = 0;
     int head_dim = 0;
-    QString element_type;         // "f16", "q8", "f32"
-    double bytes_per_element = 2; // q8: 1 byte + the per-row scale, shown separately
+    QString element_type;          // "f16", "q8", "f32"
+    double bytes_per_element = 2;  // q8: 1 byte + the per-row scale, shown separately
     quint64 bytes_per_token = 0;
 };
 
@@ -69,9 +69,12 @@ struct AttentionData {
 struct MetricsData {
     double ttft_ms = 0.0;
     double prefill_tokens_per_s = 0.0;
+    // Prompt tokens this turn actually computed; prompt_tokens - reused_tokens unless the engine
+    // had to recompute part of a cached prefix.
+    qint64 prefilled_tokens = 0;
     double decode_tokens_per_s = 0.0;
-    QVector<double> token_ms;       // per generated token, most recent last
-    double effective_gbps = 0.0;    // decode bytes per token x decode tok/s
+    QVector<double> token_ms;     // per generated token, most recent last
+    double effective_gbps = 0.0;  // decode bytes per token x decode tok/s
     qint64 prompt_tokens = 0;
     qint64 reused_tokens = 0;
 };
@@ -80,6 +83,9 @@ struct MemoryBudgetData {
     quint64 weights_bytes = 0;
     quint64 kv_cache_bytes = 0;
     quint64 activation_bytes = 0;
+    // system_memory::available_bytes() (Linux: MemAvailable) with the model loaded: the
+    // quantity `tokenscope-cli inspect` prints as "available RAM". Not adjusted for what the
+    // model holds; the view works out the bar's capacity from it.
     quint64 available_ram_bytes = 0;
     quint64 gpu_total_bytes = 0;  // 0 when no GPU backend runs
     quint64 gpu_used_bytes = 0;
@@ -97,13 +103,22 @@ struct ModelInfoData {
     qint64 kv_heads = 0;
     qint64 embedding_length = 0;
     qint64 vocab_size = 0;
-    QString tokenizer;         // "sentencepiece BPE, 262144 tokens"
-    QString chat_template;     // "gemma", "fallback", ...
+    QString tokenizer;      // "sentencepiece BPE, 262144 tokens"
+    QString chat_template;  // "gemma", "fallback", ...
     QString backend;
     quint64 weight_bytes = 0;
 };
 
 void register_panel_types();
+
+// The two distributions of a sampling step, named the same in every panel (the sampling panel,
+// its chart and the token inspector), so that a learner sees one pair of terms, not five.
+// "before sampling settings": softmax of the model's raw logits.
+QString beforeSettingsName();
+// "after sampling settings": after repetition penalty, top-k, top-p, min-p and temperature.
+QString afterSettingsName();
+// The one-line explanation of both that each of those panels shows.
+QString settingsDistributionsExplanation();
 
 }  // namespace tokenscope::ui
 

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "distribution_chart.h"
+#include "message_document.h"
 
 namespace tokenscope::ui {
 
@@ -117,12 +118,26 @@ SamplingPanel::SamplingPanel(QWidget* parent) : QWidget(parent) {
         seed_->setValue(double(QRandomGenerator::global()->bounded(quint64(kMaxSeed))));
     });
 
-    auto* chart_box = new QGroupBox(tr("Last step: raw vs. shaped probabilities"), this);
-    auto* chart_layout = new QVBoxLayout(chart_box);
+    // The chart's box is titled with the step it shows (see showStep); the line under the
+    // title says what the two bars are, in the words the token inspector uses too.
+    chart_box_ = new QGroupBox(this);
+    chart_box_->setObjectName(QStringLiteral("stepBox"));
+    auto* chart_layout = new QVBoxLayout(chart_box_);
     chart_layout->setContentsMargins(4, 4, 4, 4);
-    chart_ = new DistributionChart(chart_box);
-    chart_layout->addWidget(chart_);
-    layout->addWidget(chart_box, 1);
+    explanation_ = new QLabel(settingsDistributionsExplanation(), chart_box_);
+    explanation_->setObjectName(QStringLiteral("distributionsExplanation"));
+    explanation_->setWordWrap(true);
+    explanation_->setForegroundRole(QPalette::PlaceholderText);
+    // The chart re-shapes with the settings on this panel, which cannot include the repetition
+    // penalty: that depends on the tokens before the step.
+    explanation_->setToolTip(
+        tr("Here the bars after sampling settings use the settings above, without the "
+           "repetition penalty (it depends on the earlier tokens)."));
+    chart_layout->addWidget(explanation_);
+    chart_ = new DistributionChart(chart_box_);
+    chart_layout->addWidget(chart_, 1);
+    layout->addWidget(chart_box_, 1);
+    clearStep();
 
     setSettings(SamplingSettings{});
 }
@@ -239,7 +254,30 @@ QPushButton* SamplingPanel::presetButton(Preset preset) const {
 }
 
 void SamplingPanel::setLastStep(const QVector<CandidateData>& before) {
+    if (before.isEmpty()) {
+        clearStep();
+        return;
+    }
     chart_->setLastStep(before);
+    chart_box_->setTitle(tr("Last step"));
+}
+
+void SamplingPanel::showStep(const TokenData& token) {
+    chart_->setLastStep(token.before);
+    const QString title =
+        tr("Step of token “%1” (id %2)").arg(visiblePiece(token.text)).arg(token.id);
+    chart_box_->setTitle(title);
+    // Tokens can arrive without candidates (e.g. from a conversation restored from disk).
+    chart_->setPlaceholderText(tr("No candidates were recorded for this token."));
+}
+
+void SamplingPanel::clearStep() {
+    chart_->clear();
+    chart_box_->setTitle(tr("No step yet"));
+}
+
+QString SamplingPanel::stepTitle() const {
+    return chart_box_->title();
 }
 
 void SamplingPanel::userChanged() {

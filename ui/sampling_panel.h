@@ -10,6 +10,10 @@
 //   Creative  temperature 1.2, top-k 100, top-p 0.98, min-p 0.02 — varied, riskier wording
 // The preset button whose values match the current settings is shown checked.
 //
+// Under the settings, a DistributionChart shows one step's candidates before and after sampling
+// settings, titled with the step it shows: a token the user selected (showStep), the last
+// step of a stream (setLastStep), or none (clearStep).
+//
 // Ranges: temperature 0-2 (0 = greedy), top-k 0-200 (0 = off), top-p 0-1 (1 = off),
 // min-p 0-1 (0 = off), repetition penalty 1-2 (1 = off), window 0-1024 tokens, max tokens
 // 1-8192. A fixed seed is limited to 0..2^53-1 (what a spin box holds exactly).
@@ -23,6 +27,8 @@ class QAbstractButton;
 class QCheckBox;
 class QDoubleSpinBox;
 class QGridLayout;
+class QGroupBox;
+class QLabel;
 class QPushButton;
 class QSlider;
 
@@ -49,6 +55,10 @@ class SamplingPanel : public QWidget {
     QDoubleSpinBox* spinBox(const QString& name) const { return spins_.value(name); }
     QCheckBox* fixedSeedBox() const { return fixed_seed_; }
     QPushButton* presetButton(Preset preset) const;
+    // The chart box's title: "Step of token “·Paris” (id 1234)", "Last step", "No step yet".
+    QString stepTitle() const;
+    // The one-line explanation of the two distributions shown above the chart.
+    QLabel* explanationLabel() const { return explanation_; }
 
   public slots:
     // Shows `settings` without emitting settingsChanged (it came from outside, e.g. a restored
@@ -56,8 +66,14 @@ class SamplingPanel : public QWidget {
     void setSettings(const tokenscope::ui::SamplingSettings& settings);
     // Applies a preset as a user action: emits settingsChanged once.
     void applyPreset(tokenscope::ui::SamplingPanel::Preset preset);
-    // The last step's raw candidates for the chart.
+    // The last step's candidates (before sampling settings) for the chart, titled "Last step";
+    // an empty list is clearStep().
     void setLastStep(const QVector<tokenscope::ui::CandidateData>& before);
+    // The step that produced `token` (its `before` candidates), titled with the token's text
+    // and id: what the main window shows for the selected or last visible token.
+    void showStep(const tokenscope::ui::TokenData& token);
+    // No step: the chart's empty state ("No step yet."), e.g. after a conversation switch.
+    void clearStep();
 
   signals:
     void settingsChanged(const tokenscope::ui::SamplingSettings& settings);
@@ -78,6 +94,8 @@ class SamplingPanel : public QWidget {
     QPushButton* reroll_ = nullptr;
     QPushButton* presets_[3] = {nullptr, nullptr, nullptr};
     DistributionChart* chart_ = nullptr;
+    QGroupBox* chart_box_ = nullptr;
+    QLabel* explanation_ = nullptr;
     QGridLayout* grid_ = nullptr;
     int updating_ = 0;  // > 0 while the panel itself moves controls: no signals then
 };

@@ -86,6 +86,12 @@ QLabel* heading(const QString& text, QWidget* parent) {
     return label;
 }
 
+// A name as a heading: first letter upper-case, the rest as everywhere else.
+QString capitalized(QString text) {
+    if (!text.isEmpty()) text[0] = text[0].toUpper();
+    return text;
+}
+
 }  // namespace
 
 TokenInspector::TokenInspector(QWidget* parent) : QWidget(parent) {
@@ -105,19 +111,28 @@ TokenInspector::TokenInspector(QWidget* parent) : QWidget(parent) {
     summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     layout->addWidget(piece_);
     layout->addWidget(summary_);
+    summary_->setToolTip(tr("p: the token's probability %1, the distribution it was drawn "
+                            "from. logprob: the natural log of its probability %2.")
+                             .arg(afterSettingsName(), beforeSettingsName()));
+    explanation_ = new QLabel(settingsDistributionsExplanation(), this);
+    explanation_->setObjectName(QStringLiteral("distributionsExplanation"));
+    explanation_->setWordWrap(true);
+    explanation_->setForegroundRole(QPalette::PlaceholderText);
+    layout->addWidget(explanation_);
     layout->addSpacing(6);
 
     before_ = makeTable(this, QStringLiteral("beforeTable"));
     after_ = makeTable(this, QStringLiteral("afterTable"));
-    auto* before_label = heading(tr("Model's distribution (before shaping)"), this);
-    before_label->setToolTip(tr("Top-10 of softmax(raw logits)"));
-    auto* after_label = heading(tr("After sampling settings"), this);
-    after_label->setToolTip(
-        tr("Top-10 after penalties, top-k, top-p, min-p and temperature: what was drawn from"));
-    layout->addWidget(before_label);
+    before_label_ = heading(capitalized(beforeSettingsName()), this);
+    before_label_->setToolTip(tr("Top-10 of softmax(raw logits)"));
+    after_label_ = heading(capitalized(afterSettingsName()), this);
+    after_label_->setToolTip(
+        tr("Top-10 after repetition penalty, top-k, top-p, min-p and "
+           "temperature: what the token was drawn from"));
+    layout->addWidget(before_label_);
     layout->addWidget(before_);
     layout->addSpacing(4);
-    layout->addWidget(after_label);
+    layout->addWidget(after_label_);
     layout->addWidget(after_);
     layout->addStretch(1);
     clear();

@@ -1,8 +1,10 @@
 #pragma once
 // Explains one generated token: its text (whitespace made visible), id, probability under the
 // distribution it was drawn from, logprob under the model's own distribution, the step time,
-// and two tables: the top-10 candidates before shaping (softmax of raw logits) and after the
-// sampling settings, each with a probability bar. The chosen token's row is highlighted in both.
+// and two tables: the top-10 candidates before sampling settings (softmax of the raw logits) and
+// after sampling settings (repetition penalty, top-k, top-p, min-p, temperature), each with a
+// probability bar, under a one-line explanation of the two. The chosen token's row is
+// highlighted in both.
 #include <QWidget>
 
 #include "panel_data.h"
@@ -25,6 +27,10 @@ class TokenInspector : public QWidget {
     QTableWidget* afterTable() const { return after_; }
     // The summary line ("id 42 · p 45.2% · logprob -0.794 · 12.3 ms"), for tests.
     QString summaryText() const;
+    // The tables' headings and the line that explains them.
+    QLabel* beforeHeading() const { return before_label_; }
+    QLabel* afterHeading() const { return after_label_; }
+    QLabel* explanationLabel() const { return explanation_; }
 
     QSize sizeHint() const override;
 
@@ -39,6 +45,9 @@ class TokenInspector : public QWidget {
     bool has_token_ = false;
     QLabel* piece_ = nullptr;
     QLabel* summary_ = nullptr;
+    QLabel* explanation_ = nullptr;
+    QLabel* before_label_ = nullptr;
+    QLabel* after_label_ = nullptr;
     QTableWidget* before_ = nullptr;
     QTableWidget* after_ = nullptr;
 };

@@ -7,6 +7,7 @@
 #include "gguf/file.h"
 #include "inspect/memory_budget.h"
 #include "table.h"
+#include "util/byte_format.h"
 #include "util/error.h"
 #include "util/json_writer.h"
 #include "util/system_memory.h"
@@ -79,8 +80,14 @@ std::string budget_formula(const inspect::MemoryBudget& budget) {
     return buffer;
 }
 
-void print_text(const gguf::File& file, const inspect::MemoryBudget& budget,
-                std::uint64_t ram_bytes, double ram_gib) {
+// The RAM the budget is measured against: --ram-gib when given, else the available RAM.
+struct RamBudget {
+    std::uint64_t available_bytes = 0;  // system_memory::available_bytes()
+    std::uint64_t bytes = 0;            // what max_context_for is given
+    bool from_option = false;           // bytes came from --ram-gib
+};
+
+void print_text(const gguf::File& file, const inspect::MemoryBudget& budget, const RamBudget& ram) {
     std::printf("%s: GGUF v%u, %s (%llu bytes), %zu metadata keys, %zu tensors, alignment %llu\n\n",
                 file.path().c_str(), file.version(), human_bytes(file.file_size()).c_str(),
                 static_cast<unsigned long long>(file.file_size()), file.metadata().size(),
@@ -111,13 +118,21 @@ void print_text(const gguf::File& file, const inspect::MemoryBudget& budget,
         std::printf("Tensor types\n%s\n", types.render().c_str());
     }
 
+    // Everything measured against RAM is in the binary units of byte_format::binary, the
+    // function the desktop app's memory panel uses, so both print the same for the same bytes.
     std::printf("Memory budget\n");
     if (file.tensors().empty()) {
         std::printf("  weights:                  none (this file holds no tensors)\n");
     } else {
         std::printf("  weights:                  %s (%llu bytes)\n",
-                    human_bytes(budget.weight_bytes).c_str(),
+                    byte_format::binary(budget.weight_bytes).c_str(),
                     static_cast<unsigned long long>(budget.weight_bytes));
+    }
+    const std::string available_name(byte_format::kAvailableRamName);
+    std::printf("  %-25s %s (what new allocations get without swapping)\n",
+                (available_name + ":").c_str(), byte_format::binary(ram.available_bytes).c_str());
+    if (ram.from_option) {
+        std::printf("  RAM budget (--ram-gib):   %s\n", byte_format::binary(ram.bytes).c_str());
     }
     if (!budget.kv) {
         std::printf("  KV cache:                 n/a (no model hyperparameters in this file)\n");
@@ -125,20 +140,22 @@ void print_text(const gguf::File& file, const inspect::MemoryBudget& budget,
     }
     std::printf("  KV cache per token (F16): %s\n", budget_formula(budget).c_str());
     if (budget.kv->context_length) {
-        std::printf("  KV cache at the full context of %llu tokens: %s\n",
-                    static_cast<unsigned long long>(budget.kv->context_length),
-                    human_bytes(budget.kv_bytes_per_token() * budget.kv->context_length).c_str());
+        std::printf(
+            "  KV cache at the full context of %llu tokens: %s\n",
+            static_cast<unsigned long long>(budget.kv->context_length),
+            byte_format::binary(budget.kv_bytes_per_token() * budget.kv->context_length).c_str());
     }
-    std::printf(
-        "  longest context in %.3g GiB: %llu tokens%s\n", ram_gib,
-        static_cast<unsigned long long>(budget.max_context_for(ram_bytes)),
-        budget.kv->context_length && budget.max_context_for(ram_bytes) == budget.kv->context_length
-            ? " (the model's full context)"
-            : "");
+    const std::uint64_t tokens = budget.max_context_for(ram.bytes);
+    std::printf("  longest context in %s%s: %llu tokens%s\n",
+                ram.from_option ? "" : (available_name + " of ").c_str(),
+                byte_format::binary(ram.bytes).c_str(), static_cast<unsigned long long>(tokens),
+                budget.kv->context_length && tokens == budget.kv->context_length
+                    ? " (the model's full context)"
+                    : "");
 }
 
-void print_json(const gguf::File& file, const inspect::MemoryBudget& budget,
-                std::uint64_t ram_bytes) {
+void print_json(const gguf::File& file, const inspect::MemoryBudget& budget, const RamBudget& ram) {
+    const std::uint64_t ram_bytes = ram.bytes;
     JsonWriter json;
     json.begin_object();
     json.key("file").value(file.path());
@@ -172,6 +189,7 @@ void print_json(const gguf::File& file, const inspect::MemoryBudget& budget,
     json.key("budget").begin_object();
     json.key("weight_bytes").value(budget.weight_bytes);
     json.key("ram_bytes").value(ram_bytes);
+    json.key("available_ram_bytes").value(ram.available_bytes);
     if (budget.kv) {
         json.key("architecture").value(budget.kv->architecture);
         json.key("layers").value(budget.kv->layers);
@@ -193,25 +211,26 @@ void print_json(const gguf::File& file, const inspect::MemoryBudget& budget,
 int run_inspect(int argc, char** argv, int first) {
     const Arguments args("inspect", {{"model"}, {"ram-gib"}, {"json", false}}, argc, argv, first);
     const std::string path = args.required("model");
-    double ram_gib = 0;
-    std::uint64_t ram_bytes = system_memory::physical_bytes();
+    // One definition of available RAM for the CLI and the app: system_memory::available_bytes()
+    // (Linux: MemAvailable), not the installed total, which counts memory other programs hold.
+    RamBudget ram;
+    ram.available_bytes = system_memory::available_bytes();
+    ram.bytes = ram.available_bytes;
     if (auto gib = args.number("ram-gib")) {
         if (*gib <= 0 || *gib > 1e6) {
             throw InvalidArgument(
                 "'inspect': option '--ram-gib' must be a positive number of GiB, got '" +
                 *args.value("ram-gib") + "'");
         }
-        ram_gib = *gib;
-        ram_bytes = static_cast<std::uint64_t>(*gib * 1024.0 * 1024.0 * 1024.0);
-    } else {
-        ram_gib = static_cast<double>(ram_bytes) / (1024.0 * 1024.0 * 1024.0);
+        ram.bytes = static_cast<std::uint64_t>(*gib * 1024.0 * 1024.0 * 1024.0);
+        ram.from_option = true;
     }
     const gguf::File file = gguf::File::open(path);
     const inspect::MemoryBudget budget = inspect::memory_budget(file);
     if (args.flag("json")) {
-        print_json(file, budget, ram_bytes);
+        print_json(file, budget, ram);
     } else {
-        print_text(file, budget, ram_bytes, ram_gib);
+        print_text(file, budget, ram);
     }
     return 0;
 }

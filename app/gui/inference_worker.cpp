@@ -151,6 +151,7 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
                 metrics.ttft_ms = e.timings.prefill_ms;
                 metrics.prompt_tokens = e.timings.prompt_tokens;
                 metrics.reused_tokens = e.timings.reused_tokens;
+                metrics.prefilled_tokens = e.timings.prefilled_tokens;
                 metrics.prefill_tokens_per_s =
                     e.timings.prefill_ms > 0 ? 1000.0 * static_cast<double>(e.timings.prefilled_tokens) / e.timings.prefill_ms : 0;
                 metrics.decode_tokens_per_s = e.timings.decode_ms > 0 && e.timings.generated_tokens > 1

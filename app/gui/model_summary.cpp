@@ -16,7 +16,8 @@ QString display_piece(const std::string& piece) {
 
 std::uint64_t available_ram_bytes() {
     // Linux: MemAvailable, what a new allocation can get without swapping, else the total;
-    // Windows: the available physical memory.
+    // Windows: the available physical memory. `tokenscope-cli inspect` reads the same number
+    // and calls it by the same name ("available RAM").
     return system_memory::available_bytes();
 }
 
@@ -82,13 +83,13 @@ ui::MemoryBudgetData memory_budget(const runtime::Engine& engine) {
     d.weights_bytes = m.weight_bytes;
     d.kv_cache_bytes = m.kv_cache_bytes;
     d.activation_bytes = m.activation_bytes;
+    // The plain number, as the CLI shows it; the view adds back what the CPU backend has
+    // already allocated when it draws the bar (MemoryBudgetView::ramCapacity).
+    d.available_ram_bytes = available_ram_bytes();
     if (m.device_total_bytes > 0) {
         // The cache and the scratch live on the GPU: RAM holds only the mapped weights.
-        d.available_ram_bytes = available_ram_bytes();
         d.gpu_total_bytes = m.device_total_bytes;
         d.gpu_used_bytes = m.device_used_bytes;
-    } else {
-        d.available_ram_bytes = available_ram_bytes() + m.kv_cache_bytes + m.activation_bytes;
     }
     return d;
 }

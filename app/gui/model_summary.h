@@ -17,6 +17,7 @@ ui::AttentionData attention_matrix(const inspect::AttentionCapture& capture, int
                                    const QStringList& labels);
 // The token as the UI shows it: "▁" as a space, control pieces kept, bytes as <0xNN>.
 QString display_piece(const std::string& piece);
+// system_memory::available_bytes(): "available RAM", the same quantity the CLI prints.
 std::uint64_t available_ram_bytes();
 
 }  // namespace tokenscope::app

@@ -7,12 +7,14 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QtTest>
 #include <random>
 
 #include "gguf/file.h"
 #include "gguf/writer.h"
 #include "tensor/type.h"
+#include "util/byte_format.h"
 #include "util/test_paths.h"
 
 using namespace tokenscope;
@@ -131,8 +133,9 @@ class TestCli : public QObject {
         // KV bytes per token by hand: 2 x 2 layers x 2 kv heads x (64/4 = 16) x 2 bytes = 256.
         QVERIFY2(text.out.contains("2 x 2 layers x 2 kv heads x 16 head dim x 2 bytes = 256 bytes"),
                  qPrintable(text.out));
-        QVERIFY(
-            text.out.contains("longest context in 1 GiB: 128 tokens (the model's full context)"));
+        QVERIFY2(
+            text.out.contains("longest context in 1.0 GiB: 128 tokens (the model's full context)"),
+            qPrintable(text.out));
 
         const Result json = run_cli({"inspect", "--model", path, "--json"});
         QCOMPARE(json.exit_code, 0);
@@ -143,6 +146,43 @@ class TestCli : public QObject {
         QCOMPARE(doc["tensors"].toArray()[1].toObject()["bytes"].toInt(), 4 * 68);
         QCOMPARE(doc["budget"].toObject()["kv_bytes_per_token"].toInt(), 256);
         QCOMPARE(doc["metadata"].toArray()[6].toObject()["value"].toObject()["length"].toInt(), 4);
+    }
+
+    // Issue 11, item 14: the app and the CLI showed available RAM by different definitions
+    // and units ("24.1 GB" vs "23.5 GiB"). The CLI prints "available RAM" (MemAvailable) in GiB
+    // through byte_format::binary, the function the app's memory panel uses (whose output
+    // test_memory_budget_view compares with it), and measures the budget against it.
+    void inspectAvailableRamInGiB() {
+        const QString path = dir_ + "/small_ram.gguf";
+        write_file(path, small_model());
+        const Result r = run_cli({"inspect", "--model", path});
+        QVERIFY2(r.exit_code == 0, qPrintable(describe(r)));
+        const QRegularExpression available(
+            R"(\n  available RAM: +(\d+(\.\d)? GiB) \(what new allocations get without swapping\)\n)");
+        const QRegularExpressionMatch m = available.match(r.out);
+        QVERIFY2(m.hasMatch(), qPrintable(r.out));
+        QVERIFY2(r.out.contains("longest context in available RAM of " + m.captured(1) + ": "),
+                 qPrintable(r.out));
+        QVERIFY(!r.out.contains(" GB"));
+        QVERIFY(!r.out.contains("RAM budget (--ram-gib)"));
+
+        // --ram-gib sets the budget; it is printed by the same function.
+        const std::uint64_t budget = 3ull * 1024 * 1024 * 1024 / 2;
+        const Result given = run_cli({"inspect", "--model", path, "--ram-gib", "1.5"});
+        QVERIFY2(given.exit_code == 0, qPrintable(describe(given)));
+        const QString expected = QString::fromStdString(byte_format::binary(budget));
+        QCOMPARE(expected, QStringLiteral("1.5 GiB"));
+        QVERIFY2(given.out.contains("  RAM budget (--ram-gib):   " + expected + "\n"),
+                 qPrintable(given.out));
+        QVERIFY(given.out.contains("longest context in " + expected + ": 128 tokens"));
+        QVERIFY(available.match(given.out).hasMatch());
+
+        // JSON: the budget defaults to the available RAM, which is reported too.
+        const Result json = run_cli({"inspect", "--model", path, "--json"});
+        const QJsonObject doc =
+            QJsonDocument::fromJson(json.out.toUtf8()).object()["budget"].toObject();
+        QVERIFY(doc["available_ram_bytes"].toDouble() > 0);
+        QCOMPARE(doc["ram_bytes"].toDouble(), doc["available_ram_bytes"].toDouble());
     }
 
     void inspectGemma() {

@@ -9,8 +9,8 @@
 
 using namespace tokenscope::ui;
 using tokenscope::ui::test::dark_palette;
-using tokenscope::ui::test::save_png;
 using tokenscope::ui::test::kNb;
+using tokenscope::ui::test::save_png;
 using tokenscope::ui::test::settle;
 
 namespace {
@@ -64,6 +64,7 @@ class TestKvCacheView : public QObject {
     void occupancyNumbers();
     void liveUpdates();
     void tooltipNamesOwner();
+    void clearReturnsToEmpty();
     void savePanelPngs();
 };
 
@@ -189,6 +190,23 @@ void TestKvCacheView::tooltipNamesOwner() {
     QVERIFY(view.blockMap()->toolTipForBlock(2).contains(QStringLiteral("shared by 2")));
     QVERIFY(view.blockMap()->toolTipForBlock(80).contains(QStringLiteral("free")));
     QVERIFY(view.blockMap()->toolTipForBlock(60).contains(QStringLiteral("slots 960–975")));
+}
+
+// For unloading a model: no blocks, an empty gauge, the formula's "load a model" hint.
+void TestKvCacheView::clearReturnsToEmpty() {
+    KvCacheView view;
+    view.setData(gemma_cache());
+    QVERIFY(view.blockMap()->blockCount() > 0);
+    QVERIFY(view.occupancy() > 0.0);
+    const QString empty_formula = KvCacheView().formulaText();
+    QVERIFY(view.formulaText() != empty_formula);
+    view.clear();
+    QCOMPARE(view.blockMap()->blockCount(), 0);
+    QCOMPARE(view.occupancy(), 0.0);
+    QCOMPARE(view.formulaText(), empty_formula);
+    QVERIFY(view.formulaText().startsWith(QStringLiteral("Load a model")));
+    QVERIFY(view.comparisonText().isEmpty());
+    QCOMPARE(view.occupancyText(), KvCacheView().occupancyText());
 }
 
 void TestKvCacheView::savePanelPngs() {

@@ -4,13 +4,13 @@
 #include <QTest>
 
 #include "metrics_view.h"
-#include "widget_test_support.h"
 #include "sparkline.h"
+#include "widget_test_support.h"
 
 using namespace tokenscope::ui;
 using tokenscope::ui::test::dark_palette;
-using tokenscope::ui::test::save_png;
 using tokenscope::ui::test::kNb;
+using tokenscope::ui::test::save_png;
 using tokenscope::ui::test::settle;
 
 namespace {
@@ -23,6 +23,7 @@ MetricsData sample_metrics() {
     d.effective_gbps = 11.8;
     d.prompt_tokens = 137;
     d.reused_tokens = 112;
+    d.prefilled_tokens = 25;
     for (int i = 0; i < 90; ++i) {
         d.token_ms << 20.0 + 2.0 * std::sin(i * 0.4) + (i % 17 == 5 ? 9.0 : 0.0) + i * 0.03;
     }
@@ -51,6 +52,8 @@ class TestMetricsView : public QObject {
     void sparklineScalesFromZero();
     void valuesAsGiven();
     void emptyData();
+    void fewPrefilledTokensShowCountNotRate();
+    void clearReturnsToEmpty();
     void savePanelPngs();
 };
 
@@ -106,6 +109,62 @@ void TestMetricsView::emptyData() {
     QVERIFY(view.sparkline()->values().isEmpty());
 }
 
+// Issue 11, item 13: after Regenerate 172 of 173 prompt tokens came from the cache and 1 was
+// computed in 52.9 ms; the panel said "Prefill 18.9 tok/s", a rate of nothing.
+void TestMetricsView::fewPrefilledTokensShowCountNotRate() {
+    MetricsData d;
+    d.ttft_ms = 52.9;
+    d.prefill_tokens_per_s = 1000.0 / 52.9;  // 18.9: what the worker computes for 1 token
+    d.prompt_tokens = 173;
+    d.reused_tokens = 172;
+    d.prefilled_tokens = 1;
+    d.decode_tokens_per_s = 41.2;
+    d.token_ms = {24.0, 24.5, 23.9};
+    MetricsView view;
+    view.setData(d);
+    const QString prefill = view.valueText(QStringLiteral("prefill"));
+    QCOMPARE(prefill, QStringLiteral("1 token (172 reused)"));
+    QVERIFY(!prefill.contains(QStringLiteral("tok/s")));
+    QVERIFY2(view.valueToolTip(QStringLiteral("prefill")).contains(QStringLiteral("KV cache")),
+             qPrintable(view.valueToolTip(QStringLiteral("prefill"))));
+    // Time to first token is always shown.
+    QCOMPARE(view.valueText(QStringLiteral("ttft")), QStringLiteral("52.9 ms"));
+    QCOMPARE(view.valueText(QStringLiteral("reused")), QStringLiteral("172 (99%)"));
+
+    // 15 tokens: still a count, plural; at the threshold (16) the rate is back, with its tip.
+    d.prefilled_tokens = 15;
+    d.reused_tokens = 158;
+    view.setData(d);
+    QCOMPARE(view.valueText(QStringLiteral("prefill")), QStringLiteral("15 tokens (158 reused)"));
+    d.prefilled_tokens = 16;
+    d.reused_tokens = 157;
+    d.prefill_tokens_per_s = 302.4;
+    view.setData(d);
+    QCOMPARE(view.valueText(QStringLiteral("prefill")), QStringLiteral("302") + kNb + "tok/s");
+    QVERIFY(view.valueToolTip(QStringLiteral("prefill")).contains(QStringLiteral("per second")));
+
+    // A first turn of 5 tokens, nothing reused: the count alone.
+    d.prompt_tokens = 5;
+    d.reused_tokens = 0;
+    d.prefilled_tokens = 5;
+    view.setData(d);
+    QCOMPARE(view.valueText(QStringLiteral("prefill")), QStringLiteral("5 tokens"));
+}
+
+// For a conversation switch: nothing of the previous conversation's numbers stays.
+void TestMetricsView::clearReturnsToEmpty() {
+    MetricsView view;
+    view.setData(sample_metrics());
+    QVERIFY(view.valueText(QStringLiteral("prefill")).contains(QStringLiteral("tok/s")));
+    view.clear();
+    for (const char* key : {"ttft", "prefill", "decode", "bandwidth", "prompt", "reused"})
+        QCOMPARE(view.valueText(QLatin1String(key)), QStringLiteral("—"));
+    QVERIFY(view.sparkline()->values().isEmpty());
+    QCOMPARE(view.valueText(QStringLiteral("latency")),
+             QStringLiteral("Per-token latency: no tokens yet"));
+    QCOMPARE(view.data().prompt_tokens, qint64(0));
+}
+
 void TestMetricsView::savePanelPngs() {
     MetricsView view;
     view.resize(460, 240);
@@ -115,6 +174,16 @@ void TestMetricsView::savePanelPngs() {
     save_png(view, QStringLiteral("metrics_light"));
     view.setPalette(dark_palette());
     save_png(view, QStringLiteral("metrics_dark"));
+    // After Regenerate: 1 token computed, 172 reused.
+    MetricsData regenerated = sample_metrics();
+    regenerated.ttft_ms = 52.9;
+    regenerated.prefill_tokens_per_s = 18.9;
+    regenerated.prompt_tokens = 173;
+    regenerated.reused_tokens = 172;
+    regenerated.prefilled_tokens = 1;
+    view.setPalette(QPalette());
+    view.setData(regenerated);
+    save_png(view, QStringLiteral("metrics_regenerate"));
 }
 
 QTEST_MAIN(TestMetricsView)

@@ -3,15 +3,22 @@
 #include <QCheckBox>
 #include <QDir>
 #include <QDoubleSpinBox>
+#include <QGroupBox>
+#include <QHelpEvent>
+#include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSlider>
 #include <QTest>
+#include <QToolTip>
 #include <cmath>
 
 #include "distribution_chart.h"
+#include "message_document.h"
 #include "panel_data.h"
 #include "sampling_panel.h"
+#include "token_inspector.h"
+#include "widget_test_support.h"
 
 using namespace tokenscope::ui;
 
@@ -35,6 +42,59 @@ QVector<double> softmaxByHand(const QVector<CandidateData>& rows, double t) {
     QVector<double> out;
     for (const auto& c : rows) out.push_back(std::exp(double(c.logit) / t - max) / sum);
     return out;
+}
+
+// Every text a user can read in `root`: labels, group box titles, buttons and tooltips.
+QStringList visibleTexts(QWidget* root) {
+    QStringList texts{root->toolTip()};
+    for (QWidget* w : root->findChildren<QWidget*>()) {
+        texts << w->toolTip();
+        if (auto* label = qobject_cast<QLabel*>(w)) texts << label->text();
+        if (auto* box = qobject_cast<QGroupBox*>(w)) texts << box->title();
+        if (auto* button = qobject_cast<QAbstractButton*>(w)) texts << button->text();
+    }
+    return texts;
+}
+
+// The names issue 11 found for the same two distributions; none may be left.
+const QStringList kOldNames = {QStringLiteral("raw vs"), QStringLiteral("shaped"),
+                               QStringLiteral("before shaping"), QStringLiteral("after settings"),
+                               QStringLiteral("Model's distribution")};
+
+void expectNoOldNames(const QStringList& texts) {
+    for (const QString& text : texts) {
+        for (const QString& old : kOldNames)
+            QVERIFY2(!text.contains(old, Qt::CaseInsensitive),
+                     qPrintable(QStringLiteral("'%1' still says '%2'").arg(text, old)));
+    }
+}
+
+// Pixels close to `color` in `image`.
+int pixelsNear(const QImage& image, const QColor& color) {
+    int n = 0;
+    for (int y = 0; y < image.height(); ++y) {
+        for (int x = 0; x < image.width(); ++x) {
+            const QColor c(image.pixel(x, y));
+            n += std::abs(c.red() - color.red()) + std::abs(c.green() - color.green()) +
+                     std::abs(c.blue() - color.blue()) <
+                 30;
+        }
+    }
+    return n;
+}
+
+TokenData parisToken() {
+    TokenData t;
+    t.id = 1234;
+    t.text = QStringLiteral(" Paris");
+    t.probability = 0.61f;
+    t.logprob = -0.6f;
+    t.before = {{1234, QStringLiteral(" Paris"), 0.55f, 9.0f},
+                {2001, QStringLiteral(" the"), 0.2f, 8.0f},
+                {2002, QStringLiteral(" France"), 0.1f, 7.2f},
+                {2003, QStringLiteral(" Lyon"), 0.05f, 6.5f}};
+    t.after = t.before.mid(0, 2);
+    return t;
 }
 
 SamplingSettings noCuts(float temperature) {
@@ -186,6 +246,110 @@ class TestSamplingPanel : public QObject {
         QCOMPARE(kept, 2);
     }
 
+    // Issue 11, item 10: the sampling panel, its chart and the token inspector call the two
+    // distributions by the same two names and each explains them in one wrapped line.
+    void namesAreTheSameEverywhere() {
+        const QString before = QStringLiteral("before sampling settings");
+        const QString after = QStringLiteral("after sampling settings");
+        QCOMPARE(beforeSettingsName(), before);
+        QCOMPARE(afterSettingsName(), after);
+        const QString explanation = settingsDistributionsExplanation();
+        QVERIFY(explanation.contains(before, Qt::CaseInsensitive));
+        QVERIFY(explanation.contains(after, Qt::CaseInsensitive));
+        QVERIFY(explanation.contains(QStringLiteral("raw logits")));
+        for (const char* stage : {"repetition penalty", "top-k", "top-p", "min-p", "temperature"})
+            QVERIFY2(explanation.contains(QLatin1String(stage)), stage);
+
+        SamplingPanel panel;
+        panel.setLastStep(knownCandidates());
+        QVERIFY(panel.explanationLabel());
+        QCOMPARE(panel.explanationLabel()->text(), explanation);
+        QVERIFY(panel.explanationLabel()->wordWrap());
+        QCOMPARE(panel.chart()->legendLabels(), QStringList({before, after}));
+        expectNoOldNames(visibleTexts(&panel));
+
+        // The chart's row tooltip names both distributions the same way.
+        panel.resize(420, 720);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        test::settle();
+        DistributionChart* chart = panel.chart();
+        const QPoint row0(chart->width() / 2, chart->height() / 2);
+        QPoint at;
+        // Find a point on a candidate row (the legend may take one or two lines).
+        for (int y = 0; y < chart->height() && at.isNull(); y += 2) {
+            QHelpEvent probe(QEvent::ToolTip, QPoint(row0.x(), y),
+                             chart->mapToGlobal(QPoint(row0.x(), y)));
+            QCoreApplication::sendEvent(chart, &probe);
+            if (QToolTip::isVisible()) at = QPoint(row0.x(), y);
+        }
+        QVERIFY2(!at.isNull(), "no row tooltip");
+        const QString tip = QToolTip::text();
+        QVERIFY2(tip.contains(before) && tip.contains(after), qPrintable(tip));
+        expectNoOldNames({tip});
+        QToolTip::hideText();
+
+        TokenInspector inspector;
+        inspector.setToken(parisToken());
+        QCOMPARE(inspector.beforeHeading()->text(), QStringLiteral("Before sampling settings"));
+        QCOMPARE(inspector.afterHeading()->text(), QStringLiteral("After sampling settings"));
+        QCOMPARE(inspector.explanationLabel()->text(), explanation);
+        QVERIFY(inspector.explanationLabel()->wordWrap());
+        expectNoOldNames(visibleTexts(&inspector));
+        inspector.resize(360, 700);
+        inspector.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&inspector));
+        test::save_png(inspector, QStringLiteral("token_inspector_names"));
+    }
+
+    // The chart shows the step of the token the user selected, says which, and goes back to
+    // its empty state on clearStep.
+    void showStepAndClearStep() {
+        SamplingPanel panel;
+        panel.resize(420, 720);
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QCOMPARE(panel.stepTitle(), QStringLiteral("No step yet"));
+        QVERIFY(panel.chart()->candidates().isEmpty());
+
+        const TokenData token = parisToken();
+        panel.showStep(token);
+        QCOMPARE(panel.stepTitle(),
+                 QStringLiteral("Step of token “%1” (id 1234)").arg(visiblePiece(token.text)));
+        QCOMPARE(panel.stepTitle(), QStringLiteral("Step of token “·Paris” (id 1234)"));
+        QCOMPARE(panel.chart()->candidates().size(), token.before.size());
+        QCOMPARE(panel.chart()->candidates().front().id, 1234);
+        // The bars are drawn: the highlight colour of the "after" bars is on the chart.
+        const QColor bar = panel.chart()->palette().color(QPalette::Highlight);
+        test::settle();
+        QVERIFY(pixelsNear(panel.chart()->grab().toImage(), bar) > 50);
+        test::save_png(panel, QStringLiteral("sampling_panel_selected_step"));
+
+        panel.clearStep();
+        QCOMPARE(panel.stepTitle(), QStringLiteral("No step yet"));
+        QVERIFY(panel.chart()->candidates().isEmpty());
+        QVERIFY(panel.chart()->placeholderText().startsWith(QStringLiteral("No step yet")));
+        test::settle();
+        QCOMPARE(pixelsNear(panel.chart()->grab().toImage(), bar), 0);
+
+        // setLastStep still works, and says it is the last step, not a selected token's.
+        panel.setLastStep(knownCandidates());
+        QCOMPARE(panel.stepTitle(), QStringLiteral("Last step"));
+        QCOMPARE(panel.chart()->candidates().size(), 6);
+        panel.setLastStep({});
+        QCOMPARE(panel.stepTitle(), QStringLiteral("No step yet"));
+
+        // A token without recorded candidates: named, and the chart says why it is empty.
+        TokenData bare = token;
+        bare.before.clear();
+        panel.showStep(bare);
+        QCOMPARE(panel.stepTitle(), QStringLiteral("Step of token “·Paris” (id 1234)"));
+        QVERIFY(panel.chart()->candidates().isEmpty());
+        QVERIFY(panel.chart()->placeholderText().contains(QStringLiteral("No candidates")));
+        panel.clearStep();
+        QVERIFY(panel.chart()->placeholderText().startsWith(QStringLiteral("No step yet")));
+    }
+
     void screenshot() {
         SamplingPanel panel;
         panel.resize(420, 720);
@@ -195,7 +359,11 @@ class TestSamplingPanel : public QObject {
                                 ",",    " his",  " her",  " their", " no",   " every"};
         for (int i = 0; i < 20; ++i)
             step.push_back({100 + i, QString::fromUtf8(pieces[i]), 0.0f, 6.0f - 0.45f * i});
-        panel.setLastStep(step);
+        TokenData token;
+        token.id = 100;
+        token.text = QStringLiteral(" the");
+        token.before = step;
+        panel.showStep(token);
         panel.applyPreset(SamplingPanel::Preset::Balanced);
         panel.show();
         QVERIFY(QTest::qWaitForWindowExposed(&panel));
