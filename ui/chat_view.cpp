@@ -121,6 +121,17 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
     transcript_->installEventFilter(this);
     connect(transcript_, &QWidget::customContextMenuRequested, this, &ChatView::showContextMenu);
     layout->addWidget(transcript_, 1);
+    // The scroll range grows when the document is laid out, which may be after the insertion
+    // returned: following is applied when the range changes, not only right after inserting.
+    QScrollBar* bar = transcript_->verticalScrollBar();
+    connect(bar, &QScrollBar::rangeChanged, this, [this] {
+        if (follow_) scrollToBottom();
+    });
+    connect(bar, &QScrollBar::valueChanged, this, [this, bar](int value) {
+        if (scrolling_ > 0) return;
+        // The reader moved it (wheel, drag, keys): follow again only from the bottom.
+        follow_ = value >= bar->maximum() - 4;
+    });
 
     // Shown while a user message is being edited in the input box.
     edit_banner_ = new QFrame(this);
@@ -188,7 +199,8 @@ ChatView::~ChatView() = default;
 int ChatView::addMessage(MessageRole role, const QString& text) {
     flushPendingTokens();
     const int index = doc_->addMessage(role, text);
-    transcript_->verticalScrollBar()->setValue(transcript_->verticalScrollBar()->maximum());
+    follow_ = true;  // the reader's own message, or a new answer: show it
+    scrollToBottom();
     updateButtons();
     return index;
 }
@@ -196,7 +208,8 @@ int ChatView::addMessage(MessageRole role, const QString& text) {
 int ChatView::beginAssistantMessage() {
     flushPendingTokens();
     const int index = doc_->beginAssistantMessage();
-    transcript_->verticalScrollBar()->setValue(transcript_->verticalScrollBar()->maximum());
+    follow_ = true;
+    scrollToBottom();
     updateButtons();
     return index;
 }
@@ -213,8 +226,22 @@ void ChatView::setMessages(const QVector<ChatMessage>& messages) {
     flush_timer_->stop();
     cancelEdit();
     doc_->setMessages(messages);
-    transcript_->verticalScrollBar()->setValue(transcript_->verticalScrollBar()->maximum());
+    follow_ = true;
+    scrollToBottom();
     updateButtons();
+}
+
+void ChatView::setMessageNote(int index, const QString& note) {
+    flushPendingTokens();
+    doc_->setMessageNote(index, note);
+    if (follow_) scrollToBottom();
+}
+
+void ChatView::scrollToBottom() {
+    QScrollBar* bar = transcript_->verticalScrollBar();
+    ++scrolling_;
+    bar->setValue(bar->maximum());
+    --scrolling_;
 }
 
 void ChatView::clear() {
@@ -222,6 +249,7 @@ void ChatView::clear() {
     flush_timer_->stop();
     cancelEdit();
     doc_->clear();
+    follow_ = true;
     updateButtons();
 }
 
@@ -244,9 +272,6 @@ void ChatView::flush() {
 
 void ChatView::insertPending(qint64 budget_ms) {
     if (pending_.isEmpty()) return;
-    QScrollBar* bar = transcript_->verticalScrollBar();
-    // Follow the answer only if the reader has not scrolled up to read something else.
-    const bool follow = bar->value() >= bar->maximum() - 4;
     QElapsedTimer clock;
     clock.start();
     qsizetype done = 0;
@@ -258,7 +283,8 @@ void ChatView::insertPending(qint64 budget_ms) {
         if (clock.elapsed() >= budget_ms) break;
     }
     pending_.remove(0, done);
-    if (follow) bar->setValue(bar->maximum());
+    // Follow the answer only if the reader has not scrolled up to read something else.
+    if (follow_) scrollToBottom();
     updateButtons();
 }
 
@@ -304,12 +330,26 @@ void ChatView::beginEdit(int message_index) {
     editing_ = message_index;
     input_->setPlainText(doc_->message(message_index).text);
     input_->moveCursor(QTextCursor::End);
+    const int later = doc_->messageCount() - message_index - 1;
+    const QString discarded =
+        later == 1 ? tr("the message after it will be discarded")
+                   : tr("the %1 messages after it will be discarded").arg(later);
     edit_label_->setText(
-        tr("Editing message %1 — Enter sends it and regenerates from there, Esc cancels.")
-            .arg(message_index + 1));
+        later > 0 ? tr("Editing message %1 — Enter sends it and regenerates from there; %2. "
+                       "Esc cancels.")
+                        .arg(message_index + 1)
+                        .arg(discarded)
+                  : tr("Editing message %1 — Enter sends it and regenerates from there. Esc "
+                       "cancels.")
+                        .arg(message_index + 1));
+    edit_label_->setWordWrap(true);
     edit_banner_->show();
     input_->setFocus();
     updateButtons();
+}
+
+QString ChatView::editBannerText() const {
+    return edit_banner_->isVisible() || editing_ >= 0 ? edit_label_->text() : QString();
 }
 
 void ChatView::cancelEdit() {
@@ -413,7 +453,7 @@ QString ChatView::tokenToolTip(TokenRef ref) const {
     if (rows > 0) {
         html +=
             tr("<table cellspacing=0 cellpadding=2 style='margin-top:4px'>"
-               "<tr><th colspan=2 align=left>before shaping</th>"
+               "<tr><th colspan=2 align=left>before sampling settings</th>"
                "<th width=12></th><th colspan=2 align=left>after sampling settings</th></tr>");
         for (int r = 0; r < rows; ++r) {
             html += QStringLiteral("<tr>") + candidateRows(t->before, t->id, r) +

@@ -14,6 +14,10 @@
 // character under it (never the nearest gap, so the right half of a character is still that
 // character) and then binary-searches the message's token start positions.
 //
+// Following: while the reader is at the bottom of the transcript, streamed text keeps it there
+// (also when the layout grows the scroll range after the insertion); scrolling up stops that
+// until the reader returns to the bottom.
+//
 // Keyboard: Enter sends, Shift+Enter inserts a newline, Esc stops generation (or cancels an edit).
 // Right-click a message for Regenerate (last assistant answer) and Edit (user messages); Edit
 // loads the message into the input box, and Enter then emits editRequested() instead of
@@ -68,6 +72,10 @@ class ChatView : public QWidget {
     // Inserts queued tokens now instead of at the next frame (used before structural changes).
     void flushPendingTokens();
     int pendingTokenCount() const { return int(pending_.size()); }
+    // The dimmed line under a message (an assistant reply's finish reason and speed).
+    void setMessageNote(int index, const QString& note);
+    // True while streamed text keeps the transcript scrolled to the bottom.
+    bool isFollowing() const { return follow_; }
 
     // --- tokens
     // The token under a point in transcript-viewport coordinates; invalid when none.
@@ -85,6 +93,8 @@ class ChatView : public QWidget {
     bool isGenerating() const { return generating_; }
     // Index of the message being edited in the input box, or -1.
     int editingMessage() const { return editing_; }
+    // The banner shown while editing (what Enter will do), for tests.
+    QString editBannerText() const;
 
     // Access for the main window's layout and for tests.
     QTextBrowser* transcript() const { return transcript_; }
@@ -125,6 +135,7 @@ class ChatView : public QWidget {
     void showContextMenu(const QPoint& pos);
     void updateButtons();
     bool canRegenerate() const;
+    void scrollToBottom();
 
     MessageDocument* doc_ = nullptr;
     QTextBrowser* transcript_ = nullptr;
@@ -140,6 +151,8 @@ class ChatView : public QWidget {
     QVector<TokenData> pending_;
     QPoint press_pos_;
     bool generating_ = false;
+    bool follow_ = true;
+    int scrolling_ = 0;  // > 0 while the view itself moves the scroll bar
     int editing_ = -1;
     QString draft_before_edit_;
 };

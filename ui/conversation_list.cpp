@@ -4,6 +4,7 @@
 #include <QEvent>
 #include <QHBoxLayout>
 #include <QKeyEvent>
+#include <QLabel>
 #include <QLineEdit>
 #include <QListView>
 #include <QMenu>
@@ -20,13 +21,38 @@ constexpr int kIdRole = Qt::UserRole + 1;
 constexpr int kTitleRole = Qt::UserRole + 2;  // the title as the store has it (before an edit)
 }  // namespace
 
+// Title substring, or one of the ids whose messages matched in the owner's store.
+class ConversationList::Filter : public QSortFilterProxyModel {
+  public:
+    using QSortFilterProxyModel::QSortFilterProxyModel;
+    void setText(const QString& text) {
+        text_ = text;
+        content_matches_.clear();
+        invalidateFilter();
+    }
+    void setContentMatches(const QSet<qint64>& ids) {
+        content_matches_ = ids;
+        invalidateFilter();
+    }
+    const QString& text() const { return text_; }
+
+  protected:
+    bool filterAcceptsRow(int row, const QModelIndex& parent) const override {
+        if (text_.isEmpty()) return true;
+        const QModelIndex index = sourceModel()->index(row, 0, parent);
+        if (index.data(Qt::DisplayRole).toString().contains(text_, Qt::CaseInsensitive))
+            return true;
+        return content_matches_.contains(index.data(kIdRole).toLongLong());
+    }
+
+  private:
+    QString text_;
+    QSet<qint64> content_matches_;
+};
+
 ConversationList::ConversationList(QWidget* parent)
-    : QWidget(parent),
-      model_(new QStandardItemModel(this)),
-      proxy_(new QSortFilterProxyModel(this)) {
+    : QWidget(parent), model_(new QStandardItemModel(this)), proxy_(new Filter(this)) {
     proxy_->setSourceModel(model_);
-    proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
-    proxy_->setFilterRole(Qt::DisplayRole);
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
@@ -50,6 +76,14 @@ ConversationList::ConversationList(QWidget* parent)
     view_->installEventFilter(this);
     layout->addWidget(view_, 1);
 
+    empty_ = new QLabel(this);
+    empty_->setObjectName(QStringLiteral("noMatches"));
+    empty_->setWordWrap(true);
+    empty_->setAlignment(Qt::AlignCenter);
+    empty_->setEnabled(false);  // the dimmed text colour of the style
+    empty_->hide();
+    layout->addWidget(empty_);
+
     auto* buttons = new QHBoxLayout;
     buttons->setSpacing(4);
     new_ = new QPushButton(tr("&New"), this);
@@ -63,12 +97,6 @@ ConversationList::ConversationList(QWidget* parent)
     buttons->addWidget(rename_);
     buttons->addWidget(delete_);
     layout->addLayout(buttons);
-
-    auto* new_action = new QAction(tr("New conversation"), this);
-    new_action->setShortcut(QKeySequence::New);
-    new_action->setShortcutContext(Qt::WidgetWithChildrenShortcut);
-    addAction(new_action);
-    connect(new_action, &QAction::triggered, this, &ConversationList::newRequested);
 
     connect(new_, &QPushButton::clicked, this, &ConversationList::newRequested);
     connect(rename_, &QPushButton::clicked, this, &ConversationList::renameCurrent);
@@ -91,7 +119,11 @@ ConversationList::ConversationList(QWidget* parent)
         ++updating_;
         item->setData(title, kTitleRole);
         --updating_;
-        emit renameRequested(item->data(kIdRole).toLongLong(), title);
+        // Queued: this runs inside the delegate's setModelData(), and the owner's refresh
+        // (setConversations) must not replace the item under it.
+        const qint64 id = item->data(kIdRole).toLongLong();
+        QMetaObject::invokeMethod(
+            this, [this, id, title] { emit renameRequested(id, title); }, Qt::QueuedConnection);
     });
     connect(view_, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
         auto* menu = new QMenu(this);
@@ -108,6 +140,26 @@ ConversationList::ConversationList(QWidget* parent)
 
 void ConversationList::setConversations(const QVector<QPair<qint64, QString>>& conversations) {
     ++updating_;
+    // The same conversations in the same order (a rename, a reply that did not reorder): the
+    // items are updated in place, so an open editor and the scroll position survive.
+    bool same = model_->rowCount() == conversations.size();
+    for (int r = 0; same && r < conversations.size(); ++r)
+        same = model_->item(r)->data(kIdRole).toLongLong() == conversations[r].first;
+    if (same) {
+        for (int r = 0; r < conversations.size(); ++r) {
+            QStandardItem* item = model_->item(r);
+            const QString title =
+                conversations[r].second.isEmpty() ? tr("Untitled") : conversations[r].second;
+            if (item->data(kTitleRole).toString() == title) continue;
+            item->setText(title);
+            item->setData(title, kTitleRole);
+            item->setToolTip(title);
+        }
+        --updating_;
+        setCurrent(current_id_);
+        updateEmptyLabel();
+        return;
+    }
     model_->clear();
     for (const auto& [id, title] : conversations) {
         auto* item = new QStandardItem(title.isEmpty() ? tr("Untitled") : title);
@@ -121,6 +173,7 @@ void ConversationList::setConversations(const QVector<QPair<qint64, QString>>& c
     }
     --updating_;
     setCurrent(current_id_);
+    updateEmptyLabel();
 }
 
 void ConversationList::setCurrent(qint64 id) {
@@ -163,9 +216,30 @@ void ConversationList::setFilterText(const QString& text) {
     // Filtering removes rows, which moves the view's current index; that is not the user
     // choosing a conversation, so no signal, and the real current one is re-selected if shown.
     ++updating_;
-    proxy_->setFilterFixedString(text.trimmed());
+    proxy_->setText(text.trimmed());
     --updating_;
     setCurrent(current_id_);
+    updateEmptyLabel();
+    emit filterTextChanged(text.trimmed());
+}
+
+QString ConversationList::filterText() const {
+    return proxy_->text();
+}
+
+void ConversationList::setContentMatches(const QSet<qint64>& ids) {
+    ++updating_;
+    proxy_->setContentMatches(ids);
+    --updating_;
+    setCurrent(current_id_);
+    updateEmptyLabel();
+}
+
+void ConversationList::updateEmptyLabel() {
+    const bool none = !proxy_->text().isEmpty() && proxy_->rowCount() == 0;
+    if (none)
+        empty_->setText(tr("No conversations match “%1”").arg(proxy_->text()));
+    empty_->setVisible(none);
 }
 
 void ConversationList::onCurrentChanged(const QModelIndex& current) {

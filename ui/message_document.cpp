@@ -197,6 +197,34 @@ void MessageDocument::insertBodyText(QTextCursor& cursor, Entry& entry, const QS
     entry.body_end = cursor.position();
 }
 
+void MessageDocument::insertNote(QTextCursor& cursor, const Entry& entry) {
+    if (entry.msg.note.isEmpty()) return;
+    QTextBlockFormat block;
+    block.setTopMargin(2);
+    QTextCharFormat note;
+    note.setFontPointSize(doc_->defaultFont().pointSizeF() * 0.85);
+    note.setFontItalic(true);
+    note.setForeground(mix(palette_.color(QPalette::Text), palette_.color(QPalette::Base), 0.45));
+    cursor.insertBlock(block, note);
+    cursor.insertText(entry.msg.note, note);
+}
+
+void MessageDocument::setMessageNote(int index, const QString& note) {
+    if (index < 0 || index >= entries_.size() || entries_[index].msg.note == note) return;
+    const bool append = index == entries_.size() - 1 && entries_[index].msg.note.isEmpty() &&
+                        !(streaming_ && index == entries_.size() - 1);
+    entries_[index].msg.note = note;
+    if (!append) {
+        rebuild();
+        return;
+    }
+    QTextCursor cursor(doc_);
+    cursor.movePosition(QTextCursor::End);
+    cursor.beginEditBlock();
+    insertNote(cursor, entries_[index]);
+    cursor.endEditBlock();
+}
+
 int MessageDocument::addMessage(MessageRole role, const QString& text) {
     if (streaming_) finishAssistantMessage();
     Entry entry;
@@ -271,6 +299,7 @@ void MessageDocument::rebuild() {
         e.msg.role = o.msg.role;
         e.msg.text = o.msg.text;
         e.msg.tokens = o.msg.tokens;
+        e.msg.note = o.msg.note;
         entries_.push_back(e);
         Entry& n = entries_.back();
         insertHeader(cursor, n);
@@ -280,6 +309,7 @@ void MessageDocument::rebuild() {
             for (int t = 0; t < n.msg.tokens.size(); ++t)
                 insertBodyText(cursor, n, n.msg.tokens[t].text, t);
         }
+        insertNote(cursor, n);
     }
     cursor.endEditBlock();
 }

@@ -43,6 +43,8 @@ struct ChatMessage {
     // Generated tokens, when the message was streamed (or restored with its trace); the
     // concatenation of their texts is `text`.
     QVector<TokenData> tokens;
+    // A dimmed line under the message, outside its body (how a reply ended, its speed).
+    QString note;
 };
 
 // A token of the transcript: message index and token index inside that message.
@@ -75,6 +77,8 @@ class MessageDocument : public QObject {
     bool isStreaming() const { return streaming_; }
     void setMessages(const QVector<ChatMessage>& messages);
     void clear();
+    // Sets the line under a message; appended in place for the last message, else a rebuild.
+    void setMessageNote(int index, const QString& note);
 
     int messageCount() const { return int(entries_.size()); }
     const ChatMessage& message(int index) const { return entries_[index].msg; }
@@ -117,6 +121,7 @@ class MessageDocument : public QObject {
     };
 
     void insertHeader(QTextCursor& cursor, Entry& entry);
+    void insertNote(QTextCursor& cursor, const Entry& entry);
     // Inserts `text` at the end of the document as part of `entry`'s body; `token` is the token
     // index inside the message, or -1 for plain message text.
     void insertBodyText(QTextCursor& cursor, Entry& entry, const QString& text, int token);

@@ -79,15 +79,26 @@ const QList<Migration>& migrations() {
                             "   REFERENCES messages(id) ON DELETE CASCADE,"
                             " trace BLOB NOT NULL)"),
          }},
+        // Each reply says how it ended and how fast it came (shown under it in the chat).
+        {2,
+         {
+             QStringLiteral("ALTER TABLE messages ADD COLUMN finish_reason TEXT NOT NULL DEFAULT ''"),
+             QStringLiteral(
+                 "ALTER TABLE messages ADD COLUMN decode_tokens_per_s REAL NOT NULL DEFAULT 0"),
+             QStringLiteral("ALTER TABLE messages ADD COLUMN ttft_ms REAL NOT NULL DEFAULT 0"),
+         }},
     };
     return list;
 }
 
 // --- token trace encoding: "TSTR", u16 version, u32 count, then per token
-// i32 id, f32 probability, f32 logprob, str text, u32 n, n x (i32 id, str piece, f32 p);
-// str = u32 byte length + UTF-8; all little-endian.
+//   version 1: i32 id, f32 probability, f32 logprob, str text, list(before)
+//   version 2: the same, then list(after)
+// list = u32 n, n x candidate; candidate = i32 id, str piece, f32 p (version 2: then f32 logit);
+// str = u32 byte length + UTF-8; all little-endian. Version 1 is still read (rows written by
+// earlier builds); only version 2 is written.
 constexpr char kTraceMagic[4] = {'T', 'S', 'T', 'R'};
-constexpr quint16 kTraceVersion = 1;
+constexpr quint16 kTraceVersion = 2;
 
 class TraceWriter {
   public:
@@ -187,11 +198,14 @@ QByteArray encode_token_trace(const QList<TraceToken>& trace) {
         w.put_float(token.probability);
         w.put_float(token.logprob);
         w.put_string(token.text);
-        w.put(static_cast<quint32>(token.candidates.size()));
-        for (const TraceCandidate& candidate : token.candidates) {
-            w.put(candidate.id);
-            w.put_string(candidate.piece);
-            w.put_float(candidate.probability);
+        for (const QList<TraceCandidate>* list : {&token.before, &token.after}) {
+            w.put(static_cast<quint32>(list->size()));
+            for (const TraceCandidate& candidate : *list) {
+                w.put(candidate.id);
+                w.put_string(candidate.piece);
+                w.put_float(candidate.probability);
+                w.put_float(candidate.logit);
+            }
         }
     }
     return w.bytes;
@@ -204,13 +218,14 @@ QList<TraceToken> decode_token_trace(const QByteArray& bytes) {
     TraceReader r(bytes);
     r.get<quint32>();  // the magic, checked above
     const quint16 version = r.get<quint16>();
-    if (version != kTraceVersion) {
+    if (version != 1 && version != 2) {
         throw FormatError("token trace: version " + std::to_string(version) +
-                          " is not supported (this build reads " + std::to_string(kTraceVersion) +
-                          ")");
+                          " is not supported (this build reads 1 and 2)");
     }
-    // Smallest token: id + 2 floats + empty text + candidate count = 20 bytes; candidate: 12.
-    const quint32 count = r.get_count(20);
+    // Smallest token: id + 2 floats + empty text + candidate count(s) = 20 (v2: 24) bytes;
+    // smallest candidate: 12 (v2: 16) bytes.
+    const qsizetype min_candidate = version == 1 ? 12 : 16;
+    const quint32 count = r.get_count(version == 1 ? 20 : 24);
     QList<TraceToken> trace;
     trace.reserve(count);
     for (quint32 i = 0; i < count; ++i) {
@@ -219,14 +234,19 @@ QList<TraceToken> decode_token_trace(const QByteArray& bytes) {
         token.probability = r.get_float();
         token.logprob = r.get_float();
         token.text = r.get_string();
-        const quint32 candidates = r.get_count(12);
-        token.candidates.reserve(candidates);
-        for (quint32 c = 0; c < candidates; ++c) {
-            TraceCandidate candidate;
-            candidate.id = r.get<qint32>();
-            candidate.piece = r.get_string();
-            candidate.probability = r.get_float();
-            token.candidates.append(std::move(candidate));
+        const int lists = version == 1 ? 1 : 2;
+        for (int l = 0; l < lists; ++l) {
+            QList<TraceCandidate>& list = l == 0 ? token.before : token.after;
+            const quint32 candidates = r.get_count(min_candidate);
+            list.reserve(candidates);
+            for (quint32 c = 0; c < candidates; ++c) {
+                TraceCandidate candidate;
+                candidate.id = r.get<qint32>();
+                candidate.piece = r.get_string();
+                candidate.probability = r.get_float();
+                if (version >= 2) candidate.logit = r.get_float();
+                list.append(std::move(candidate));
+            }
         }
         trace.append(std::move(token));
     }
@@ -598,7 +618,8 @@ QList<ConversationSummary> ConversationStore::search(const QString& text) {
 
 QList<Message> ConversationStore::messages(qint64 conversation_id) {
     QSqlQuery query = prepare(QStringLiteral(
-        "SELECT id, conversation_id, position, role, content, complete, token_count, created_at "
+        "SELECT id, conversation_id, position, role, content, complete, token_count, created_at, "
+        "finish_reason, decode_tokens_per_s, ttft_ms "
         "FROM messages WHERE conversation_id = ? ORDER BY position"));
     query.addBindValue(conversation_id);
     run(query, "cannot read the messages");
@@ -614,6 +635,9 @@ QList<Message> ConversationStore::messages(qint64 conversation_id) {
         m.complete = query.value(5).toInt() != 0;
         m.token_count = query.value(6).toInt();
         m.created_at = from_ms(query.value(7).toLongLong());
+        m.finish_reason = query.value(8).toString();
+        m.decode_tokens_per_s = query.value(9).toDouble();
+        m.ttft_ms = query.value(10).toDouble();
         list.append(std::move(m));
     }
     return list;
@@ -686,6 +710,22 @@ int ConversationStore::truncate_after(qint64 conversation_id, int position) {
     const int removed = query.numRowsAffected();
     transaction.commit();
     return removed;
+}
+
+void ConversationStore::set_reply_stats(qint64 message_id, const ReplyStats& stats) {
+    check_thread();
+    Transaction transaction(*this);
+    require_message(message_id);
+    QSqlQuery query = prepare(QStringLiteral(
+        "UPDATE messages SET finish_reason = ?, token_count = ?, decode_tokens_per_s = ?, "
+        "ttft_ms = ? WHERE id = ?"));
+    query.addBindValue(not_null(stats.finish_reason));
+    query.addBindValue(stats.token_count);
+    query.addBindValue(stats.decode_tokens_per_s);
+    query.addBindValue(stats.ttft_ms);
+    query.addBindValue(message_id);
+    run(query, "cannot save the reply's statistics");
+    transaction.commit();
 }
 
 void ConversationStore::set_token_trace(qint64 message_id, const QList<TraceToken>& trace) {

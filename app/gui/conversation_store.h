@@ -59,8 +59,22 @@ struct Message {
     bool complete = true;  // false: an answer cut short by Stop (or a crash mid-generation)
     int token_count = 0;
     QDateTime created_at;
+    // How an assistant reply ended and how fast it came (schema 2; empty/0 for older rows and
+    // for user messages): the engine's finish_reason_name() ("eos", "stop_token", "stop_string",
+    // "max_tokens", "cancelled", "context_full") or "error".
+    QString finish_reason;
+    double decode_tokens_per_s = 0.0;
+    double ttft_ms = 0.0;
 
     friend bool operator==(const Message&, const Message&) = default;
+};
+
+// What set_reply_stats() records about a finished assistant reply.
+struct ReplyStats {
+    QString finish_reason;
+    int token_count = 0;
+    double decode_tokens_per_s = 0.0;
+    double ttft_ms = 0.0;
 };
 
 // One generated token as the token view shows it, so a reopened conversation can show it again
@@ -69,6 +83,7 @@ struct TraceCandidate {
     qint32 id = 0;
     QString piece;
     float probability = 0.0f;
+    float logit = 0.0f;  // the raw logit (version 1 traces did not store it: 0)
 
     friend bool operator==(const TraceCandidate&, const TraceCandidate&) = default;
 };
@@ -78,7 +93,10 @@ struct TraceToken {
     QString text;
     float probability = 0.0f;
     float logprob = 0.0f;
-    QList<TraceCandidate> candidates;
+    // The top candidates before sampling settings (softmax of the raw logits) and after them
+    // (what the token was drawn from). A version 1 trace has only `before`.
+    QList<TraceCandidate> before;
+    QList<TraceCandidate> after;
 
     friend bool operator==(const TraceToken&, const TraceToken&) = default;
 };
@@ -90,7 +108,7 @@ QList<TraceToken> decode_token_trace(const QByteArray& bytes);
 
 class ConversationStore {
   public:
-    static constexpr int kSchemaVersion = 1;
+    static constexpr int kSchemaVersion = 2;
 
     // tokenscope::paths::data_dir() / "conversations.sqlite".
     static std::filesystem::path default_path();
@@ -135,6 +153,8 @@ class ConversationStore {
     // Drops every message after `position` (editing an earlier user message replaces what
     // followed). Returns how many were removed.
     int truncate_after(qint64 conversation_id, int position);
+    // Finish reason, token count and speed of an assistant reply.
+    void set_reply_stats(qint64 message_id, const ReplyStats& stats);
 
     // --- token traces (optional, one per assistant message) ---
     void set_token_trace(qint64 message_id, const QList<TraceToken>& trace);

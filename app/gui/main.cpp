@@ -1,12 +1,15 @@
 // tokenscope: the desktop app.
 //   tokenscope [--model FILE] [--kv-type f16|q8|f32] [--ctx N] [--threads N] [--store FILE]
-//              [--screenshot FILE [--prompt TEXT]]
+//              [--screenshot FILE [--prompt TEXT]] [--size WxH]
 // --screenshot starts the app, sends one prompt (a real exchange with the model), saves a
 // PNG of the main window when the answer is complete, and quits.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QFileInfo>
+#include <QSize>
+#include <QStringList>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
 
 #include "chat_view.h"
@@ -15,15 +18,19 @@
 #include "util/log.h"
 
 int main(int argc, char** argv) {
-    QApplication app(argc, argv);
-    QApplication::setApplicationName("tokenscope");
-    QApplication::setOrganizationName("tokenscope");
-    QApplication::setApplicationVersion(TOKENSCOPE_VERSION_STRING);
+    // The command line is parsed before QApplication exists: --help, --version and a mistyped
+    // option must work without a display (QApplication aborts when it finds no platform, and
+    // QCommandLineParser::process() would need the application object first).
+    QCoreApplication::setApplicationName("tokenscope");
+    QCoreApplication::setOrganizationName("tokenscope");
+    QCoreApplication::setApplicationVersion(TOKENSCOPE_VERSION_STRING);
+    QStringList arguments;
+    for (int i = 0; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
 
     QCommandLineParser parser;
     parser.setApplicationDescription("Chat with a local language model and see inside it while it runs.");
-    parser.addHelpOption();
-    parser.addVersionOption();
+    const QCommandLineOption help_option = parser.addHelpOption();
+    const QCommandLineOption version_option = parser.addVersionOption();
     QCommandLineOption model({"m", "model"}, "GGUF model to open.", "file");
     QCommandLineOption kv_type("kv-type", "KV cache element type: f16, q8 or f32.", "type", "f16");
     QCommandLineOption ctx("ctx", "KV cache capacity in tokens.", "tokens", "4096");
@@ -33,8 +40,45 @@ int main(int argc, char** argv) {
     QCommandLineOption screenshot("screenshot", "Save a PNG of the window after one exchange, then quit.", "file");
     QCommandLineOption prompt("prompt", "The prompt sent for --screenshot.", "text", "What is the capital of France?");
     QCommandLineOption log_level("log-level", "trace, debug, info, warn, error, critical or off.", "level");
-    parser.addOptions({model, kv_type, ctx, threads, device, store, screenshot, prompt, log_level});
-    parser.process(app);
+    QCommandLineOption size("size", "Initial window size, e.g. 1280x720 (default: fits the screen).", "WxH");
+    parser.addOptions({model, kv_type, ctx, threads, device, store, screenshot, prompt, log_level, size});
+    // Qt's own options (-platform, -style, ...) belong to QApplication: leave them to it.
+    parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
+    if (!parser.parse(arguments)) {
+        const QString error = parser.errorText();
+        // Options QApplication understands are not errors here.
+        static const QStringList kQtOptions = {"platform", "style", "stylesheet", "reverse", "qwindowgeometry",
+                                               "qwindowtitle", "display", "geometry", "widgetcount", "session",
+                                               "platformpluginpath", "platformtheme", "plugin", "qwindowicon"};
+        const QStringList unknown = parser.unknownOptionNames();
+        const bool only_qt_options = !unknown.isEmpty() && std::all_of(unknown.begin(), unknown.end(), [](const QString& name) {
+            return kQtOptions.contains(name);
+        });
+        if (!only_qt_options) {
+            std::fprintf(stderr, "tokenscope: error: %s\nTry 'tokenscope --help'.\n", qPrintable(error));
+            return 2;
+        }
+    }
+    if (parser.isSet(help_option)) {
+        std::fputs(qPrintable(parser.helpText()), stdout);
+        return 0;
+    }
+    if (parser.isSet(version_option)) {
+        std::printf("tokenscope %s\n", TOKENSCOPE_VERSION_STRING);
+        return 0;
+    }
+    QSize initial_size;
+    if (parser.isSet(size)) {
+        const QStringList parts = parser.value(size).split('x');
+        if (parts.size() == 2) initial_size = QSize(parts[0].toInt(), parts[1].toInt());
+        if (initial_size.width() < 320 || initial_size.height() < 240) {
+            std::fprintf(stderr, "tokenscope: error: --size '%s' is not WIDTHxHEIGHT (at least 320x240)\n",
+                         qPrintable(parser.value(size)));
+            return 2;
+        }
+    }
+
+    QApplication app(argc, argv);
 
     try {
         tokenscope::log::configure(parser.isSet(log_level) ? std::optional<std::string>(parser.value(log_level).toStdString())
@@ -60,7 +104,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "tokenscope: error: %s\n", e.what());
         return 1;
     }
-    window->resize(1500, 950);
+    if (initial_size.isValid()) {
+        window->resize(initial_size);
+    } else if (!window->restoredGeometry()) {
+        window->fitToScreen();
+    }
     window->show();
 
     if (parser.isSet(screenshot)) {

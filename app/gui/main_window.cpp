@@ -20,6 +20,11 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolButton>
+#include <QPushButton>
+#include <QResizeEvent>
+#include <QScreen>
+#include <QScrollArea>
+#include <QShowEvent>
 #include <QVBoxLayout>
 
 #include "attention_heatmap.h"
@@ -31,12 +36,53 @@
 #include "model_info_view.h"
 #include "sampling_panel.h"
 #include "token_inspector.h"
+#include "util/error.h"
+#include "util/log.h"
 #include "util/paths.h"
 
 namespace tokenscope::app {
 
 namespace {
 constexpr int kMaxRecent = 8;
+// How long the status bar offers Undo after a deletion (Edit > Undo delete stays until the
+// next deletion).
+constexpr int kUndoOfferMs = 20000;
+// Below this the default layout puts every panel on the right, in two tab groups.
+constexpr int kCompactWidth = 1500;
+constexpr int kCompactHeight = 900;
+
+ui::TokenData token_from_trace(const TraceToken& t) {
+    ui::TokenData token;
+    token.id = t.id;
+    token.text = t.text;
+    token.probability = t.probability;
+    token.logprob = t.logprob;
+    for (const auto& c : t.before) token.before.push_back({c.id, c.piece, c.probability, c.logit});
+    for (const auto& c : t.after) token.after.push_back({c.id, c.piece, c.probability, c.logit});
+    return token;
+}
+
+TraceToken trace_from_token(const ui::TokenData& t) {
+    TraceToken token;
+    token.id = t.id;
+    token.text = t.text;
+    token.probability = t.probability;
+    token.logprob = t.logprob;
+    for (const auto& c : t.before) token.before.append({c.id, c.piece, c.probability, c.logit});
+    for (const auto& c : t.after) token.after.append({c.id, c.piece, c.probability, c.logit});
+    return token;
+}
+
+// A panel in a scroll area: its content keeps its natural size when the dock is small instead
+// of forcing a minimum size on the whole window.
+QWidget* scrollable(QWidget* panel, QWidget* parent) {
+    auto* area = new QScrollArea(parent);
+    area->setWidget(panel);
+    area->setWidgetResizable(true);
+    area->setFrameShape(QFrame::NoFrame);
+    area->setObjectName(panel->objectName().isEmpty() ? QString() : panel->objectName() + "Scroll");
+    return area;
+}
 
 ui::MessageRole ui_role(Role role) {
     switch (role) {
@@ -70,6 +116,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     splitter->addWidget(conversations_);
     splitter->addWidget(chat_column);
     splitter->setStretchFactor(1, 1);
+    splitter->setCollapsible(1, false);
     splitter->setSizes({220, 700});
     setCentralWidget(splitter);
 
@@ -83,7 +130,16 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     load_cancel_ = new QToolButton(this);
     load_cancel_->setText(tr("Cancel"));
     load_cancel_->hide();
+    undo_button_ = new QToolButton(this);
+    undo_button_->setObjectName("undoDelete");
+    undo_button_->setText(tr("Undo delete"));
+    undo_button_->hide();
+    undo_timer_ = new QTimer(this);
+    undo_timer_->setSingleShot(true);
+    connect(undo_timer_, &QTimer::timeout, undo_button_, &QWidget::hide);
+    connect(undo_button_, &QToolButton::clicked, this, &MainWindow::undoDelete);
     statusBar()->addWidget(status_model_, 1);
+    statusBar()->addPermanentWidget(undo_button_);
     statusBar()->addPermanentWidget(load_progress_);
     statusBar()->addPermanentWidget(load_cancel_);
 
@@ -106,35 +162,44 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
         selectConversation(conversation_);
         start_generation();
     });
-    connect(chat_, &ui::ChatView::tokenSelected, inspector_, &ui::TokenInspector::setToken);
+    connect(chat_, &ui::ChatView::tokenSelected, this, [this](const ui::TokenData& token) {
+        // The user's choice wins over the streaming token until the next reply starts.
+        latest_token_.reset();
+        inspector_->setToken(token);
+        sampling_->showStep(token);
+    });
     connect(system_prompt_, &QLineEdit::editingFinished, this, [this] {
         if (conversation_ >= 0) store_->set_system_prompt(conversation_, system_prompt_->text());
     });
     connect(conversations_, &ui::ConversationList::conversationSelected, this, &MainWindow::selectConversation);
     connect(conversations_, &ui::ConversationList::newRequested, this, &MainWindow::newConversation);
     connect(conversations_, &ui::ConversationList::renameRequested, this, [this](qint64 id, const QString& title) {
+        if (!store_->conversation(id)) return;  // deleted meanwhile
         store_->rename(id, title);
         refresh_conversations();
     });
-    connect(conversations_, &ui::ConversationList::deleteRequested, this, [this](qint64 id) {
-        if (generating_ && id == conversation_) return;
-        store_->delete_conversation(id);
-        QMetaObject::invokeMethod(worker_, "forgetConversation", Qt::QueuedConnection, Q_ARG(qint64, id));
-        if (id == conversation_) {
-            conversation_ = -1;
-            chat_->clear();
-        }
-        refresh_conversations();
-    });
+    connect(conversations_, &ui::ConversationList::deleteRequested, this, &MainWindow::deleteConversation);
+    connect(conversations_, &ui::ConversationList::filterTextChanged, this, [this] { update_content_matches(); });
     connect(sampling_, &ui::SamplingPanel::settingsChanged, this, [this](const ui::SamplingSettings& s) { settings_ = s; });
     connect(attention_, &ui::AttentionHeatmap::selectionChanged, this, [this](int layer, int head) {
         QMetaObject::invokeMethod(worker_, "requestAttention", Qt::QueuedConnection, Q_ARG(int, layer), Q_ARG(int, head));
     });
+    {
+        // Colouring by probability is a reading preference: it applies to every reply and
+        // is remembered.
+        QSettings view_settings;
+        chat_->setColorByProbability(view_settings.value("view/color_by_probability", false).toBool());
+        chat_->setShowTokenBoundaries(view_settings.value("view/token_boundaries", false).toBool());
+        connect(chat_, &ui::ChatView::colorByProbabilityChanged, this,
+                [](bool on) { QSettings().setValue("view/color_by_probability", on); });
+        connect(chat_, &ui::ChatView::showTokenBoundariesChanged, this,
+                [](bool on) { QSettings().setValue("view/token_boundaries", on); });
+    }
     connect(load_cancel_, &QToolButton::clicked, this, [this] { worker_->cancelLoad(); });
 
     QSettings settings;
-    restoreGeometry(settings.value("window/geometry").toByteArray());
-    restoreState(settings.value("window/state").toByteArray());
+    restored_geometry_ = restoreGeometry(settings.value("window/geometry").toByteArray());
+    restored_state_ = restoreState(settings.value("window/state").toByteArray());
     settings_ = sampling_->settings();
 
     refresh_conversations();
@@ -158,11 +223,12 @@ MainWindow::~MainWindow() {
 }
 
 void MainWindow::build_docks() {
-    auto dock = [this](QWidget* widget, const QString& title, const QString& name, Qt::DockWidgetArea area) {
+    auto dock = [this](QWidget* content, const QString& title, const QString& name) {
         auto* d = new QDockWidget(title, this);
         d->setObjectName(name);  // saveState/restoreState key
-        d->setWidget(widget);
-        addDockWidget(area, d);
+        d->setWidget(content);
+        d->setAllowedAreas(Qt::AllDockWidgetAreas);
+        docks_.append(d);
         return d;
     };
     sampling_ = new ui::SamplingPanel(this);
@@ -172,20 +238,94 @@ void MainWindow::build_docks() {
     metrics_ = new ui::MetricsView(this);
     memory_ = new ui::MemoryBudgetView(this);
     model_info_ = new ui::ModelInfoView(this);
-    auto* sampling = dock(sampling_, tr("Sampling"), "dock.sampling", Qt::RightDockWidgetArea);
-    auto* inspector = dock(inspector_, tr("Token"), "dock.token", Qt::RightDockWidgetArea);
-    auto* attention = dock(attention_, tr("Attention"), "dock.attention", Qt::RightDockWidgetArea);
-    auto* kv = dock(kv_, tr("KV cache"), "dock.kv", Qt::BottomDockWidgetArea);
-    auto* metrics = dock(metrics_, tr("Metrics"), "dock.metrics", Qt::BottomDockWidgetArea);
-    auto* memory = dock(memory_, tr("Memory"), "dock.memory", Qt::BottomDockWidgetArea);
-    auto* model = dock(model_info_, tr("Model"), "dock.model", Qt::BottomDockWidgetArea);
-    tabifyDockWidget(sampling, inspector);
-    tabifyDockWidget(metrics, memory);
-    tabifyDockWidget(memory, model);
+    dock(scrollable(sampling_, this), tr("Sampling"), "dock.sampling");
+    dock(scrollable(inspector_, this), tr("Token"), "dock.token");
+    // The heatmap scrolls and zooms itself: no second scroll area around it.
+    dock(attention_, tr("Attention"), "dock.attention");
+    dock(scrollable(kv_, this), tr("KV cache"), "dock.kv");
+    dock(scrollable(metrics_, this), tr("Metrics"), "dock.metrics");
+    dock(scrollable(memory_, this), tr("Memory"), "dock.memory");
+    dock(scrollable(model_info_, this), tr("Model"), "dock.model");
+    place_docks(compactLayout());
+}
+
+bool MainWindow::compactLayout() const {
+    // Before the window has its size (in the constructor) the screen decides.
+    QSize size = this->size();
+    if (!isVisible() && screen()) size = size.boundedTo(screen()->availableGeometry().size());
+    return size.width() < kCompactWidth || size.height() < kCompactHeight;
+}
+
+void MainWindow::place_docks(bool compact) {
+    QDockWidget* sampling = docks_[0];
+    QDockWidget* token = docks_[1];
+    QDockWidget* attention = docks_[2];
+    QDockWidget* kv = docks_[3];
+    QDockWidget* metrics = docks_[4];
+    QDockWidget* memory = docks_[5];
+    QDockWidget* model = docks_[6];
+    for (QDockWidget* d : docks_) {
+        removeDockWidget(d);
+        d->setFloating(false);
+    }
+    if (compact) {
+        // Everything on the right in two tab groups: the chat keeps the whole height.
+        for (QDockWidget* d : {sampling, attention}) addDockWidget(Qt::RightDockWidgetArea, d, Qt::Vertical);
+        tabifyDockWidget(sampling, token);
+        tabifyDockWidget(token, model);
+        tabifyDockWidget(attention, kv);
+        tabifyDockWidget(kv, metrics);
+        tabifyDockWidget(metrics, memory);
+    } else {
+        for (QDockWidget* d : {sampling, attention}) addDockWidget(Qt::RightDockWidgetArea, d, Qt::Vertical);
+        for (QDockWidget* d : {kv, metrics}) addDockWidget(Qt::BottomDockWidgetArea, d, Qt::Horizontal);
+        tabifyDockWidget(sampling, token);
+        tabifyDockWidget(metrics, memory);
+        tabifyDockWidget(memory, model);
+    }
+    for (QDockWidget* d : docks_) d->show();
     sampling->raise();
+    attention->raise();
     metrics->raise();
-    (void)attention;
-    (void)kv;
+}
+
+void MainWindow::resetLayout() {
+    place_docks(compactLayout());
+    apply_dock_sizes();
+}
+
+void MainWindow::apply_dock_sizes() {
+    // The chat gets the larger share: panels take about a third of the width (and a quarter
+    // of the height at the bottom in the wide layout).
+    QList<QDockWidget*> right;
+    QList<QDockWidget*> bottom;
+    for (QDockWidget* d : docks_) {
+        if (d->isFloating() || !d->isVisible()) continue;
+        if (dockWidgetArea(d) == Qt::RightDockWidgetArea) right << d;
+        if (dockWidgetArea(d) == Qt::BottomDockWidgetArea) bottom << d;
+    }
+    if (!right.isEmpty()) {
+        resizeDocks({right.first()}, {std::max(300, width() * 32 / 100)}, Qt::Horizontal);
+        // Sampling/token above, attention below; the heatmap gets the larger share.
+        QDockWidget* top = docks_[0];
+        QDockWidget* below = docks_[2];
+        if (right.contains(top) && right.contains(below)) {
+            const int h = std::max(200, height() - 90);
+            resizeDocks({top, below}, {h * 45 / 100, h * 55 / 100}, Qt::Vertical);
+        }
+    }
+    if (!bottom.isEmpty()) resizeDocks({bottom.first()}, {std::max(160, height() / 4)}, Qt::Vertical);
+}
+
+void MainWindow::fitToScreen() {
+    QSize size(1500, 950);
+    if (screen()) {
+        const QRect available = screen()->availableGeometry();
+        // Leave room for the window frame the window manager adds.
+        size = size.boundedTo(QSize(available.width() - 16, available.height() - 48));
+        move(available.topLeft() + QPoint(8, 8));
+    }
+    resize(size);
 }
 
 void MainWindow::build_menus() {
@@ -217,8 +357,19 @@ void MainWindow::build_menus() {
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
+    QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+    undo_action_ = edit->addAction(tr("&Undo delete"), this, &MainWindow::undoDelete);
+    undo_action_->setEnabled(false);
+    QAction* find = edit->addAction(tr("&Find conversation…"), QKeySequence::Find, this, [this] {
+        conversations_->searchBox()->setFocus();
+        conversations_->searchBox()->selectAll();
+    });
+    (void)find;
+
     QMenu* view = menuBar()->addMenu(tr("&View"));
-    for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+    for (QDockWidget* d : docks_) view->addAction(d->toggleViewAction());
+    view->addSeparator();
+    view->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
     view->addSeparator();
     QAction* color = view->addAction(tr("Colour tokens by probability"));
     color->setCheckable(true);
@@ -245,7 +396,7 @@ void MainWindow::connect_worker() {
     connect(token_panels_timer_, &QTimer::timeout, this, [this] {
         if (!latest_token_) return;
         inspector_->setToken(*latest_token_);
-        sampling_->setLastStep(latest_token_->before);
+        sampling_->showStep(*latest_token_);
         latest_token_.reset();
     });
     connect(worker_, &InferenceWorker::loadProgress, this, [this](int percent, const QString& stage) {
@@ -260,7 +411,7 @@ void MainWindow::connect_worker() {
         model_ready_ = true;
         model_info_->setData(info);
         attention_->setModelShape(static_cast<int>(info.layers), static_cast<int>(info.heads));
-        status_model_->setText(tr("%1 — %2 (%3 template)").arg(info.name, info.backend, info.chat_template));
+        set_model_status(tr("%1 — %2 (%3 template)").arg(info.name, info.backend, info.chat_template));
         remember_recent(info.path);
         emit modelReadyChanged(true);
     });
@@ -277,19 +428,31 @@ void MainWindow::connect_worker() {
         status_model_->setText(model_ready_ ? status_model_->text() : tr("Loading cancelled"));
     });
     connect(worker_, &InferenceWorker::tokenGenerated, this, [this](qint64 conversation, const ui::TokenData& token) {
-        if (conversation != conversation_) return;
+        if (!generating_ || conversation != generating_conversation_) return;
         answer_text_ += token.text;
+        answer_tokens_.push_back(token);
+        if (conversation != conversation_) return;  // streaming into a conversation not shown
         chat_->appendToken(token);
+        // The panels follow the newest token the user can see: a stop token (no text) is
+        // not one, and would show its 100 % step after every reply.
+        if (token.text.isEmpty()) return;
         latest_token_ = token;
         if (!token_panels_timer_->isActive()) token_panels_timer_->start();
     });
     connect(worker_, &InferenceWorker::generationFinished, this, &MainWindow::on_generation_finished);
     connect(worker_, &InferenceWorker::generationFailed, this,
             [this](qint64, const QString& message) { show_error(tr("Generation failed"), message); });
-    connect(worker_, &InferenceWorker::metricsChanged, metrics_, &ui::MetricsView::setData);
+    // Metrics and attention describe the worker's last generation: shown only while its
+    // conversation is the one on screen.
+    connect(worker_, &InferenceWorker::metricsChanged, this, [this](const ui::MetricsData& m) {
+        last_metrics_ = m;
+        if (conversation_ == generating_conversation_) metrics_->setData(m);
+    });
     connect(worker_, &InferenceWorker::kvChanged, kv_, &ui::KvCacheView::setData);
     connect(worker_, &InferenceWorker::memoryChanged, memory_, &ui::MemoryBudgetView::setData);
-    connect(worker_, &InferenceWorker::attentionChanged, attention_, &ui::AttentionHeatmap::setData);
+    connect(worker_, &InferenceWorker::attentionChanged, this, [this](const ui::AttentionData& a) {
+        if (conversation_ == generating_conversation_) attention_->setData(a);
+    });
 }
 
 void MainWindow::openModel(const QString& path) {
@@ -303,27 +466,98 @@ void MainWindow::openModel(const QString& path) {
 }
 
 void MainWindow::newConversation() {
-    if (generating_) return;
+    // Allowed while another conversation generates: it keeps generating in its own.
     conversation_ = store_->create_conversation(tr("New conversation"), system_prompt_->text());
     chat_->clear();
+    chat_->setGenerating(generating_);
+    clear_conversation_panels();
     refresh_conversations();
 }
 
 void MainWindow::selectConversation(qint64 id) {
-    if (generating_) return;
     const auto c = store_->conversation(id);
     if (!c) return;
+    const bool switched = id != conversation_;
     conversation_ = id;
     system_prompt_->setText(c->system_prompt);
+    chat_->setMessages(load_messages(id));
+    answer_shown_ = false;
+    if (generating_ && id == generating_conversation_) {
+        // Back to the conversation that is generating: what streamed so far, then the rest.
+        chat_->beginAssistantMessage();
+        for (const ui::TokenData& t : answer_tokens_) chat_->appendToken(t);
+        chat_->flushPendingTokens();
+        answer_shown_ = true;
+    }
+    chat_->setGenerating(generating_);
+    conversations_->setCurrent(id);
+    if (switched) {
+        clear_conversation_panels();
+        if (generating_ && id != generating_conversation_)
+            statusBar()->showMessage(tr("Still generating in another conversation; it continues there."), 5000);
+    }
+}
+
+void MainWindow::clear_conversation_panels() {
+    latest_token_.reset();
+    token_panels_timer_->stop();
+    inspector_->clear();
+    sampling_->clearStep();
+    if (conversation_ >= 0 && conversation_ == generating_conversation_) {
+        // The worker's last generation belongs to this conversation: its panels come back.
+        metrics_->setData(last_metrics_);
+        QMetaObject::invokeMethod(worker_, "requestAttention", Qt::QueuedConnection, Q_ARG(int, 0), Q_ARG(int, -1));
+        attention_->clear(tr("Attention of this conversation's latest reply…"));
+    } else {
+        metrics_->clear();
+        attention_->clear(tr("No attention captured for this conversation yet: send a message to see it."));
+    }
+}
+
+QVector<ui::ChatMessage> MainWindow::load_messages(qint64 conversation) {
     QVector<ui::ChatMessage> shown;
-    for (const Message& m : store_->messages(id)) {
+    for (const Message& m : store_->messages(conversation)) {
         ui::ChatMessage message;
         message.role = ui_role(m.role);
         message.text = m.content;
-        shown.push_back(message);
+        if (m.role == Role::Assistant) {
+            try {
+                QString joined;
+                QVector<ui::TokenData> tokens;
+                for (const TraceToken& t : store_->token_trace(m.id)) {
+                    tokens.push_back(token_from_trace(t));
+                    joined += t.text;
+                }
+                // A trace that does not spell the saved text (edited by hand, damaged) is not
+                // shown: the text is what the user sees, the trace only explains it.
+                if (joined == m.content) message.tokens = std::move(tokens);
+            } catch (const std::exception& e) {
+                spdlog::warn("conversation {} message {}: token trace not shown: {}", conversation, m.id, e.what());
+            }
+            if (!m.finish_reason.isEmpty())
+                message.note = replyNote(m.finish_reason, m.token_count, m.decode_tokens_per_s, m.ttft_ms);
+            else if (!m.complete)
+                message.note = replyNote(QStringLiteral("cancelled"), 0, 0, 0);
+        }
+        shown.push_back(std::move(message));
     }
-    chat_->setMessages(shown);
-    conversations_->setCurrent(id);
+    return shown;
+}
+
+QString MainWindow::replyNote(const QString& finish_reason, int tokens, double tokens_per_s, double ttft_ms) {
+    QStringList parts;
+    if (finish_reason == QLatin1String("cancelled"))
+        parts << tr("■ Stopped by you");
+    else if (finish_reason == QLatin1String("max_tokens"))
+        parts << tr("■ Cut off: reached the max tokens limit");
+    else if (finish_reason == QLatin1String("context_full"))
+        parts << tr("■ Cut off: the context is full");
+    else if (finish_reason == QLatin1String("error"))
+        parts << tr("■ Stopped by an error");
+    if (tokens > 0) parts << (tokens == 1 ? tr("1 token") : tr("%1 tokens").arg(tokens));
+    if (tokens_per_s > 0) parts << tr("%1 tok/s").arg(tokens_per_s, 0, 'f', 1);
+    if (ttft_ms > 0) parts << tr("first token after %1 ms").arg(ttft_ms, 0, 'f', 0);
+    return parts.join(QStringLiteral(" · "));
 }
 
 void MainWindow::refresh_conversations() {
@@ -331,6 +565,92 @@ void MainWindow::refresh_conversations() {
     for (const auto& c : store_->conversations()) items.push_back({c.id, c.title});
     conversations_->setConversations(items);
     if (conversation_ >= 0) conversations_->setCurrent(conversation_);
+    update_content_matches();
+}
+
+void MainWindow::update_content_matches() {
+    const QString text = conversations_->filterText();
+    if (text.isEmpty()) return;
+    QSet<qint64> ids;
+    for (const auto& c : store_->search(text)) ids.insert(c.id);
+    conversations_->setContentMatches(ids);
+}
+
+void MainWindow::deleteConversation(qint64 id) {
+    const auto c = store_->conversation(id);
+    if (!c) return;
+    const int count = static_cast<int>(store_->messages(id).size());
+    auto* box = new QMessageBox(QMessageBox::Question, tr("Delete conversation"),
+                                tr("Delete “%1” and its %2?").arg(c->title, count == 1 ? tr("1 message") : tr("%1 messages").arg(count)),
+                                QMessageBox::Cancel, this);
+    box->setObjectName("confirmDelete");
+    box->setInformativeText(generating_ && id == generating_conversation_
+                                ? tr("It is generating an answer now; deleting stops it. Edit > Undo delete brings the conversation back.")
+                                : tr("Edit > Undo delete brings it back."));
+    QPushButton* remove = box->addButton(tr("Delete"), QMessageBox::DestructiveRole);
+    box->setDefaultButton(QMessageBox::Cancel);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    connect(box, &QMessageBox::finished, this, [this, box, remove, id] {
+        if (box->clickedButton() == remove) delete_now(id);
+    });
+    box->open();
+}
+
+void MainWindow::delete_now(qint64 id) {
+    const auto c = store_->conversation(id);
+    if (!c) return;
+    if (generating_ && id == generating_conversation_) worker_->stop();  // its answer is not saved
+    DeletedConversation snapshot;
+    snapshot.conversation = *c;
+    snapshot.messages = store_->messages(id);
+    for (const Message& m : snapshot.messages) {
+        QList<TraceToken> trace;
+        try {
+            trace = store_->token_trace(m.id);
+        } catch (const std::exception&) {
+            // A damaged trace is not worth refusing the deletion for; the text is kept.
+        }
+        snapshot.traces.append(trace);
+    }
+    store_->delete_conversation(id);
+    deleted_ = std::move(snapshot);
+    QMetaObject::invokeMethod(worker_, "forgetConversation", Qt::QueuedConnection, Q_ARG(qint64, id));
+    undo_action_->setEnabled(true);
+    undo_action_->setText(tr("&Undo delete of “%1”").arg(c->title));
+    undo_button_->show();
+    undo_timer_->start(kUndoOfferMs);
+    statusBar()->showMessage(tr("Deleted “%1”.").arg(c->title), kUndoOfferMs);
+    if (id == conversation_) {
+        conversation_ = -1;
+        chat_->clear();
+        clear_conversation_panels();
+        refresh_conversations();
+        const QList<ConversationSummary> rest = store_->conversations();
+        if (!rest.isEmpty()) selectConversation(rest.first().id);
+    } else {
+        refresh_conversations();
+    }
+}
+
+void MainWindow::undoDelete() {
+    if (!deleted_) return;
+    const DeletedConversation d = std::move(*deleted_);
+    deleted_.reset();
+    undo_action_->setEnabled(false);
+    undo_action_->setText(tr("&Undo delete"));
+    undo_button_->hide();
+    undo_timer_->stop();
+    const qint64 id = store_->create_conversation(d.conversation.title, d.conversation.system_prompt, d.conversation.model_path);
+    for (int i = 0; i < d.messages.size(); ++i) {
+        const Message& m = d.messages[i];
+        const qint64 message = store_->append_message(id, m.role, m.content, m.complete, m.token_count);
+        if (!m.finish_reason.isEmpty() || m.decode_tokens_per_s > 0)
+            store_->set_reply_stats(message, {m.finish_reason, m.token_count, m.decode_tokens_per_s, m.ttft_ms});
+        if (!d.traces[i].isEmpty()) store_->set_token_trace(message, d.traces[i]);
+    }
+    statusBar()->showMessage(tr("Restored “%1”.").arg(d.conversation.title), 5000);
+    refresh_conversations();
+    selectConversation(id);
 }
 
 QVector<ChatTurn> MainWindow::turns_for(qint64 conversation) {
@@ -365,10 +685,14 @@ void MainWindow::sendMessage(const QString& text) {
 
 void MainWindow::start_generation() {
     generating_ = true;
+    generating_conversation_ = conversation_;
     chat_->setGenerating(true);
     chat_->beginAssistantMessage();
-    answer_message_ = -1;
+    answer_shown_ = true;
     answer_text_.clear();
+    answer_tokens_.clear();
+    last_metrics_ = {};
+    clear_conversation_panels();
     QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection, Q_ARG(qint64, conversation_),
                               Q_ARG(QVector<tokenscope::app::ChatTurn>, turns_for(conversation_)),
                               Q_ARG(tokenscope::ui::SamplingSettings, settings_));
@@ -387,17 +711,45 @@ void MainWindow::regenerate() {
     start_generation();
 }
 
-void MainWindow::on_generation_finished(qint64 conversation, const QString& text, const QString&, bool complete) {
+void MainWindow::on_generation_finished(qint64 conversation, const QString& text, const QString& reason, bool complete) {
     if (!generating_) return;  // already saved by closeEvent
     generating_ = false;
-    chat_->finishAssistantMessage();
-    chat_->setGenerating(false);
-    // The answer is committed now, complete or (after Stop) partial.
-    if (conversation >= 0 && store_->conversation(conversation)) {
-        store_->append_message(conversation, Role::Assistant, text, complete);
+    chat_->flushPendingTokens();
+    // The answer is committed now, complete or (after Stop) partial, with its token trace.
+    save_answer(conversation, text, reason, complete);
+    if (conversation == conversation_ && answer_shown_) {
+        chat_->finishAssistantMessage();
+        chat_->setMessageNote(chat_->messageCount() - 1,
+                              replyNote(reason, static_cast<int>(answer_tokens_.size()), last_metrics_.decode_tokens_per_s,
+                                        last_metrics_.ttft_ms));
     }
+    answer_shown_ = false;
+    chat_->setGenerating(false);
     refresh_conversations();
+    // A finished reply means the model works: transient notes ("Model unchanged…") are over.
+    if (model_ready_) set_model_status(model_status_);
     emit generationDone();
+}
+
+qint64 MainWindow::save_answer(qint64 conversation, const QString& text, const QString& reason, bool complete) {
+    if (conversation < 0 || !store_->conversation(conversation)) return -1;  // deleted meanwhile
+    const int tokens = static_cast<int>(answer_tokens_.size());
+    const qint64 id = store_->append_message(conversation, Role::Assistant, text, complete, tokens);
+    store_->set_reply_stats(id, {reason, tokens, last_metrics_.decode_tokens_per_s, last_metrics_.ttft_ms});
+    QList<TraceToken> trace;
+    trace.reserve(answer_tokens_.size());
+    for (const ui::TokenData& t : answer_tokens_) trace.append(trace_from_token(t));
+    if (!trace.isEmpty()) store_->set_token_trace(id, trace);
+    return id;
+}
+
+void MainWindow::set_model_status(const QString& text) {
+    model_status_ = text;
+    status_model_->setText(text);
+}
+
+QString MainWindow::statusText() const {
+    return status_model_->text();
 }
 
 void MainWindow::show_error(const QString& title, const QString& message) {
@@ -436,12 +788,46 @@ void MainWindow::closeEvent(QCloseEvent* event) {
     if (generating_) {
         // The finished signal will not reach a closed window: save what streamed so far.
         generating_ = false;
-        if (store_->conversation(conversation_)) store_->append_message(conversation_, Role::Assistant, answer_text_, false);
+        save_answer(generating_conversation_, answer_text_, QStringLiteral("cancelled"), false);
     }
     QSettings settings;
     settings.setValue("window/geometry", saveGeometry());
     settings.setValue("window/state", saveState());
     event->accept();
+}
+
+void MainWindow::showEvent(QShowEvent* event) {
+    QMainWindow::showEvent(event);
+    if (laid_out_) return;
+    laid_out_ = true;
+    // The first time the window has its real size: the default layout for that size, unless
+    // the user's own layout was restored.
+    if (!restored_state_) {
+        place_docks(compactLayout());
+        apply_dock_sizes();
+    }
+}
+
+void MainWindow::resizeEvent(QResizeEvent* event) {
+    QMainWindow::resizeEvent(event);
+    if (laid_out_) keep_chat_wide();
+}
+
+void MainWindow::keep_chat_wide() {
+    // Docks keep their width when the window narrows and the chat pays for it; past the
+    // point where the chat would get less than half the window, the docks give way.
+    QWidget* centre = centralWidget();
+    if (!centre || width() < 400) return;
+    if (centre->width() >= width() / 2) return;
+    QList<QDockWidget*> side;
+    for (QDockWidget* d : docks_)
+        if (!d->isFloating() && d->isVisible() &&
+            (dockWidgetArea(d) == Qt::RightDockWidgetArea || dockWidgetArea(d) == Qt::LeftDockWidgetArea))
+            side << d;
+    if (side.isEmpty()) return;
+    QList<int> widths;
+    for (int i = 0; i < side.size(); ++i) widths << width() * 30 / 100;
+    resizeDocks(side, widths, Qt::Horizontal);
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* event) {

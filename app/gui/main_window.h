@@ -1,7 +1,22 @@
 #pragma once
 // The main window: conversations on the left, the chat in the middle, the inspection panels
-// as dock widgets the user can rearrange (the layout is restored on the next start). It owns
-// the InferenceWorker's thread and the ConversationStore, and wires them to the ui/ widgets.
+// as dock widgets the user can rearrange (the layout is restored on the next start; View >
+// Reset layout brings back the default for this screen). It owns the InferenceWorker's thread
+// and the ConversationStore, and wires them to the ui/ widgets.
+//
+// Fitting the screen: every panel sits in a scroll area, so no panel's content sets a large
+// minimum size; on screens below 1500x900 all panels share the right dock area in two tab
+// groups, so the chat keeps the full height (usable at 1280x720).
+//
+// Conversations and generation: one conversation generates at a time (one engine). The user
+// may switch to another conversation meanwhile; the answer keeps streaming into its own
+// conversation (shown again, with what streamed so far, when the user switches back), and is
+// saved there. Panels that describe one conversation (token, sampling step, attention,
+// metrics) are cleared on a switch and show that conversation's data only.
+//
+// Every reply is saved with its token trace (each token's probability and the candidates
+// before and after the sampling settings) and how it ended, so token inspection and colouring
+// by probability work on any reply, also after a restart.
 #include <QMainWindow>
 #include <QPointer>
 #include <QThread>
@@ -11,8 +26,10 @@
 
 #include "conversation_store.h"
 #include "inference_worker.h"
+#include "message_document.h"
 #include "panel_data.h"
 
+class QDockWidget;
 class QLabel;
 class QLineEdit;
 class QProgressBar;
@@ -50,7 +67,24 @@ public:
     bool modelReady() const { return model_ready_; }
     bool generating() const { return generating_; }
     qint64 currentConversation() const { return conversation_; }
+    // The conversation being generated, -1 when idle.
+    qint64 generatingConversation() const { return generating_ ? generating_conversation_ : -1; }
     ui::ChatView* chatView() const { return chat_; }
+    ui::ConversationList* conversationList() const { return conversations_; }
+    ui::SamplingPanel* samplingPanel() const { return sampling_; }
+    ui::TokenInspector* tokenInspector() const { return inspector_; }
+    ui::MetricsView* metricsView() const { return metrics_; }
+    ui::AttentionHeatmap* attentionView() const { return attention_; }
+    // The model line of the status bar.
+    QString statusText() const;
+    // True when the constructor restored a saved window geometry.
+    bool restoredGeometry() const { return restored_geometry_; }
+    // The window at a size that fits the screen's available area (at most 1500x950).
+    void fitToScreen();
+    // Whether the compact (all panels on the right, tabbed) default layout fits this window.
+    bool compactLayout() const;
+    // The assistant reply's footer line: how it ended, tokens, speed, time to first token.
+    static QString replyNote(const QString& finish_reason, int tokens, double tokens_per_s, double ttft_ms);
 
 public slots:
     void openModel(const QString& path);
@@ -59,6 +93,12 @@ public slots:
     void regenerate();
     void newConversation();
     void selectConversation(qint64 id);
+    // Asks for confirmation (a window-modal dialog named "confirmDelete"), then deletes; the
+    // deletion can be undone (Edit > Undo delete, or the status bar's Undo) until the next one.
+    void deleteConversation(qint64 id);
+    void undoDelete();
+    // The default dock layout for the window's current size, every panel shown.
+    void resetLayout();
 
 signals:
     void modelReadyChanged(bool ready);
@@ -66,16 +106,29 @@ signals:
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+    void showEvent(QShowEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
 
 private:
     void build_menus();
     void build_docks();
+    // Puts every dock in its default area (compact: all on the right, two tab groups).
+    void place_docks(bool compact);
+    void apply_dock_sizes();
     void connect_worker();
     void refresh_conversations();
     void start_generation();
     void on_generation_finished(qint64 conversation, const QString& text, const QString& reason, bool complete);
+    // Saves the streamed answer (text, trace, finish reason, speed); returns the message id.
+    qint64 save_answer(qint64 conversation, const QString& text, const QString& reason, bool complete);
+    QVector<ui::ChatMessage> load_messages(qint64 conversation);
+    void clear_conversation_panels();
+    void delete_now(qint64 id);
+    void update_content_matches();
+    void keep_chat_wide();
+    void set_model_status(const QString& text);
     void show_error(const QString& title, const QString& message);
     void remember_recent(const QString& path);
     void rebuild_recent_menu();
@@ -100,11 +153,29 @@ private:
     QProgressBar* load_progress_ = nullptr;
     QToolButton* load_cancel_ = nullptr;
     QMenu* recent_menu_ = nullptr;
+    QToolButton* undo_button_ = nullptr;
+    QAction* undo_action_ = nullptr;
+    QTimer* undo_timer_ = nullptr;
+    QList<QDockWidget*> docks_;  // sampling, token, attention, kv, metrics, memory, model
 
     ui::SamplingSettings settings_;
-    qint64 conversation_ = -1;
-    qint64 answer_message_ = -1;  // the assistant message being written
-    QString answer_text_;         // what has streamed so far, saved if the window closes mid-answer
+    qint64 conversation_ = -1;             // the conversation shown
+    qint64 generating_conversation_ = -1;  // the conversation being (or last) generated
+    QString answer_text_;                  // what has streamed so far, saved if the window closes mid-answer
+    QVector<ui::TokenData> answer_tokens_;  // the streamed tokens: the trace saved with the answer
+    bool answer_shown_ = false;            // the streaming answer is in the chat view
+    ui::MetricsData last_metrics_;         // of the generation of generating_conversation_
+    // A deleted conversation, kept for Undo.
+    struct DeletedConversation {
+        Conversation conversation;
+        QList<Message> messages;
+        QList<QList<TraceToken>> traces;  // per message
+    };
+    std::optional<DeletedConversation> deleted_;
+    QString model_status_;  // the status bar's model line while a model is loaded
+    bool restored_geometry_ = false;
+    bool restored_state_ = false;
+    bool laid_out_ = false;  // the default layout was applied once the window had its size
     // The newest token for the inspector and the distribution chart, shown once per frame.
     std::optional<ui::TokenData> latest_token_;
     QTimer* token_panels_timer_ = nullptr;

@@ -15,6 +15,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -391,6 +392,123 @@ class TestConversationStore : public QObject {
         QVERIFY(!error_of<tokenscope::FormatError>([&] {
                      tokenscope::app::decode_token_trace(bytes + "x");
                  }).isEmpty());
+    }
+
+    // Version 2 keeps both candidate lists, with logits: the chat can explain any old reply.
+    void tokenTraceKeepsBeforeAndAfter() {
+        ConversationStore store(fresh_path());
+        const qint64 c = store.create_conversation(QStringLiteral("trace v2"), QString());
+        const qint64 id = store.append_message(c, Role::Assistant, QStringLiteral(" Paris"));
+        TraceToken token;
+        token.id = 1234;
+        token.text = QStringLiteral(" Paris");
+        token.probability = 0.9f;
+        token.logprob = -0.5f;
+        token.before = {TraceCandidate{1234, QStringLiteral(" Paris"), 0.6f, 12.5f},
+                        TraceCandidate{99, QStringLiteral(" Lyon"), 0.3f, 11.8f}};
+        token.after = {TraceCandidate{1234, QStringLiteral(" Paris"), 0.9f, 12.5f}};
+        store.set_token_trace(id, {token});
+        const QList<TraceToken> back = store.token_trace(id);
+        QCOMPARE(back.size(), 1);
+        QCOMPARE(back[0], token);
+        QCOMPARE(back[0].after.size(), 1);
+        QCOMPARE(back[0].before[1].logit, 11.8f);
+    }
+
+    // Rows written by the previous build (trace version 1: one list, no logits) still read.
+    // The bytes are spelled out by hand from the format comment, not produced by the encoder.
+    void version1TraceStillReads() {
+        QByteArray v1("TSTR", 4);
+        auto u16 = [&](quint16 v) { v1.append(char(v & 0xff)).append(char(v >> 8)); };
+        auto u32 = [&](quint32 v) {
+            for (int i = 0; i < 4; ++i) v1.append(char((v >> (8 * i)) & 0xff));
+        };
+        auto f32 = [&](float f) {
+            quint32 bits;
+            std::memcpy(&bits, &f, 4);
+            u32(bits);
+        };
+        u16(1);       // version
+        u32(1);       // one token
+        u32(7);       // id
+        f32(0.5f);    // probability
+        f32(-0.69f);  // logprob
+        u32(2);
+        v1.append("ab");
+        u32(1);  // one candidate
+        u32(3);
+        u32(1);
+        v1.append("x");
+        f32(0.25f);
+        const QList<TraceToken> trace = tokenscope::app::decode_token_trace(v1);
+        QCOMPARE(trace.size(), 1);
+        QCOMPARE(trace[0].id, 7);
+        QCOMPARE(trace[0].text, QStringLiteral("ab"));
+        QCOMPARE(trace[0].probability, 0.5f);
+        QCOMPARE(trace[0].before.size(), 1);
+        QCOMPARE(trace[0].before[0], (TraceCandidate{3, QStringLiteral("x"), 0.25f, 0.0f}));
+        QVERIFY(trace[0].after.isEmpty());
+        // A version this build does not know is named in the error.
+        QByteArray v9 = v1;
+        v9[4] = 9;
+        const QString error =
+            error_of<tokenscope::FormatError>([&] { tokenscope::app::decode_token_trace(v9); });
+        QVERIFY2(error.contains(QStringLiteral("version 9")), qPrintable(error));
+    }
+
+    void replyStatsRoundTrip() {
+        ConversationStore store(fresh_path());
+        const qint64 c = store.create_conversation(QStringLiteral("stats"), QString());
+        store.append_message(c, Role::User, QStringLiteral("Hi"));
+        const qint64 id = store.append_message(c, Role::Assistant, QStringLiteral("Hello"), false);
+        store.set_reply_stats(id, {QStringLiteral("cancelled"), 17, 42.5, 130.25});
+        const QList<Message> list = store.messages(c);
+        QCOMPARE(list[0].finish_reason, QString());
+        QCOMPARE(list[1].finish_reason, QStringLiteral("cancelled"));
+        QCOMPARE(list[1].token_count, 17);
+        QCOMPARE(list[1].decode_tokens_per_s, 42.5);
+        QCOMPARE(list[1].ttft_ms, 130.25);
+        QVERIFY(!error_of<tokenscope::InvalidArgument>([&] {
+                     store.set_reply_stats(999, {});
+                 }).isEmpty());
+    }
+
+    // A database written by schema 1 (the previous release) gains the new columns and keeps
+    // its messages. The schema-1 tables are created by hand here, as that release did.
+    void schema1DatabaseMigrates() {
+        const auto path = fresh_path();
+        std::filesystem::create_directories(path.parent_path());
+        {
+            RawDb raw(QString::fromStdString(path.string()));
+            QVERIFY(raw.exec(QStringLiteral(
+                "CREATE TABLE conversations (id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT '',"
+                " system_prompt TEXT NOT NULL DEFAULT '', model_path TEXT NOT NULL DEFAULT '',"
+                " created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL)")));
+            QVERIFY(raw.exec(QStringLiteral(
+                "CREATE TABLE messages (id INTEGER PRIMARY KEY, conversation_id INTEGER NOT NULL"
+                " REFERENCES conversations(id) ON DELETE CASCADE, position INTEGER NOT NULL,"
+                " role TEXT NOT NULL, content TEXT NOT NULL, complete INTEGER NOT NULL DEFAULT 1,"
+                " token_count INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL,"
+                " UNIQUE (conversation_id, position))")));
+            QVERIFY(raw.exec(QStringLiteral(
+                "CREATE TABLE message_traces (message_id INTEGER PRIMARY KEY REFERENCES"
+                " messages(id) ON DELETE CASCADE, trace BLOB NOT NULL)")));
+            QVERIFY(raw.exec(QStringLiteral("CREATE TABLE schema_version (version INTEGER NOT NULL)")));
+            QVERIFY(raw.exec(QStringLiteral("INSERT INTO schema_version VALUES (1)")));
+            QVERIFY(raw.exec(QStringLiteral(
+                "INSERT INTO conversations VALUES (1, 'old', '', '', 1000, 1000)")));
+            QVERIFY(raw.exec(QStringLiteral(
+                "INSERT INTO messages VALUES (1, 1, 0, 'user', 'old question', 1, 0, 1000)")));
+        }
+        ConversationStore store(path);
+        const QList<Message> list = store.messages(1);
+        QCOMPARE(list.size(), 1);
+        QCOMPARE(list[0].content, QStringLiteral("old question"));
+        QCOMPARE(list[0].finish_reason, QString());
+        store.set_reply_stats(1, {QStringLiteral("eos"), 3, 10.0, 5.0});
+        QCOMPARE(store.messages(1)[0].finish_reason, QStringLiteral("eos"));
+        RawDb raw(QString::fromStdString(path.string()));
+        QCOMPARE(raw.scalar(QStringLiteral("SELECT version FROM schema_version")).toInt(), 2);
     }
 
     void instancesOnOtherThreads() {

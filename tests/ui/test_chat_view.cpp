@@ -236,7 +236,7 @@ class TestChatView : public QObject {
         QVERIFY2(tip.contains(QStringLiteral("3.71%")), qPrintable(tip));
         QVERIFY(tip.contains(formatProbability(view.tokenData(ref)->probability)));
         QVERIFY(tip.contains(QStringLiteral("logprob")));
-        QVERIFY(tip.contains(QStringLiteral("before shaping")));
+        QVERIFY(tip.contains(QStringLiteral("before sampling settings")));
         QVERIFY(tip.contains(QStringLiteral("after sampling settings")));
         // All ten alternatives before shaping, whitespace made visible.
         for (const CandidateData& c : view.tokenData(ref)->before)
@@ -417,6 +417,98 @@ class TestChatView : public QObject {
         QCOMPARE(edit.at(0).at(0).toInt(), 1);
         QCOMPARE(edit.at(0).at(1).toString(), QStringLiteral("Hi there"));
         QCOMPARE(send.count(), 0);
+    }
+
+    // Streaming output keeps the transcript at the bottom while the reader is there; scrolling
+    // up stops that, and returning to the bottom resumes it.
+    void followsStreamingOutputUntilTheReaderScrollsUp() {
+        ChatView view;
+        view.resize(500, 300);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        // A restored conversation first (as when the user opens an old one), then a new turn.
+        QVector<ChatMessage> history;
+        for (int i = 0; i < 40; ++i) {
+            ChatMessage m;
+            m.role = i % 2 ? MessageRole::Assistant : MessageRole::User;
+            for (int w = 0; w < 30; ++w) m.text += sampleWord(i + w);
+            history.push_back(m);
+        }
+        view.setMessages(history);
+        view.addMessage(MessageRole::User, QStringLiteral("Tell me a long story."));
+        view.beginAssistantMessage();
+        QScrollBar* bar = view.transcript()->verticalScrollBar();
+        auto stream = [&](int first, int count) {
+            for (int i = first; i < first + count; ++i)
+                view.appendToken(makeToken(sampleWord(i) + (i % 7 == 6 ? QStringLiteral("\n") : QString()), 0.5f, i));
+            QTRY_COMPARE(view.pendingTokenCount(), 0);
+            QTest::qWait(30);  // layout and scroll range settle
+        };
+        stream(0, 300);
+        QVERIFY(bar->maximum() > 0);
+        QCOMPARE(bar->value(), bar->maximum());
+        stream(300, 100);
+        QCOMPARE(bar->value(), bar->maximum());
+
+        // The reader scrolls up to re-read the beginning: the view stays there.
+        bar->triggerAction(QAbstractSlider::SliderToMinimum);
+        QCOMPARE(bar->value(), 0);
+        QVERIFY(!view.isFollowing());
+        stream(400, 150);
+        QCOMPARE(bar->value(), 0);
+
+        // Back at the bottom: following resumes.
+        bar->triggerAction(QAbstractSlider::SliderToMaximum);
+        QVERIFY(view.isFollowing());
+        const int max_before = bar->maximum();
+        stream(550, 150);
+        QVERIFY(bar->maximum() > max_before);
+        QCOMPARE(bar->value(), bar->maximum());
+    }
+
+    void editBannerSaysLaterMessagesAreDiscarded() {
+        ChatView view;
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.addMessage(MessageRole::User, QStringLiteral("One"));
+        view.addMessage(MessageRole::Assistant, QStringLiteral("Reply one"));
+        view.addMessage(MessageRole::User, QStringLiteral("Two"));
+        view.addMessage(MessageRole::Assistant, QStringLiteral("Reply two"));
+        view.beginEdit(0);
+        QVERIFY2(view.editBannerText().contains(QStringLiteral("3 messages after it will be discarded")),
+                 qPrintable(view.editBannerText()));
+        view.cancelEdit();
+        view.beginEdit(2);
+        QVERIFY2(view.editBannerText().contains(QStringLiteral("the message after it will be discarded")),
+                 qPrintable(view.editBannerText()));
+    }
+
+    // The footer line under a reply is outside its body: token hit-testing and ranges do not
+    // change, and it survives a rebuild (setMessages, palette change).
+    void replyNoteSitsOutsideTheTokens() {
+        ChatView view;
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.addMessage(MessageRole::User, QStringLiteral("Hi"));
+        view.beginAssistantMessage();
+        for (int i = 0; i < 3; ++i) view.appendToken(makeToken(sampleWord(i), 0.5f, i));
+        view.finishAssistantMessage();
+        MessageDocument* doc = view.messageDocument();
+        const auto body = doc->messageBodyRange(1);
+        const QString note = QStringLiteral("■ Stopped by you · 3 tokens · 41.0 tok/s");
+        view.setMessageNote(1, note);
+        const QString text = doc->document()->toPlainText();
+        QVERIFY2(text.endsWith(note), qPrintable(text));
+        QCOMPARE(doc->messageBodyRange(1), body);
+        const int note_pos = int(text.lastIndexOf(note)) + 2;
+        QVERIFY(!doc->tokenAtPosition(note_pos).valid());
+        QCOMPARE(doc->tokenAtPosition(body.first).token, 0);
+        // Kept through a rebuild, and a new message goes after it.
+        view.setMessages({view.message(0), view.message(1)});
+        QVERIFY(doc->document()->toPlainText().endsWith(note));
+        view.addMessage(MessageRole::User, QStringLiteral("Next"));
+        QVERIFY(doc->document()->toPlainText().endsWith(QStringLiteral("Next")));
+        QVERIFY(doc->document()->toPlainText().contains(note));
     }
 
     void screenshots() {

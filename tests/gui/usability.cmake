@@ -1,0 +1,7 @@
+# The main window as a newcomer uses it (issue 11). It measures event-loop stalls while 2000
+# tokens stream: run it alone, like test_main_window.
+tokenscope_add_qtest(test_window_usability ${CMAKE_CURRENT_SOURCE_DIR}/test_window_usability.cpp
+  LIBS tokenscope_app tokenscope_reference LABELS gui)
+target_compile_definitions(test_window_usability PRIVATE TOKENSCOPE_APP="$<TARGET_FILE:tokenscope>")
+add_dependencies(test_window_usability tokenscope)
+set_tests_properties(test_window_usability PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
