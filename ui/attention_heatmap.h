@@ -3,14 +3,22 @@
 // mean over heads), as a heatmap rendered off the GUI thread by HeatmapRenderer. The widget
 // only displays the AttentionData it is given; choosing another layer/head emits
 // selectionChanged so that the owner can fetch that data.
+//
+// Zoom is pixels per token (cellSize(), 1..48) or, for contexts longer than the view, tokens
+// per pixel (tokensPerPixel() > 1, cellSize() 1): the image is then downsampled by max-pooling
+// and a note ("1 px = 3 tokens") says so. Until the user zooms, the cell size adapts to the
+// panel so that a small dock still shows a useful number of query rows.
 #include <QImage>
 #include <QWidget>
+#include <optional>
+#include <utility>
 
 #include "heatmap_renderer.h"
 #include "panel_data.h"
 
 class QComboBox;
 class QLabel;
+class QScrollArea;
 class QSpinBox;
 class QToolButton;
 
@@ -18,6 +26,7 @@ namespace tokenscope::ui {
 
 class HeatmapView;
 class ColorLegend;
+class ElidedLabel;
 
 class AttentionHeatmap : public QWidget {
     Q_OBJECT
@@ -29,7 +38,11 @@ class AttentionHeatmap : public QWidget {
     void setModelShape(int layers, int heads);
 
     const AttentionData& data() const { return data_; }
+    // Pixels per token on screen (1 while downsampled).
     int cellSize() const { return cell_; }
+    // Tokens per screen pixel along each axis: 1 normally, above 1 after zooming out (or Fit)
+    // past 1 px per token.
+    int tokensPerPixel() const { return ds_; }
     ColorScale colorScale() const { return scale_; }
     bool overlayVisible() const;
     // Cells per side of the key axis: max(labels, rows).
@@ -41,12 +54,22 @@ class AttentionHeatmap : public QWidget {
     int imageColumns() const { return image_cols_; }
     // Pixels per cell in currentImage() (may be below cellSize() for very long contexts).
     int imageCellSize() const { return image_cell_; }
+    // Tokens per pixel of currentImage() (1 unless downsampled: each pixel is then the largest
+    // weight of its block).
+    int imageTokensPerPixel() const { return image_ds_; }
     // True while a render for the current data/zoom is running.
     bool renderPending() const { return pending_; }
 
     // The view's scrolled, painted area; cellCenter/toolTipAt are in its coordinates.
     QWidget* viewport() const;
+    // The part of viewport() in which cells are painted (the rest holds the axis labels).
+    QRect cellArea() const;
+    // The matrix as laid out on screen (may extend past cellArea() when scrolled/zoomed).
+    QRect contentRect() const;
     QPoint cellCenter(int query, int key) const;
+    // {query, key} of the cell under a viewport position ({-1, -1} outside the matrix). While
+    // downsampled this is the first token of the pixel's block.
+    std::pair<int, int> cellAt(const QPoint& viewport_pos) const;
     QString toolTipAt(const QPoint& viewport_pos) const;
     // "query 'cat' (12) → key 'the' (3): 0.412"; empty outside the matrix.
     QString toolTipForCell(int query, int key) const;
@@ -54,6 +77,14 @@ class AttentionHeatmap : public QWidget {
     QString overlayText() const;
     // The colour of cells above the diagonal, from the palette.
     QRgb maskedColor() const;
+    // The visible downsampling note ("1 px = 3 tokens …"); empty when every token has at
+    // least one pixel.
+    QString scaleNote() const;
+    // The text shown in place of the matrix while there are no rows.
+    QString placeholderText() const;
+    // The teaching overlay: a child of this panel (never a separate window) that scrolls when
+    // its text is longer than the panel is tall.
+    QScrollArea* overlayWidget() const { return overlay_box_; }
 
     QSize minimumSizeHint() const override;
     QSize sizeHint() const override;
@@ -63,8 +94,14 @@ class AttentionHeatmap : public QWidget {
     // One generated token: its attention row (keys 0..q) and its label. Only the new row and
     // the new key column are painted; the rest of the image is reused.
     void appendRow(const QVector<float>& weights, const QString& label);
-    void clear();
+    // Drops all rows. `placeholder` replaces the hint drawn in the empty matrix (e.g. "No
+    // attention captured for this conversation yet" after switching conversations); an empty
+    // one restores the default hint. The placeholder stays until the next clear().
+    void clear(const QString& placeholder = {});
+    // An explicit zoom: ends the automatic cell size and downsampling.
     void setCellSize(int pixels);
+    // One step in or out, keeping the cell at the centre of the visible matrix in the centre
+    // of the view (Ctrl+wheel keeps the cell under the cursor instead).
     void zoomIn();
     void zoomOut();
     void zoomToFit();
@@ -84,13 +121,34 @@ class AttentionHeatmap : public QWidget {
   private:
     friend class HeatmapView;
 
+    // How the image is rendered: pixels per cell or tokens per pixel (one of them is 1).
+    struct RenderScale {
+        int cell = 1;
+        int ds = 1;
+        bool operator==(const RenderScale&) const = default;
+    };
+
     HeatmapRequest style() const;
-    int renderCellFor(int display_cell, int columns) const;
+    RenderScale renderScaleFor(int display_cell, int display_ds, int columns) const;
+    RenderScale renderScale() const { return renderScaleFor(cell_, ds_, columnCount()); }
+    // Sets the zoom and scrolls so that the matrix point under `anchor` (viewport
+    // coordinates) ends up under `target` (as far as the scroll range allows): the same point
+    // for Ctrl+wheel (the cell under the cursor stays), the view's centre (nullopt) for the
+    // buttons.
+    void setZoom(int cell, int ds, const QPoint& anchor, std::optional<QPoint> target);
+    // What zoomIn/zoomOut zoom around: the centre of the visible part of the matrix (the
+    // view's centre unless the matrix is smaller than the view, as after Fit).
+    QPoint zoomAnchor() const;
+    // One zoom step in (direction > 0) or out; out stops once the whole matrix fits.
+    void zoomBy(int direction, const QPoint& anchor, std::optional<QPoint> target);
+    // The cell size for a panel the user has not zoomed yet; applied on resize and new data.
+    void applyAutoZoom();
     void requestRender();
-    void onImageReady(quint64 generation, const QImage& image, int rows, int cell);
+    void onImageReady(quint64 generation, const QImage& image, int rows, int cell, int ds);
     void extendImage();
     void syncControls();
     void updateStatus();
+    void updateZoomLabels();
     void updateOverlay();
     void placeOverlay();
     void emitSelection();
@@ -100,13 +158,18 @@ class AttentionHeatmap : public QWidget {
     int model_layers_ = 0;
     int model_heads_ = 0;
     int cell_ = 14;
+    int ds_ = 1;
+    bool auto_zoom_ = true;  // until the user (or the owner) picks a zoom
     ColorScale scale_ = ColorScale::Sqrt;
+    QString placeholder_;
 
     HeatmapRenderer renderer_;
     QImage image_;  // may be larger than the covered area (room for appended rows)
     int image_rows_ = 0;
     int image_cols_ = 0;
     int image_cell_ = 1;
+    int image_ds_ = 1;
+    int render_columns_ = 0;  // columns of the newest render request
     bool pending_ = false;
     int label_extent_ = 0;  // widest axis label in pixels
 
@@ -117,7 +180,9 @@ class AttentionHeatmap : public QWidget {
     QComboBox* scale_box_ = nullptr;
     QToolButton* help_button_ = nullptr;
     QLabel* zoom_label_ = nullptr;
-    QLabel* status_ = nullptr;
+    QLabel* scale_note_ = nullptr;
+    ElidedLabel* status_ = nullptr;
+    QScrollArea* overlay_box_ = nullptr;
     QLabel* overlay_ = nullptr;
 };
 

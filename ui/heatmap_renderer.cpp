@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace tokenscope::ui {
 
@@ -98,14 +99,67 @@ void paint_masked_column(QImage& image, int column, int rows, const HeatmapReque
     }
 }
 
-QImage render_heatmap(const HeatmapRequest& request) {
-    const int cell = std::max(1, request.cell);
+void paint_pooled_row(QImage& image, int pixel_row, const QVector<QVector<float>>& rows,
+                      const HeatmapRequest& style) {
+    const int ds = std::max(1, style.tokens_per_pixel);
+    if (pixel_row < 0 || pixel_row >= image.height()) return;
+    const int width = image.width();
+    // Largest weight per pixel column; -1 marks "no unmasked cell in this block yet".
+    std::vector<float> peak(size_t(width), -1.0f);
+    const int q_end = std::min(int(rows.size()), (pixel_row + 1) * ds);
+    for (int q = pixel_row * ds; q < q_end; ++q) {
+        const QVector<float>& row = rows[q];
+        const int k_end = std::min({int(row.size()), q + 1, width * ds});
+        const float* w = row.constData();
+        for (int k = 0; k < k_end; ++k) {
+            // NaN and negative weights count as 0 (as in scale_weight) but still unmask.
+            const float v = w[k] > 0.0f ? w[k] : 0.0f;
+            float& p = peak[size_t(k / ds)];
+            if (v > p) p = v;
+        }
+    }
+    auto* line = reinterpret_cast<QRgb*>(image.scanLine(pixel_row));
+    for (int x = 0; x < width; ++x) {
+        const float p = peak[size_t(x)];
+        line[x] = p < 0.0f ? style.masked : weight_color(p, style.scale);
+    }
+}
+
+int heatmap_extent(int tokens, const HeatmapRequest& style) {
+    const int ds = std::max(1, style.tokens_per_pixel);
+    if (ds > 1) return (tokens + ds - 1) / ds;
+    return tokens * std::max(1, style.cell);
+}
+
+namespace {
+
+// The one render loop of the synchronous and the worker path; returns a null image when
+// `cancelled` says so (a newer request superseded this one).
+template <typename Cancelled>
+QImage render_rows(const HeatmapRequest& request, Cancelled cancelled) {
     const int rows = int(request.rows.size());
     const int columns = std::max(request.columns, rows);
     if (rows == 0 || columns == 0) return {};
-    QImage image(columns * cell, rows * cell, QImage::Format_RGB32);
-    for (int q = 0; q < rows; ++q) paint_heatmap_row(image, q, request.rows[q], request);
+    QImage image(heatmap_extent(columns, request), heatmap_extent(rows, request),
+                 QImage::Format_RGB32);
+    if (request.tokens_per_pixel > 1) {
+        for (int y = 0; y < image.height(); ++y) {
+            if (cancelled()) return {};
+            paint_pooled_row(image, y, request.rows, request);
+        }
+    } else {
+        for (int q = 0; q < rows; ++q) {
+            if (cancelled()) return {};
+            paint_heatmap_row(image, q, request.rows[q], request);
+        }
+    }
     return image;
+}
+
+}  // namespace
+
+QImage render_heatmap(const HeatmapRequest& request) {
+    return render_rows(request, [] { return false; });
 }
 
 HeatmapRenderer::HeatmapRenderer(QObject* parent) : QObject(parent) {}
@@ -121,32 +175,26 @@ quint64 HeatmapRenderer::request(HeatmapRequest request) {
     for (auto* watcher : std::as_const(watchers_)) watcher->cancel();
 
     const int rows = int(request.rows.size());
-    const int cell = std::max(1, request.cell);
+    const int ds = std::max(1, request.tokens_per_pixel);
+    // A downsampled image has one pixel per block: the cell is 1 px by definition.
+    const int cell = ds > 1 ? 1 : std::max(1, request.cell);
+    request.cell = cell;
+    request.tokens_per_pixel = ds;
     auto* watcher = new QFutureWatcher<QImage>(this);
     watchers_.append(watcher);
     connect(watcher, &QFutureWatcher<QImage>::finished, this,
-            [this, watcher, generation, rows, cell] {
+            [this, watcher, generation, rows, cell, ds] {
                 watchers_.removeOne(watcher);
                 watcher->deleteLater();
                 if (generation != generation_ || watcher->isCanceled()) return;
                 const auto future = watcher->future();
                 if (future.resultCount() == 0) return;
-                emit imageReady(generation, future.result(), rows, cell);
+                emit imageReady(generation, future.result(), rows, cell, ds);
             });
     watcher->setFuture(QtConcurrent::run([req = std::move(request)](QPromise<QImage>& promise) {
-        const int n = int(req.rows.size());
-        const int columns = std::max(req.columns, n);
-        const int c = std::max(1, req.cell);
-        if (n == 0 || columns == 0) {
-            promise.addResult(QImage());
-            return;
-        }
-        QImage image(columns * c, n * c, QImage::Format_RGB32);
-        for (int q = 0; q < n; ++q) {
-            // A newer request supersedes this one: stop instead of finishing a stale image.
-            if (promise.isCanceled()) return;
-            paint_heatmap_row(image, q, req.rows[q], req);
-        }
+        QImage image = render_rows(req, [&promise] { return promise.isCanceled(); });
+        // A cancelled job adds no result: the watcher's handler drops it.
+        if (promise.isCanceled()) return;
         promise.addResult(std::move(image));
     }));
     return generation;

@@ -30,6 +30,10 @@ struct HeatmapRequest {
     QVector<QVector<float>> rows;  // row q: weights over keys 0..q (lower triangular)
     int columns = 0;               // number of key tokens (>= rows.size() normally)
     int cell = 8;                  // pixels per cell in the image
+    // Tokens per pixel along each axis: above 1 the image is downsampled (cell must then be 1)
+    // and each pixel shows the largest weight of its tokens_per_pixel² block, so that a single
+    // strong weight stays visible instead of being averaged away in a long context.
+    int tokens_per_pixel = 1;
     ColorScale scale = ColorScale::Linear;
     QRgb masked = qRgb(230, 230, 230);  // cells above the diagonal (and missing weights)
     QRgb gap = qRgb(255, 255, 255);     // 1 px separator between cells when cells are large
@@ -39,15 +43,26 @@ struct HeatmapRequest {
 // too much of their area to the grid).
 inline constexpr int kGapMinCell = 6;
 
+// Image pixels that n tokens take along one axis: n*cell, or ceil(n / tokens_per_pixel) when
+// downsampled.
+int heatmap_extent(int tokens, const HeatmapRequest& style);
+
 // The synchronous renderer the worker runs; also used directly by tests and for incremental
-// rows. Image size: columns*cell x rows*cell, Format_RGB32.
+// rows. Image size: heatmap_extent(columns) x heatmap_extent(rows), Format_RGB32.
 QImage render_heatmap(const HeatmapRequest& request);
 // Paints row `row` of `image` (which must be large enough) from `weights`; cells with
 // k > row or k >= weights.size() get the masked colour.
 void paint_heatmap_row(QImage& image, int row, const QVector<float>& weights,
                        const HeatmapRequest& style);
+// Downsampled rendering: paints pixel row `pixel_row` of `image` (which must be large enough)
+// with, per pixel column, the largest weight among the queries and keys of its block; a block
+// whose cells are all masked or missing gets the masked colour. style.tokens_per_pixel is the
+// block side; style.cell is ignored (1).
+void paint_pooled_row(QImage& image, int pixel_row, const QVector<QVector<float>>& rows,
+                      const HeatmapRequest& style);
 // Paints the cells of column `column` in rows [0, rows) as masked (used when a new key token
-// arrives: no earlier query may attend to it).
+// arrives: no earlier query may attend to it). Downsampled images pass pixel columns/rows and
+// a style with cell 1.
 void paint_masked_column(QImage& image, int column, int rows, const HeatmapRequest& style);
 
 class HeatmapRenderer : public QObject {
@@ -65,8 +80,10 @@ class HeatmapRenderer : public QObject {
     bool busy() const { return !watchers_.isEmpty(); }
 
   signals:
-    // Only for the newest generation; `rows` is how many rows the image holds.
-    void imageReady(quint64 generation, const QImage& image, int rows, int cell);
+    // Only for the newest generation; `rows` is how many query rows (tokens) the image holds,
+    // `cell` its pixels per cell and `tokens_per_pixel` its downsampling (1: none).
+    void imageReady(quint64 generation, const QImage& image, int rows, int cell,
+                    int tokens_per_pixel);
 
   private:
     quint64 generation_ = 0;

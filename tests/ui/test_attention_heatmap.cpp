@@ -1,9 +1,16 @@
 // The attention heatmap: colours of the off-thread renderer at known cells, the widget's
-// pixels, tooltips, live rows, the teaching overlay and the layer/head chooser.
+// pixels, tooltips, live rows, the teaching overlay and the layer/head chooser; and what a
+// small dock needs: enough rows at a modest size, Fit at long contexts (downsampled), zoom
+// that stays where the user looks, help that stays inside the panel.
+#include <QAbstractScrollArea>
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
 #include <QHelpEvent>
+#include <QLabel>
+#include <QLayout>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStyleFactory>
@@ -14,8 +21,8 @@
 #include <cmath>
 
 #include "attention_heatmap.h"
-#include "widget_test_support.h"
 #include "heatmap_renderer.h"
+#include "widget_test_support.h"
 
 using namespace tokenscope::ui;
 using tokenscope::ui::test::dark_palette;
@@ -66,6 +73,31 @@ AttentionData sample_attention(int n) {
     return d;
 }
 
+QAbstractScrollArea* scroll_area_of(AttentionHeatmap& w) {
+    return qobject_cast<QAbstractScrollArea*>(w.viewport()->parentWidget());
+}
+
+// Query rows whose cells (at key 0) are fully inside the painted cell area.
+int visible_rows(const AttentionHeatmap& w) {
+    const QRect area = w.cellArea();
+    int count = 0;
+    for (int q = 0; q < w.data().rows.size(); ++q) {
+        const QPoint c = w.cellCenter(q, 0);
+        const int half = w.cellSize() / 2;
+        if (area.contains(c - QPoint(0, half)) && area.contains(c + QPoint(0, half))) ++count;
+    }
+    return count;
+}
+
+// The cell at the bottom-left corner of the cell area is the most likely to be unmasked
+// (largest query, smallest key): if it is masked, every visible cell is.
+bool shows_unmasked_cells(const AttentionHeatmap& w) {
+    const QRect visible = w.cellArea().intersected(w.contentRect());
+    if (visible.isEmpty()) return false;
+    const auto [q, k] = w.cellAt(visible.bottomLeft());
+    return q >= 0 && k <= q;
+}
+
 }  // namespace
 
 class TestAttentionHeatmap : public QObject {
@@ -84,6 +116,17 @@ class TestAttentionHeatmap : public QObject {
     void zoomButtonsAndCtrlWheel();
     void longContextScalesCappedImage();
     void savePanelPngs();
+    void compactPanelShowsTwentyRows();
+    void pooledRenderKeepsStrongWeights();
+    void fitDownsamplesLongContexts_data();
+    void fitDownsamplesLongContexts();
+    void downsampledAppendMatchesFullRender();
+    void zoomFromFitStaysOnTheMatrix();
+    void zoomOutKeepsScrolledCentre();
+    void ctrlWheelKeepsCellUnderCursor();
+    void overlayStaysInsidePanel_data();
+    void overlayStaysInsidePanel();
+    void clearShowsPlaceholder();
 };
 
 void TestAttentionHeatmap::colormapEnds() {
@@ -385,6 +428,446 @@ void TestAttentionHeatmap::savePanelPngs() {
     save_png(w, QStringLiteral("attention_dark"));
     w.setOverlayVisible(true);
     save_png(w, QStringLiteral("attention_dark_overlay"));
+}
+
+// Issue 11: a dock on a 1280x720 screen (about 420x360) showed only ~8 query rows; the panel
+// refused to shrink below 320x260.
+void TestAttentionHeatmap::compactPanelShowsTwentyRows() {
+    AttentionHeatmap w;
+    w.setModelShape(18, 4);
+    QVERIFY2(w.minimumSizeHint().width() <= 300 && w.minimumSizeHint().height() <= 220,
+             qPrintable(QStringLiteral("%1x%2")
+                            .arg(w.minimumSizeHint().width())
+                            .arg(w.minimumSizeHint().height())));
+    // The layout itself must fit that hint, or the controls would overlap in a small dock.
+    const QSize layout_min = w.layout()->minimumSize();
+    QVERIFY2(layout_min.width() <= 300 && layout_min.height() <= 220,
+             qPrintable(QStringLiteral("%1x%2").arg(layout_min.width()).arg(layout_min.height())));
+
+    w.resize(420, 360);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.setData(sample_attention(120));
+    QTRY_VERIFY(!w.renderPending());
+    settle();
+    QVERIFY2(visible_rows(w) >= 20, qPrintable(QString::number(visible_rows(w))));
+    // The map gets most of the height: controls, legend and status take little.
+    QVERIFY2(w.cellArea().height() >= 360 * 6 / 10,
+             qPrintable(QString::number(w.cellArea().height())));
+    // Every control is inside the panel, none clipped off the right edge.
+    for (const char* name :
+         {"layerBox", "headBox", "scaleBox", "zoomIn", "zoomOut", "zoomFit", "helpButton"}) {
+        auto* child = w.findChild<QWidget*>(QLatin1String(name));
+        QVERIFY2(child && w.rect().contains(child->geometry()), name);
+    }
+    // Still readable: the automatic cell size does not drop below labels' size.
+    QVERIFY(w.cellSize() >= 6);
+    save_png(w, QStringLiteral("attention_420x360"));
+
+    // On a big panel the default is the full 14 px.
+    w.resize(900, 800);
+    settle();
+    QCOMPARE(w.cellSize(), 14);
+}
+
+void TestAttentionHeatmap::pooledRenderKeepsStrongWeights() {
+    HeatmapRequest req;
+    // Five tokens: row 3 has one strong weight on key 2; everything else is faint.
+    req.rows = {{1.0f},
+                {0.5f, 0.5f},
+                {0.1f, 0.1f, 0.8f},
+                {0.05f, 0.0f, 0.9f, 0.05f},
+                {0.2f, 0.2f, 0.2f, 0.2f, 0.2f}};
+    req.columns = 5;
+    req.cell = 1;
+    req.tokens_per_pixel = 2;
+    req.scale = ColorScale::Linear;
+    req.masked = qRgb(200, 201, 202);
+    const QImage img = render_heatmap(req);
+    // ceil(5 / 2) pixels per side.
+    QCOMPARE(img.size(), QSize(3, 3));
+    QCOMPARE(img.pixel(0, 0), weight_color(1.0f, ColorScale::Linear));  // q 0-1, k 0-1
+    QCOMPARE(img.pixel(1, 0), req.masked);                              // q 0-1, k 2-3
+    QCOMPARE(img.pixel(2, 0), req.masked);                              // q 0-1, k 4
+    QCOMPARE(img.pixel(1, 1), weight_color(0.9f, ColorScale::Linear));  // the strong weight
+    QCOMPARE(img.pixel(0, 1), weight_color(0.1f, ColorScale::Linear));  // q 2-3, k 0-1
+    QCOMPARE(img.pixel(2, 1), req.masked);                              // q 2-3, k 4
+    QCOMPARE(img.pixel(2, 2), weight_color(0.2f, ColorScale::Linear));  // q 4, k 4
+    QCOMPARE(heatmap_extent(5, req), 3);
+
+    // The worker path gives the same image and reports its downsampling.
+    HeatmapRenderer renderer;
+    QSignalSpy spy(&renderer, &HeatmapRenderer::imageReady);
+    renderer.request(req);
+    QTRY_COMPARE(spy.count(), 1);
+    QCOMPARE(spy.at(0).at(1).value<QImage>(), img);
+    QCOMPARE(spy.at(0).at(2).toInt(), 5);
+    QCOMPARE(spy.at(0).at(4).toInt(), 2);
+}
+
+void TestAttentionHeatmap::fitDownsamplesLongContexts_data() {
+    QTest::addColumn<int>("tokens");
+    QTest::newRow("684") << 684;
+    QTest::newRow("2000") << 2000;
+}
+
+// Issue 11: Fit at 684 tokens dropped to 1 px per token and still needed scroll bars.
+void TestAttentionHeatmap::fitDownsamplesLongContexts() {
+    QFETCH(int, tokens);
+    AttentionHeatmap w;
+    w.setColorScale(ColorScale::Sqrt);
+    w.resize(420, 360);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.setData(sample_attention(tokens));
+    QTRY_VERIFY(!w.renderPending());
+    w.zoomToFit();
+    QTRY_VERIFY(!w.renderPending());
+    settle();
+
+    const QRect area = w.cellArea();
+    const QRect content = w.contentRect();
+    QVERIFY2(area.contains(content),
+             qPrintable(QStringLiteral("content %1x%2 at %3,%4 vs area %5x%6 at %7,%8")
+                            .arg(content.width())
+                            .arg(content.height())
+                            .arg(content.x())
+                            .arg(content.y())
+                            .arg(area.width())
+                            .arg(area.height())
+                            .arg(area.x())
+                            .arg(area.y())));
+    auto* scroll = scroll_area_of(w);
+    QVERIFY(scroll);
+    QCOMPARE(scroll->horizontalScrollBar()->maximum(), 0);
+    QCOMPARE(scroll->verticalScrollBar()->maximum(), 0);
+    QVERIFY(!scroll->horizontalScrollBar()->isVisible());
+    QVERIFY(!scroll->verticalScrollBar()->isVisible());
+
+    // Several tokens per pixel, rendered that way (not scaled down from a larger image).
+    const int ds = w.tokensPerPixel();
+    QVERIFY2(ds > 1, qPrintable(QString::number(ds)));
+    QCOMPARE(w.cellSize(), 1);
+    QCOMPARE(w.imageTokensPerPixel(), ds);
+    const QImage img = w.currentImage();
+    QCOMPARE(img.width(), (tokens + ds - 1) / ds);
+    QVERIFY(img.width() <= area.width() && img.height() <= area.height());
+    // ...and the user is told.
+    const QString note = QStringLiteral("1 px = %1 tokens").arg(ds);
+    QCOMPARE(w.scaleNote(), note);
+    auto* note_label = w.findChild<QLabel*>(QStringLiteral("scaleNote"));
+    QVERIFY(note_label && note_label->isVisible());
+    QCOMPARE(note_label->text(), note);
+    QVERIFY(w.rect().contains(note_label->geometry()));
+
+    // Max-pooling: the on-screen pixel of a block is its strongest weight.
+    const QImage shot = w.viewport()->grab().toImage();
+    const auto& rows = w.data().rows;
+    for (auto [bq, bk] : {std::pair{0, 0}, std::pair{5, 2}, std::pair{40, 39}, std::pair{60, 1}}) {
+        float peak = 0.0f;
+        for (int q = bq * ds; q < std::min(tokens, (bq + 1) * ds); ++q) {
+            for (int k = bk * ds; k < std::min(q + 1, (bk + 1) * ds); ++k) {
+                peak = std::max(peak, rows[q][k]);
+            }
+        }
+        const QPoint at = w.cellCenter(bq * ds, bk * ds);
+        QCOMPARE(QColor(shot.pixel(at)).name(),
+                 QColor(weight_color(peak, ColorScale::Sqrt)).name());
+    }
+    QCOMPARE(QColor(shot.pixel(w.cellCenter(0, tokens - 1))).name(),
+             QColor(w.maskedColor()).name());
+    save_png(w, QStringLiteral("attention_fit_%1").arg(tokens));
+
+    // Zooming back in leaves downsampling: the note goes away at 1 px per token.
+    while (w.tokensPerPixel() > 1) w.zoomIn();
+    QCOMPARE(w.cellSize(), 1);
+    QVERIFY(w.scaleNote().isEmpty());
+    QVERIFY(!note_label->isVisible());
+}
+
+// Live rows while downsampled are pooled into the existing image; the result must equal a
+// full render of the same data.
+void TestAttentionHeatmap::downsampledAppendMatchesFullRender() {
+    AttentionHeatmap w;
+    w.setColorScale(ColorScale::Linear);
+    w.resize(420, 360);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const AttentionData full = sample_attention(700);
+    AttentionData start = full;
+    start.rows.resize(650);
+    start.labels.resize(650);
+    w.setData(start);
+    w.zoomToFit();
+    QTRY_VERIFY(!w.renderPending());
+    const int ds = w.imageTokensPerPixel();
+    QVERIFY(ds > 1);
+    // 650 is not a multiple of 3 or 4: the first appended rows join a partial block.
+    for (int q = 650; q < 700; ++q) {
+        w.appendRow(full.rows[q], full.labels[q]);
+        QVERIFY(!w.renderPending());
+    }
+    QCOMPARE(w.imageTokensPerPixel(), ds);
+    HeatmapRequest req;
+    req.rows = full.rows;
+    req.columns = 700;
+    req.cell = 1;
+    req.tokens_per_pixel = ds;
+    req.scale = ColorScale::Linear;
+    req.masked = w.maskedColor();
+    req.gap = w.palette().color(QPalette::Base).rgb();
+    QCOMPARE(w.currentImage(), render_heatmap(req));
+}
+
+namespace {
+
+// After a zoom the cell `before` is at viewport position `at` (the cursor, or the view's
+// centre for the buttons), except along an axis where the new scroll position had to be
+// clamped (the matrix is narrower than the view there, or the cell is near its edge).
+// Compares along the axes that were not clamped; returns how many it compared (-1: failed).
+int expect_cell_at(AttentionHeatmap& w, const QPoint& at, std::pair<int, int> before, int tolerance,
+                   const QString& where) {
+    auto* scroll = scroll_area_of(w);
+    const auto after = w.cellAt(at);
+    auto free = [](const QScrollBar* bar) {
+        return bar->value() > 0 && bar->value() < bar->maximum();
+    };
+    int checked = 0;
+    if (free(scroll->verticalScrollBar())) {
+        if (std::abs(after.first - before.first) > tolerance) {
+            QTest::qFail(qPrintable(QStringLiteral("query %1 -> %2: %3")
+                                        .arg(before.first)
+                                        .arg(after.first)
+                                        .arg(where)),
+                         __FILE__, __LINE__);
+            return -1;
+        }
+        ++checked;
+    }
+    if (free(scroll->horizontalScrollBar())) {
+        if (std::abs(after.second - before.second) > tolerance) {
+            QTest::qFail(qPrintable(QStringLiteral("key %1 -> %2: %3")
+                                        .arg(before.second)
+                                        .arg(after.second)
+                                        .arg(where)),
+                         __FILE__, __LINE__);
+            return -1;
+        }
+        ++checked;
+    }
+    return checked;
+}
+
+}  // namespace
+
+// Issue 11: zooming in after Fit landed in the masked upper-right triangle.
+void TestAttentionHeatmap::zoomFromFitStaysOnTheMatrix() {
+    for (int tokens : {684, 2000}) {
+        AttentionHeatmap w;
+        w.resize(420, 360);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.setData(sample_attention(tokens));
+        w.zoomToFit();
+        settle();
+        // Fit shows the whole matrix; the centre of what is visible is on the diagonal.
+        {
+            const auto [q, k] = w.cellAt(w.cellArea().intersected(w.contentRect()).center());
+            QVERIFY2(std::abs(q - tokens / 2) <= w.tokensPerPixel() &&
+                         std::abs(k - tokens / 2) <= w.tokensPerPixel(),
+                     qPrintable(QStringLiteral("%1, %2").arg(q).arg(k)));
+        }
+        int checked = 0;
+        while (w.cellSize() < 14) {
+            // zoomIn() brings the centre of the visible part of the matrix to the view's
+            // centre.
+            const QPoint anchor = w.cellArea().intersected(w.contentRect()).center();
+            const auto before = w.cellAt(anchor);
+            const int tolerance = w.tokensPerPixel() + 1;
+            w.zoomIn();
+            settle();
+            const auto [q, k] = w.cellAt(w.cellArea().intersected(w.contentRect()).center());
+            const QString where = QStringLiteral("%1 tokens at %2 px (1/%3): centre %4, %5")
+                                      .arg(tokens)
+                                      .arg(w.cellSize())
+                                      .arg(w.tokensPerPixel())
+                                      .arg(q)
+                                      .arg(k);
+            const int n = expect_cell_at(w, w.cellArea().center(), before, tolerance, where);
+            if (n < 0) return;
+            checked += n;
+            QVERIFY2(shows_unmasked_cells(w), qPrintable(where));
+            // Still looking at the middle of the diagonal, not wandering off.
+            QVERIFY2(
+                std::abs(q - tokens / 2) <= tokens / 10 && std::abs(k - tokens / 2) <= tokens / 10,
+                qPrintable(where));
+        }
+        QVERIFY2(checked >= 6, qPrintable(QString::number(checked)));
+        QTRY_VERIFY(!w.renderPending());
+        save_png(w, QStringLiteral("attention_zoomed_%1").arg(tokens));
+    }
+}
+
+// Zooming out with the view scrolled deep into a long context keeps its centre (the old code
+// read the position after the new scroll range had clamped it).
+void TestAttentionHeatmap::zoomOutKeepsScrolledCentre() {
+    AttentionHeatmap w;
+    w.resize(420, 360);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.setData(sample_attention(684));
+    w.setCellSize(14);
+    settle();
+    auto* scroll = scroll_area_of(w);
+    const QRect area = w.cellArea();
+    // Put cell (640, 600) in the middle of the view.
+    scroll->horizontalScrollBar()->setValue(600 * 14 + 7 - area.width() / 2);
+    scroll->verticalScrollBar()->setValue(640 * 14 + 7 - area.height() / 2);
+    const auto [q0, k0] = w.cellAt(area.center());
+    QVERIFY(std::abs(q0 - 640) <= 1 && std::abs(k0 - 600) <= 1);
+    for (int step = 0; step < 4; ++step) {  // 14 -> 12 -> 10 -> 8 -> 6 px
+        w.zoomOut();
+        settle();
+        const auto [q, k] = w.cellAt(w.cellArea().center());
+        QVERIFY2(std::abs(q - q0) <= 1 && std::abs(k - k0) <= 1,
+                 qPrintable(QStringLiteral("%1 px: %2, %3").arg(w.cellSize()).arg(q).arg(k)));
+        QVERIFY(shows_unmasked_cells(w));
+    }
+    QCOMPARE(w.cellSize(), 6);
+}
+
+void TestAttentionHeatmap::ctrlWheelKeepsCellUnderCursor() {
+    AttentionHeatmap w;
+    w.resize(420, 360);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.setData(sample_attention(684));
+    w.zoomToFit();
+    settle();
+    const QRect content = w.cellArea().intersected(w.contentRect());
+    const QPoint pos = content.topLeft() + QPoint(content.width() / 3, content.height() * 3 / 4);
+    const auto [q0, k0] = w.cellAt(pos);
+    QVERIFY(q0 >= k0);
+    int checked = 0;
+    for (int i = 0; i < 6; ++i) {
+        const auto before = w.cellAt(pos);
+        const int tolerance = w.tokensPerPixel() + 1;
+        QWheelEvent wheel(pos, w.viewport()->mapToGlobal(pos), QPoint(), QPoint(0, 120),
+                          Qt::NoButton, Qt::ControlModifier, Qt::NoScrollPhase, false);
+        QApplication::sendEvent(w.viewport(), &wheel);
+        settle();
+        const auto [q, k] = w.cellAt(pos);
+        const QString where = QStringLiteral("%1 px 1/%2: %3, %4 (started at %5, %6)")
+                                  .arg(w.cellSize())
+                                  .arg(w.tokensPerPixel())
+                                  .arg(q)
+                                  .arg(k)
+                                  .arg(q0)
+                                  .arg(k0);
+        const int n = expect_cell_at(w, pos, before, tolerance, where);
+        if (n < 0) return;
+        checked += n;
+        // Overall the cursor stays on the region it started on.
+        QVERIFY2(std::abs(q - q0) <= 40 && std::abs(k - k0) <= 80, qPrintable(where));
+    }
+    QVERIFY2(checked >= 6, qPrintable(QString::number(checked)));
+    QVERIFY(w.cellSize() >= 4);
+}
+
+void TestAttentionHeatmap::overlayStaysInsidePanel_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("dock 420x360") << QSize(420, 360);
+    QTest::newRow("short dock 420x280") << QSize(420, 280);
+    QTest::newRow("wide 1280x720") << QSize(1280, 720);
+    QTest::newRow("minimum") << QSize(260, 200);
+}
+
+// Issue 11: the "?" help was cut off in a small dock and drawn over floating panels.
+void TestAttentionHeatmap::overlayStaysInsidePanel() {
+    QFETCH(QSize, size);
+    AttentionHeatmap w;
+    w.setModelShape(18, 4);
+    w.resize(size);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.setData(sample_attention(684));
+    w.findChild<QToolButton*>(QStringLiteral("helpButton"))->click();
+    QVERIFY(w.overlayVisible());
+    settle();
+
+    // The label that shows the help text, and the box around it that is a child of the panel.
+    QLabel* text = nullptr;
+    for (auto* label : w.findChildren<QLabel*>()) {
+        if (label->text() == w.overlayText()) text = label;
+    }
+    QVERIFY(text);
+    QWidget* box = text;
+    while (box->parentWidget() != &w) {
+        QVERIFY(box->parentWidget());
+        box = box->parentWidget();
+    }
+    QVERIFY(!box->isWindow());
+    QVERIFY(!text->isWindow());
+    QVERIFY(box->isVisible());
+    const QString geometry = QStringLiteral("%1x%2 at %3,%4")
+                                 .arg(box->width())
+                                 .arg(box->height())
+                                 .arg(box->x())
+                                 .arg(box->y());
+    QVERIFY2(w.rect().contains(box->geometry()), qPrintable(geometry));
+    // The help button stays reachable to close it.
+    auto* help = w.findChild<QToolButton*>(QStringLiteral("helpButton"));
+    QVERIFY2(!box->geometry().intersects(help->geometry()), qPrintable(geometry));
+    // Wrapped to the box: the label has the height its text needs at its width...
+    QVERIFY(text->width() <= box->width());
+    QVERIFY2(text->height() >= text->heightForWidth(text->width()),
+             qPrintable(QStringLiteral("%1 < %2")
+                            .arg(text->height())
+                            .arg(text->heightForWidth(text->width()))));
+    // ...and what does not fit in the box can be scrolled to.
+    auto* scroll = qobject_cast<QScrollArea*>(box);
+    const int shown = scroll ? scroll->viewport()->height() : box->height();
+    if (text->height() > shown) {
+        QVERIFY(scroll);
+        QVERIFY(scroll->verticalScrollBar()->isVisible());
+        QVERIFY(scroll->verticalScrollBar()->maximum() >= text->height() - shown);
+    }
+    QTRY_VERIFY(!w.renderPending());
+    save_png(w, QStringLiteral("attention_overlay_%1x%2").arg(size.width()).arg(size.height()));
+
+    // Hidden with the panel (a separate window would stay on screen).
+    w.hide();
+    QVERIFY(!box->isVisible());
+    w.show();
+    QVERIFY(box->isVisible());
+}
+
+void TestAttentionHeatmap::clearShowsPlaceholder() {
+    AttentionHeatmap w;
+    w.resize(420, 360);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QImage blank = w.viewport()->grab().toImage();
+    const QString default_text = w.placeholderText();
+    QVERIFY(!default_text.isEmpty());
+    w.setData(three_by_three());
+    QTRY_VERIFY(!w.renderPending());
+    const QString message = QStringLiteral("No attention captured for this conversation yet");
+    w.clear(message);
+    QVERIFY(w.data().rows.isEmpty());
+    QCOMPARE(w.placeholderText(), message);
+    QTRY_VERIFY(!w.renderPending());
+    QVERIFY(w.currentImage().isNull());
+    // Another text is painted than the default one.
+    settle();
+    QVERIFY(w.viewport()->grab().toImage() != blank);
+    save_png(w, QStringLiteral("attention_cleared"));
+    // New data shows the matrix; a plain clear() brings the default hint back.
+    w.setData(three_by_three());
+    QTRY_VERIFY(!w.renderPending());
+    QCOMPARE(w.imageRows(), 3);
+    w.clear();
+    QCOMPARE(w.placeholderText(), default_text);
 }
 
 QTEST_MAIN(TestAttentionHeatmap)
