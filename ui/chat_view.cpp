@@ -331,9 +331,9 @@ void ChatView::beginEdit(int message_index) {
     input_->setPlainText(doc_->message(message_index).text);
     input_->moveCursor(QTextCursor::End);
     const int later = doc_->messageCount() - message_index - 1;
-    const QString discarded =
-        later == 1 ? tr("the message after it will be discarded")
-                   : tr("the %1 messages after it will be discarded").arg(later);
+    const QString discarded = later == 1
+                                  ? tr("the message after it will be discarded")
+                                  : tr("the %1 messages after it will be discarded").arg(later);
     edit_label_->setText(
         later > 0 ? tr("Editing message %1 — Enter sends it and regenerates from there; %2. "
                        "Esc cancels.")

@@ -237,8 +237,7 @@ void ConversationList::setContentMatches(const QSet<qint64>& ids) {
 
 void ConversationList::updateEmptyLabel() {
     const bool none = !proxy_->text().isEmpty() && proxy_->rowCount() == 0;
-    if (none)
-        empty_->setText(tr("No conversations match “%1”").arg(proxy_->text()));
+    if (none) empty_->setText(tr("No conversations match “%1”").arg(proxy_->text()));
     empty_->setVisible(none);
 }
 

@@ -82,7 +82,8 @@ const QList<Migration>& migrations() {
         // Each reply says how it ended and how fast it came (shown under it in the chat).
         {2,
          {
-             QStringLiteral("ALTER TABLE messages ADD COLUMN finish_reason TEXT NOT NULL DEFAULT ''"),
+             QStringLiteral(
+                 "ALTER TABLE messages ADD COLUMN finish_reason TEXT NOT NULL DEFAULT ''"),
              QStringLiteral(
                  "ALTER TABLE messages ADD COLUMN decode_tokens_per_s REAL NOT NULL DEFAULT 0"),
              QStringLiteral("ALTER TABLE messages ADD COLUMN ttft_ms REAL NOT NULL DEFAULT 0"),
@@ -284,6 +285,27 @@ class ConversationStore::Transaction {
     bool committed_ = false;
 };
 
+// Commits made while one is alive do not wait for an fsync (WAL with synchronous=NORMAL): they
+// survive a crash or SIGKILL of the app (the WAL is in the OS's hands at commit), and reach the
+// platter with the next FULL commit or checkpoint; only a power cut in between can lose them.
+// Used for what the model wrote (a reply can be generated again, and its token trace is only an
+// explanation), never for what the user typed.
+class ConversationStore::RelaxedSync {
+  public:
+    explicit RelaxedSync(ConversationStore& store) : store_(store) {
+        store_.exec(QStringLiteral("PRAGMA synchronous=NORMAL"));
+    }
+    ~RelaxedSync() {
+        QSqlQuery full(store_.db_);
+        full.exec(QStringLiteral("PRAGMA synchronous=FULL"));
+    }
+    RelaxedSync(const RelaxedSync&) = delete;
+    RelaxedSync& operator=(const RelaxedSync&) = delete;
+
+  private:
+    ConversationStore& store_;
+};
+
 std::filesystem::path ConversationStore::default_path() {
     return paths::data_dir() / "conversations.sqlite";
 }
@@ -451,6 +473,11 @@ QSqlQuery ConversationStore::prepare(const QString& sql) {
 
 void ConversationStore::run(QSqlQuery& query, const char* what) {
     if (!query.exec()) fail(QString::fromUtf8(what), sql_error_text(query.lastError()));
+}
+
+void ConversationStore::set_wal_autocheckpoint(int pages) {
+    check_thread();
+    exec(QStringLiteral("PRAGMA wal_autocheckpoint=%1").arg(std::max(0, pages)));
 }
 
 QString ConversationStore::journal_mode() {
@@ -728,9 +755,43 @@ void ConversationStore::set_reply_stats(qint64 message_id, const ReplyStats& sta
     transaction.commit();
 }
 
+qint64 ConversationStore::append_reply(qint64 conversation_id, const QString& content,
+                                       bool complete, const ReplyStats& stats) {
+    check_thread();
+    RelaxedSync relaxed(*this);
+    Transaction transaction(*this);
+    const qint64 now = next_timestamp();
+    touch(conversation_id, now);
+    QSqlQuery next = prepare(QStringLiteral(
+        "SELECT coalesce(max(position) + 1, 0) FROM messages WHERE conversation_id = ?"));
+    next.addBindValue(conversation_id);
+    run(next, "cannot read the next position");
+    const qint64 position = next.next() ? next.value(0).toLongLong() : 0;
+    next.finish();
+    QSqlQuery insert = prepare(QStringLiteral(
+        "INSERT INTO messages (conversation_id, position, role, content, complete, token_count, "
+        "created_at, finish_reason, decode_tokens_per_s, ttft_ms) "
+        "VALUES (?, ?, 'assistant', ?, ?, ?, ?, ?, ?, ?)"));
+    insert.addBindValue(conversation_id);
+    insert.addBindValue(position);
+    insert.addBindValue(not_null(content));
+    insert.addBindValue(complete ? 1 : 0);
+    insert.addBindValue(stats.token_count);
+    insert.addBindValue(now);
+    insert.addBindValue(not_null(stats.finish_reason));
+    insert.addBindValue(stats.decode_tokens_per_s);
+    insert.addBindValue(stats.ttft_ms);
+    run(insert, "cannot save the reply");
+    const qint64 id = insert.lastInsertId().toLongLong();
+    insert.finish();
+    transaction.commit();
+    return id;
+}
+
 void ConversationStore::set_token_trace(qint64 message_id, const QList<TraceToken>& trace) {
     check_thread();
     const QByteArray bytes = encode_token_trace(trace);
+    RelaxedSync relaxed(*this);
     Transaction transaction(*this);
     require_message(message_id);
     QSqlQuery query = prepare(

@@ -2,10 +2,14 @@
 // ConversationStore: conversations and their messages in one SQLite database (Qt SQL, WAL).
 //
 // Durability contract: every write is its own transaction and is committed (and, with
-// synchronous=FULL, fsynced) before the call returns. The GUI commits the user's message as
-// soon as it is sent, the assistant's answer when it completes, and the partial answer when
-// Stop is pressed (complete = false), so a crash or SIGKILL loses at most the tokens streamed
-// since the last commit, never anything the user typed.
+// synchronous=FULL, fsynced) before the call returns. Two writes of what the model produced,
+// append_reply() and set_token_trace(), commit without waiting for the fsync (synchronous=
+// NORMAL for that transaction): they survive a crash or SIGKILL and are on disk with the next
+// FULL commit; a power cut right after could lose them. That keeps a long reply's save from
+// stalling the GUI thread (an fsync here takes 25-45 ms) and never touches what the user typed.
+// The GUI commits the user's message as soon as it is sent, the assistant's answer when it
+// completes, and the partial answer when Stop is pressed (complete = false), so a crash or SIGKILL
+// loses at most the tokens streamed since the last commit, never anything the user typed.
 //
 // Threading: Qt SQL connections belong to the thread that opened them, so an instance must be
 // used on the thread that constructed it. Several instances (on several threads, or in several
@@ -124,6 +128,9 @@ class ConversationStore {
     const std::filesystem::path& path() const { return path_; }
     // What SQLite reports for PRAGMA journal_mode ("wal" unless the file system refused it).
     QString journal_mode();
+    // This connection's automatic WAL checkpoint threshold in pages (SQLite's default: 1000;
+    // 0: never, another connection does them).
+    void set_wal_autocheckpoint(int pages);
 
     // --- conversations ---
     qint64 create_conversation(const QString& title, const QString& system_prompt = {},
@@ -155,6 +162,10 @@ class ConversationStore {
     int truncate_after(qint64 conversation_id, int position);
     // Finish reason, token count and speed of an assistant reply.
     void set_reply_stats(qint64 message_id, const ReplyStats& stats);
+    // A finished assistant reply with its statistics in one transaction (one fsync: the GUI
+    // thread calls it when a reply ends). Returns the new message's id.
+    qint64 append_reply(qint64 conversation_id, const QString& content, bool complete,
+                        const ReplyStats& stats);
 
     // --- token traces (optional, one per assistant message) ---
     void set_token_trace(qint64 message_id, const QList<TraceToken>& trace);
@@ -163,6 +174,7 @@ class ConversationStore {
 
   private:
     class Transaction;
+    class RelaxedSync;
 
     void open();
     void migrate();

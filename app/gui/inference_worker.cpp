@@ -4,6 +4,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QThread>
+#include <algorithm>
 
 #include "inspect/model_cost.h"
 #include "model_summary.h"
@@ -14,8 +15,14 @@
 namespace tokenscope::app {
 
 namespace {
-// Attention matrices are O(n^2): resend them at most this often while tokens stream.
-constexpr qint64 kAttentionIntervalMs = 250;
+// Attention matrices are O(n^2) to gather, copy and render: while tokens stream they are resent
+// at most every 250 ms, and less often as the context grows, so that their cost per second
+// stays about that of a 1,000-token matrix every 250 ms (2,000 tokens: once a second). The
+// final matrix is always sent when the reply ends.
+qint64 attention_interval_ms(qsizetype context_tokens) {
+    const double n = static_cast<double>(context_tokens);
+    return std::max<qint64>(250, static_cast<qint64>(250.0 * n * n / 1.0e6));
+}
 // The other panels are refreshed at most this often: a fast model makes hundreds of steps a
 // second and the GUI only needs a few frames' worth of updates.
 constexpr qint64 kPanelIntervalMs = 100;
@@ -29,8 +36,10 @@ ui::TokenData to_token_data(const runtime::TokenEvent& e) {
     t.probability = e.probability;
     t.logprob = e.logprob;
     t.step_ms = e.timings.token_ms;
-    for (const auto& c : e.before) t.before.push_back({c.id, display_piece(c.piece), c.probability, c.logit});
-    for (const auto& c : e.after) t.after.push_back({c.id, display_piece(c.piece), c.probability, c.logit});
+    for (const auto& c : e.before)
+        t.before.push_back({c.id, display_piece(c.piece), c.probability, c.logit});
+    for (const auto& c : e.after)
+        t.after.push_back({c.id, display_piece(c.piece), c.probability, c.logit});
     return t;
 }
 }  // namespace
@@ -52,7 +61,9 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
         // progress and can be cancelled; the engine then maps pages that are already there.
         emit loadProgress(0, tr("Reading %1").arg(path));
         QFile file(path);
-        if (!file.open(QIODevice::ReadOnly)) throw IoError(path.toStdString() + ": cannot open: " + file.errorString().toStdString());
+        if (!file.open(QIODevice::ReadOnly))
+            throw IoError(path.toStdString() +
+                          ": cannot open: " + file.errorString().toStdString());
         const qint64 size = file.size();
         constexpr qint64 kStep = 16 << 20;
         QByteArray buffer;
@@ -64,14 +75,17 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
             buffer = file.read(kStep);
             if (buffer.isEmpty()) break;
             done += buffer.size();
-            emit loadProgress(static_cast<int>(80 * done / std::max<qint64>(1, size)), tr("Reading weights"));
+            emit loadProgress(static_cast<int>(80 * done / std::max<qint64>(1, size)),
+                              tr("Reading weights"));
         }
         emit loadProgress(85, tr("Validating and binding tensors"));
         runtime::EngineOptions o;
         o.threads = options.threads;
         o.kv_capacity_tokens = options.kv_capacity_tokens;
         const auto type = kv::parse_element_type(options.kv_type.toStdString());
-        if (!type) throw InvalidArgument("KV cache type '" + options.kv_type.toStdString() + "' is not f32, f16 or q8");
+        if (!type)
+            throw InvalidArgument("KV cache type '" + options.kv_type.toStdString() +
+                                  "' is not f32, f16 or q8");
         o.kv_type = *type;
         o.device = runtime::parse_device(options.device.toStdString());
         auto engine = runtime::Engine::load(path.toStdString(), o);
@@ -102,13 +116,16 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
                                const ui::SamplingSettings& settings) {
     if (!engine_) {
         emit generationFailed(conversation, tr("No model is loaded."));
+        // Every generate() ends with generationFinished: the window leaves its generating state.
+        emit generationFinished(conversation, QString(), QStringLiteral("error"), false);
         return;
     }
     stop_requested_.store(false);
     QString text;
     try {
         std::vector<tokenizer::ChatMessage> messages;
-        for (const auto& t : turns) messages.push_back({t.role.toStdString(), t.content.toStdString()});
+        for (const auto& t : turns)
+            messages.push_back({t.role.toStdString(), t.content.toStdString()});
         runtime::Request request = prompts_->chat(messages);
         request.sampling.temperature = settings.temperature;
         request.sampling.top_k = settings.top_k;
@@ -116,7 +133,10 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         request.sampling.min_p = settings.min_p;
         request.sampling.repeat_penalty = settings.repeat_penalty;
         request.sampling.penalty_window = settings.repeat_window;
-        request.sampling.seed = settings.fixed_seed ? settings.seed : (static_cast<quint64>(QDateTime::currentMSecsSinceEpoch()) ^ 0x9e3779b97f4a7c15ull);
+        request.sampling.seed = settings.fixed_seed
+                                    ? settings.seed
+                                    : (static_cast<quint64>(QDateTime::currentMSecsSinceEpoch()) ^
+                                       0x9e3779b97f4a7c15ull);
         request.sampling.n_candidates = kCandidates;
         request.max_tokens = settings.max_tokens;
         request.conversation = std::to_string(conversation);
@@ -153,11 +173,17 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
                 metrics.reused_tokens = e.timings.reused_tokens;
                 metrics.prefilled_tokens = e.timings.prefilled_tokens;
                 metrics.prefill_tokens_per_s =
-                    e.timings.prefill_ms > 0 ? 1000.0 * static_cast<double>(e.timings.prefilled_tokens) / e.timings.prefill_ms : 0;
-                metrics.decode_tokens_per_s = e.timings.decode_ms > 0 && e.timings.generated_tokens > 1
-                                                  ? 1000.0 * static_cast<double>(e.timings.generated_tokens - 1) / e.timings.decode_ms
-                                                  : 0;
-                metrics.effective_gbps = static_cast<double>(decode_bytes_per_token_) * metrics.decode_tokens_per_s / 1e9;
+                    e.timings.prefill_ms > 0
+                        ? 1000.0 * static_cast<double>(e.timings.prefilled_tokens) /
+                              e.timings.prefill_ms
+                        : 0;
+                metrics.decode_tokens_per_s =
+                    e.timings.decode_ms > 0 && e.timings.generated_tokens > 1
+                        ? 1000.0 * static_cast<double>(e.timings.generated_tokens - 1) /
+                              e.timings.decode_ms
+                        : 0;
+                metrics.effective_gbps = static_cast<double>(decode_bytes_per_token_) *
+                                         metrics.decode_tokens_per_s / 1e9;
                 if (e.finished) {
                     reason = QString::fromUtf8(runtime::finish_reason_name(e.reason));
                     complete = e.reason != runtime::FinishReason::Cancelled;
@@ -165,7 +191,8 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
             }
             if (since_panels.elapsed() >= kPanelIntervalMs) {
                 emit metricsChanged(metrics);
-                const bool attention_due = since_attention.elapsed() >= kAttentionIntervalMs;
+                const bool attention_due =
+                    since_attention.elapsed() >= attention_interval_ms(labels_.size());
                 send_panels(attention_due);
                 if (attention_due) since_attention.restart();
                 since_panels.restart();

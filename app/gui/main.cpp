@@ -14,8 +14,8 @@
 
 #include "chat_view.h"
 #include "main_window.h"
-#include "util/paths.h"
 #include "util/log.h"
+#include "util/paths.h"
 
 int main(int argc, char** argv) {
     // The command line is parsed before QApplication exists: --help, --version and a mistyped
@@ -28,34 +28,44 @@ int main(int argc, char** argv) {
     for (int i = 0; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
 
     QCommandLineParser parser;
-    parser.setApplicationDescription("Chat with a local language model and see inside it while it runs.");
+    parser.setApplicationDescription(
+        "Chat with a local language model and see inside it while it runs.");
     const QCommandLineOption help_option = parser.addHelpOption();
     const QCommandLineOption version_option = parser.addVersionOption();
     QCommandLineOption model({"m", "model"}, "GGUF model to open.", "file");
     QCommandLineOption kv_type("kv-type", "KV cache element type: f16, q8 or f32.", "type", "f16");
     QCommandLineOption ctx("ctx", "KV cache capacity in tokens.", "tokens", "4096");
     QCommandLineOption threads("threads", "CPU threads (0: one per core).", "n", "0");
-    QCommandLineOption device("device", "cpu, cuda or auto (CUDA when a usable GPU is present).", "device", "auto");
+    QCommandLineOption device("device", "cpu, cuda or auto (CUDA when a usable GPU is present).",
+                              "device", "auto");
     QCommandLineOption store("store", "Conversation database (default: the XDG data dir).", "file");
-    QCommandLineOption screenshot("screenshot", "Save a PNG of the window after one exchange, then quit.", "file");
-    QCommandLineOption prompt("prompt", "The prompt sent for --screenshot.", "text", "What is the capital of France?");
-    QCommandLineOption log_level("log-level", "trace, debug, info, warn, error, critical or off.", "level");
-    QCommandLineOption size("size", "Initial window size, e.g. 1280x720 (default: fits the screen).", "WxH");
-    parser.addOptions({model, kv_type, ctx, threads, device, store, screenshot, prompt, log_level, size});
+    QCommandLineOption screenshot(
+        "screenshot", "Save a PNG of the window after one exchange, then quit.", "file");
+    QCommandLineOption prompt("prompt", "The prompt sent for --screenshot.", "text",
+                              "What is the capital of France?");
+    QCommandLineOption log_level("log-level", "trace, debug, info, warn, error, critical or off.",
+                                 "level");
+    QCommandLineOption size(
+        "size", "Initial window size, e.g. 1280x720 (default: fits the screen).", "WxH");
+    parser.addOptions(
+        {model, kv_type, ctx, threads, device, store, screenshot, prompt, log_level, size});
     // Qt's own options (-platform, -style, ...) belong to QApplication: leave them to it.
     parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
     if (!parser.parse(arguments)) {
         const QString error = parser.errorText();
         // Options QApplication understands are not errors here.
-        static const QStringList kQtOptions = {"platform", "style", "stylesheet", "reverse", "qwindowgeometry",
-                                               "qwindowtitle", "display", "geometry", "widgetcount", "session",
-                                               "platformpluginpath", "platformtheme", "plugin", "qwindowicon"};
+        static const QStringList kQtOptions = {
+            "platform",           "style",         "stylesheet", "reverse",     "qwindowgeometry",
+            "qwindowtitle",       "display",       "geometry",   "widgetcount", "session",
+            "platformpluginpath", "platformtheme", "plugin",     "qwindowicon"};
         const QStringList unknown = parser.unknownOptionNames();
-        const bool only_qt_options = !unknown.isEmpty() && std::all_of(unknown.begin(), unknown.end(), [](const QString& name) {
-            return kQtOptions.contains(name);
-        });
+        const bool only_qt_options =
+            !unknown.isEmpty() &&
+            std::all_of(unknown.begin(), unknown.end(),
+                        [](const QString& name) { return kQtOptions.contains(name); });
         if (!only_qt_options) {
-            std::fprintf(stderr, "tokenscope: error: %s\nTry 'tokenscope --help'.\n", qPrintable(error));
+            std::fprintf(stderr, "tokenscope: error: %s\nTry 'tokenscope --help'.\n",
+                         qPrintable(error));
             return 2;
         }
     }
@@ -72,7 +82,8 @@ int main(int argc, char** argv) {
         const QStringList parts = parser.value(size).split('x');
         if (parts.size() == 2) initial_size = QSize(parts[0].toInt(), parts[1].toInt());
         if (initial_size.width() < 320 || initial_size.height() < 240) {
-            std::fprintf(stderr, "tokenscope: error: --size '%s' is not WIDTHxHEIGHT (at least 320x240)\n",
+            std::fprintf(stderr,
+                         "tokenscope: error: --size '%s' is not WIDTHxHEIGHT (at least 320x240)\n",
                          qPrintable(parser.value(size)));
             return 2;
         }
@@ -81,8 +92,10 @@ int main(int argc, char** argv) {
     QApplication app(argc, argv);
 
     try {
-        tokenscope::log::configure(parser.isSet(log_level) ? std::optional<std::string>(parser.value(log_level).toStdString())
-                                                           : std::nullopt);
+        tokenscope::log::configure(
+            parser.isSet(log_level)
+                ? std::optional<std::string>(parser.value(log_level).toStdString())
+                : std::nullopt);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "tokenscope: error: %s\n", e.what());
         return 1;
@@ -116,13 +129,15 @@ int main(int argc, char** argv) {
         const QString text = parser.value(prompt);
         // No model to load (a fresh install before the first download): the window as a new
         // user first sees it, once the event loop has laid it out.
-        const QString wanted = parser.isSet(model) ? parser.value(model)
-                                                   : QString::fromStdString(tokenscope::paths::default_model().string());
+        const QString wanted =
+            parser.isSet(model)
+                ? parser.value(model)
+                : QString::fromStdString(tokenscope::paths::default_model().string());
         if (!QFileInfo::exists(wanted)) {
             QTimer::singleShot(1000, window.get(), [&] {
                 const bool ok = window->grab().save(file);
-                std::fprintf(stderr, "tokenscope: no model at %s; %s %s\n", qPrintable(wanted), ok ? "saved" : "could not save",
-                             qPrintable(file));
+                std::fprintf(stderr, "tokenscope: no model at %s; %s %s\n", qPrintable(wanted),
+                             ok ? "saved" : "could not save", qPrintable(file));
                 QApplication::exit(ok ? 0 : 1);
             });
             return QApplication::exec();
@@ -131,20 +146,23 @@ int main(int argc, char** argv) {
         // they hold copies of the strings, and the window through a raw pointer (it outlives
         // the event loop).
         tokenscope::app::MainWindow* shown = window.get();
-        QObject::connect(shown, &tokenscope::app::MainWindow::modelReadyChanged, shown, [shown, text](bool ready) {
-            if (!ready) {
-                std::fprintf(stderr, "tokenscope: error: the model did not load\n");
-                QApplication::exit(1);
-                return;
-            }
-            shown->newConversation();
-            shown->sendMessage(text);
-        });
+        QObject::connect(shown, &tokenscope::app::MainWindow::modelReadyChanged, shown,
+                         [shown, text](bool ready) {
+                             if (!ready) {
+                                 std::fprintf(stderr,
+                                              "tokenscope: error: the model did not load\n");
+                                 QApplication::exit(1);
+                                 return;
+                             }
+                             shown->newConversation();
+                             shown->sendMessage(text);
+                         });
         QObject::connect(shown, &tokenscope::app::MainWindow::generationDone, shown, [shown, file] {
             // Let the coalesced text, the heatmap render and the panels settle first.
             QTimer::singleShot(1500, shown, [shown, file] {
                 const bool ok = shown->grab().save(file);
-                std::fprintf(stderr, "tokenscope: %s %s\n", ok ? "saved" : "could not save", qPrintable(file));
+                std::fprintf(stderr, "tokenscope: %s %s\n", ok ? "saved" : "could not save",
+                             qPrintable(file));
                 QApplication::exit(ok ? 0 : 1);
             });
         });

@@ -15,16 +15,16 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
-#include <QSettings>
-#include <QSplitter>
-#include <QStatusBar>
-#include <QTimer>
-#include <QToolButton>
 #include <QPushButton>
 #include <QResizeEvent>
 #include <QScreen>
 #include <QScrollArea>
+#include <QSettings>
 #include <QShowEvent>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTimer>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include "attention_heatmap.h"
@@ -36,6 +36,7 @@
 #include "model_info_view.h"
 #include "sampling_panel.h"
 #include "token_inspector.h"
+#include "trace_writer.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/paths.h"
@@ -51,28 +52,6 @@ constexpr int kUndoOfferMs = 20000;
 constexpr int kCompactWidth = 1500;
 constexpr int kCompactHeight = 900;
 
-ui::TokenData token_from_trace(const TraceToken& t) {
-    ui::TokenData token;
-    token.id = t.id;
-    token.text = t.text;
-    token.probability = t.probability;
-    token.logprob = t.logprob;
-    for (const auto& c : t.before) token.before.push_back({c.id, c.piece, c.probability, c.logit});
-    for (const auto& c : t.after) token.after.push_back({c.id, c.piece, c.probability, c.logit});
-    return token;
-}
-
-TraceToken trace_from_token(const ui::TokenData& t) {
-    TraceToken token;
-    token.id = t.id;
-    token.text = t.text;
-    token.probability = t.probability;
-    token.logprob = t.logprob;
-    for (const auto& c : t.before) token.before.append({c.id, c.piece, c.probability, c.logit});
-    for (const auto& c : t.after) token.after.append({c.id, c.piece, c.probability, c.logit});
-    return token;
-}
-
 // A panel in a scroll area: its content keeps its natural size when the dock is small instead
 // of forcing a minimum size on the whole window.
 QWidget* scrollable(QWidget* panel, QWidget* parent) {
@@ -86,9 +65,12 @@ QWidget* scrollable(QWidget* panel, QWidget* parent) {
 
 ui::MessageRole ui_role(Role role) {
     switch (role) {
-        case Role::System: return ui::MessageRole::System;
-        case Role::Assistant: return ui::MessageRole::Assistant;
-        case Role::User: return ui::MessageRole::User;
+        case Role::System:
+            return ui::MessageRole::System;
+        case Role::Assistant:
+            return ui::MessageRole::Assistant;
+        case Role::User:
+            return ui::MessageRole::User;
     }
     return ui::MessageRole::User;
 }
@@ -101,6 +83,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     setAcceptDrops(true);
     setObjectName("MainWindow");
     store_ = std::make_unique<ConversationStore>(options_.store);
+    // WAL checkpoints copy the log into the database and fsync it: the trace writer's
+    // connection runs them, off the GUI thread.
+    store_->set_wal_autocheckpoint(0);
 
     // Centre: conversations | (system prompt, chat).
     auto* splitter = new QSplitter(this);
@@ -143,6 +128,20 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     statusBar()->addPermanentWidget(load_progress_);
     statusBar()->addPermanentWidget(load_cancel_);
 
+    register_trace_writer_types();
+    trace_writer_ = new TraceWriter(options_.store);
+    trace_writer_->moveToThread(&trace_thread_);
+    connect(&trace_thread_, &QThread::finished, trace_writer_, &QObject::deleteLater);
+    trace_thread_.setObjectName("trace-writer");
+    trace_thread_.start();
+    connect(trace_writer_, &TraceWriter::written, this,
+            [this](qint64 id) { pending_traces_.remove(id); });
+    connect(trace_writer_, &TraceWriter::failed, this, [this](qint64 id, const QString& message) {
+        // The conversation was deleted before its trace reached the disk: nothing is lost.
+        if (pending_traces_.remove(id))
+            spdlog::warn("token trace of message {} not saved: {}", id, message.toStdString());
+    });
+
     worker_ = new InferenceWorker;
     worker_->moveToThread(&worker_thread_);
     connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
@@ -171,24 +170,32 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     connect(system_prompt_, &QLineEdit::editingFinished, this, [this] {
         if (conversation_ >= 0) store_->set_system_prompt(conversation_, system_prompt_->text());
     });
-    connect(conversations_, &ui::ConversationList::conversationSelected, this, &MainWindow::selectConversation);
-    connect(conversations_, &ui::ConversationList::newRequested, this, &MainWindow::newConversation);
-    connect(conversations_, &ui::ConversationList::renameRequested, this, [this](qint64 id, const QString& title) {
-        if (!store_->conversation(id)) return;  // deleted meanwhile
-        store_->rename(id, title);
-        refresh_conversations();
-    });
-    connect(conversations_, &ui::ConversationList::deleteRequested, this, &MainWindow::deleteConversation);
-    connect(conversations_, &ui::ConversationList::filterTextChanged, this, [this] { update_content_matches(); });
-    connect(sampling_, &ui::SamplingPanel::settingsChanged, this, [this](const ui::SamplingSettings& s) { settings_ = s; });
+    connect(conversations_, &ui::ConversationList::conversationSelected, this,
+            &MainWindow::selectConversation);
+    connect(conversations_, &ui::ConversationList::newRequested, this,
+            &MainWindow::newConversation);
+    connect(conversations_, &ui::ConversationList::renameRequested, this,
+            [this](qint64 id, const QString& title) {
+                if (!store_->conversation(id)) return;  // deleted meanwhile
+                store_->rename(id, title);
+                refresh_conversations();
+            });
+    connect(conversations_, &ui::ConversationList::deleteRequested, this,
+            &MainWindow::deleteConversation);
+    connect(conversations_, &ui::ConversationList::filterTextChanged, this,
+            [this] { update_content_matches(); });
+    connect(sampling_, &ui::SamplingPanel::settingsChanged, this,
+            [this](const ui::SamplingSettings& s) { settings_ = s; });
     connect(attention_, &ui::AttentionHeatmap::selectionChanged, this, [this](int layer, int head) {
-        QMetaObject::invokeMethod(worker_, "requestAttention", Qt::QueuedConnection, Q_ARG(int, layer), Q_ARG(int, head));
+        QMetaObject::invokeMethod(worker_, "requestAttention", Qt::QueuedConnection,
+                                  Q_ARG(int, layer), Q_ARG(int, head));
     });
     {
         // Colouring by probability is a reading preference: it applies to every reply and
         // is remembered.
         QSettings view_settings;
-        chat_->setColorByProbability(view_settings.value("view/color_by_probability", false).toBool());
+        chat_->setColorByProbability(
+            view_settings.value("view/color_by_probability", false).toBool());
         chat_->setShowTokenBoundaries(view_settings.value("view/token_boundaries", false).toBool());
         connect(chat_, &ui::ChatView::colorByProbabilityChanged, this,
                 [](bool on) { QSettings().setValue("view/color_by_probability", on); });
@@ -211,7 +218,8 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     if (QFileInfo::exists(model)) {
         openModel(model);
     } else {
-        status_model_->setText(tr("No model: open a GGUF file (File > Open model…) or drop one here"));
+        status_model_->setText(
+            tr("No model: open a GGUF file (File > Open model…) or drop one here"));
     }
 }
 
@@ -220,6 +228,10 @@ MainWindow::~MainWindow() {
     worker_->cancelLoad();
     worker_thread_.quit();
     worker_thread_.wait();
+    // Every trace queued so far reaches the disk before the window goes.
+    trace_writer_->flush();
+    trace_thread_.quit();
+    trace_thread_.wait();
 }
 
 void MainWindow::build_docks() {
@@ -265,20 +277,23 @@ void MainWindow::place_docks(bool compact) {
     QDockWidget* memory = docks_[5];
     QDockWidget* model = docks_[6];
     for (QDockWidget* d : docks_) {
-        removeDockWidget(d);
+        // Docked first: a floating dock that is only tabified stays floating.
         d->setFloating(false);
+        removeDockWidget(d);
     }
     if (compact) {
         // Everything on the right in two tab groups: the chat keeps the whole height.
-        for (QDockWidget* d : {sampling, attention}) addDockWidget(Qt::RightDockWidgetArea, d, Qt::Vertical);
+        for (QDockWidget* d : docks_) addDockWidget(Qt::RightDockWidgetArea, d, Qt::Vertical);
         tabifyDockWidget(sampling, token);
         tabifyDockWidget(token, model);
         tabifyDockWidget(attention, kv);
         tabifyDockWidget(kv, metrics);
         tabifyDockWidget(metrics, memory);
     } else {
-        for (QDockWidget* d : {sampling, attention}) addDockWidget(Qt::RightDockWidgetArea, d, Qt::Vertical);
-        for (QDockWidget* d : {kv, metrics}) addDockWidget(Qt::BottomDockWidgetArea, d, Qt::Horizontal);
+        for (QDockWidget* d : {sampling, token, attention})
+            addDockWidget(Qt::RightDockWidgetArea, d, Qt::Vertical);
+        for (QDockWidget* d : {kv, metrics, memory, model})
+            addDockWidget(Qt::BottomDockWidgetArea, d, Qt::Horizontal);
         tabifyDockWidget(sampling, token);
         tabifyDockWidget(metrics, memory);
         tabifyDockWidget(memory, model);
@@ -314,7 +329,8 @@ void MainWindow::apply_dock_sizes() {
             resizeDocks({top, below}, {h * 45 / 100, h * 55 / 100}, Qt::Vertical);
         }
     }
-    if (!bottom.isEmpty()) resizeDocks({bottom.first()}, {std::max(160, height() / 4)}, Qt::Vertical);
+    if (!bottom.isEmpty())
+        resizeDocks({bottom.first()}, {std::max(160, height() / 4)}, Qt::Vertical);
 }
 
 void MainWindow::fitToScreen() {
@@ -331,8 +347,9 @@ void MainWindow::fitToScreen() {
 void MainWindow::build_menus() {
     QMenu* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, tr("Open model"), QString::fromStdString(paths::models_dir().string()),
-                                                          tr("GGUF models (*.gguf);;All files (*)"));
+        const QString path = QFileDialog::getOpenFileName(
+            this, tr("Open model"), QString::fromStdString(paths::models_dir().string()),
+            tr("GGUF models (*.gguf);;All files (*)"));
         if (!path.isEmpty()) openModel(path);
     });
     recent_menu_ = file->addMenu(tr("Open &recent"));
@@ -341,8 +358,10 @@ void MainWindow::build_menus() {
     QMenu* kv_type = file->addMenu(tr("&KV cache type"));
     auto* kv_group = new QActionGroup(kv_type);
     const QString current_kv = QSettings().value("model/kv_type", options_.load.kv_type).toString();
-    for (const auto& [name, label] : {std::pair{"f16", tr("F16 (default)")}, std::pair{"q8", tr("Q8 (int8 + scale per row: about half the memory)")},
-                                      std::pair{"f32", tr("F32 (exact, twice F16)")}}) {
+    for (const auto& [name, label] :
+         {std::pair{"f16", tr("F16 (default)")},
+          std::pair{"q8", tr("Q8 (int8 + scale per row: about half the memory)")},
+          std::pair{"f32", tr("F32 (exact, twice F16)")}}) {
         QAction* a = kv_type->addAction(label);
         a->setCheckable(true);
         a->setChecked(current_kv == name);
@@ -383,7 +402,8 @@ void MainWindow::build_menus() {
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About tokenscope"), this, [this] {
         QMessageBox::about(this, tr("About tokenscope"),
-                           tr("<b>tokenscope %1</b><p>Chat with a local language model and see inside it while it runs: "
+                           tr("<b>tokenscope %1</b><p>Chat with a local language model and see "
+                              "inside it while it runs: "
                               "token probabilities, sampling, attention and the KV cache.</p>")
                                .arg(TOKENSCOPE_VERSION_STRING));
     });
@@ -399,26 +419,29 @@ void MainWindow::connect_worker() {
         sampling_->showStep(*latest_token_);
         latest_token_.reset();
     });
-    connect(worker_, &InferenceWorker::loadProgress, this, [this](int percent, const QString& stage) {
-        load_progress_->show();
-        load_cancel_->show();
-        load_progress_->setValue(percent);
-        status_model_->setText(stage);
-    });
+    connect(worker_, &InferenceWorker::loadProgress, this,
+            [this](int percent, const QString& stage) {
+                load_progress_->show();
+                load_cancel_->show();
+                load_progress_->setValue(percent);
+                status_model_->setText(stage);
+            });
     connect(worker_, &InferenceWorker::modelLoaded, this, [this](const ui::ModelInfoData& info) {
         load_progress_->hide();
         load_cancel_->hide();
         model_ready_ = true;
         model_info_->setData(info);
         attention_->setModelShape(static_cast<int>(info.layers), static_cast<int>(info.heads));
-        set_model_status(tr("%1 — %2 (%3 template)").arg(info.name, info.backend, info.chat_template));
+        set_model_status(
+            tr("%1 — %2 (%3 template)").arg(info.name, info.backend, info.chat_template));
         remember_recent(info.path);
         emit modelReadyChanged(true);
     });
     connect(worker_, &InferenceWorker::loadFailed, this, [this](const QString& message) {
         load_progress_->hide();
         load_cancel_->hide();
-        status_model_->setText(model_ready_ ? tr("Model unchanged: the new file failed to load") : tr("No model"));
+        status_model_->setText(model_ready_ ? tr("Model unchanged: the new file failed to load")
+                                            : tr("No model"));
         show_error(tr("Cannot load the model"), message);
         emit modelReadyChanged(model_ready_);
     });
@@ -427,21 +450,25 @@ void MainWindow::connect_worker() {
         load_cancel_->hide();
         status_model_->setText(model_ready_ ? status_model_->text() : tr("Loading cancelled"));
     });
-    connect(worker_, &InferenceWorker::tokenGenerated, this, [this](qint64 conversation, const ui::TokenData& token) {
-        if (!generating_ || conversation != generating_conversation_) return;
-        answer_text_ += token.text;
-        answer_tokens_.push_back(token);
-        if (conversation != conversation_) return;  // streaming into a conversation not shown
-        chat_->appendToken(token);
-        // The panels follow the newest token the user can see: a stop token (no text) is
-        // not one, and would show its 100 % step after every reply.
-        if (token.text.isEmpty()) return;
-        latest_token_ = token;
-        if (!token_panels_timer_->isActive()) token_panels_timer_->start();
-    });
-    connect(worker_, &InferenceWorker::generationFinished, this, &MainWindow::on_generation_finished);
-    connect(worker_, &InferenceWorker::generationFailed, this,
-            [this](qint64, const QString& message) { show_error(tr("Generation failed"), message); });
+    connect(worker_, &InferenceWorker::tokenGenerated, this,
+            [this](qint64 conversation, const ui::TokenData& token) {
+                if (!generating_ || conversation != generating_conversation_) return;
+                answer_text_ += token.text;
+                answer_tokens_.push_back(token);
+                if (conversation != conversation_)
+                    return;  // streaming into a conversation not shown
+                chat_->appendToken(token);
+                // The panels follow the newest token the user can see: a stop token (no text) is
+                // not one, and would show its 100 % step after every reply.
+                if (token.text.isEmpty()) return;
+                latest_token_ = token;
+                if (!token_panels_timer_->isActive()) token_panels_timer_->start();
+            });
+    connect(worker_, &InferenceWorker::generationFinished, this,
+            &MainWindow::on_generation_finished);
+    connect(
+        worker_, &InferenceWorker::generationFailed, this,
+        [this](qint64, const QString& message) { show_error(tr("Generation failed"), message); });
     // Metrics and attention describe the worker's last generation: shown only while its
     // conversation is the one on screen.
     connect(worker_, &InferenceWorker::metricsChanged, this, [this](const ui::MetricsData& m) {
@@ -494,7 +521,8 @@ void MainWindow::selectConversation(qint64 id) {
     if (switched) {
         clear_conversation_panels();
         if (generating_ && id != generating_conversation_)
-            statusBar()->showMessage(tr("Still generating in another conversation; it continues there."), 5000);
+            statusBar()->showMessage(
+                tr("Still generating in another conversation; it continues there."), 5000);
     }
 }
 
@@ -506,11 +534,13 @@ void MainWindow::clear_conversation_panels() {
     if (conversation_ >= 0 && conversation_ == generating_conversation_) {
         // The worker's last generation belongs to this conversation: its panels come back.
         metrics_->setData(last_metrics_);
-        QMetaObject::invokeMethod(worker_, "requestAttention", Qt::QueuedConnection, Q_ARG(int, 0), Q_ARG(int, -1));
+        QMetaObject::invokeMethod(worker_, "requestAttention", Qt::QueuedConnection, Q_ARG(int, 0),
+                                  Q_ARG(int, -1));
         attention_->clear(tr("Attention of this conversation's latest reply…"));
     } else {
         metrics_->clear();
-        attention_->clear(tr("No attention captured for this conversation yet: send a message to see it."));
+        attention_->clear(
+            tr("No attention captured for this conversation yet: send a message to see it."));
     }
 }
 
@@ -523,19 +553,18 @@ QVector<ui::ChatMessage> MainWindow::load_messages(qint64 conversation) {
         if (m.role == Role::Assistant) {
             try {
                 QString joined;
-                QVector<ui::TokenData> tokens;
-                for (const TraceToken& t : store_->token_trace(m.id)) {
-                    tokens.push_back(token_from_trace(t));
-                    joined += t.text;
-                }
+                QVector<ui::TokenData> tokens = tokens_of(m.id);
+                for (const ui::TokenData& t : tokens) joined += t.text;
                 // A trace that does not spell the saved text (edited by hand, damaged) is not
                 // shown: the text is what the user sees, the trace only explains it.
                 if (joined == m.content) message.tokens = std::move(tokens);
             } catch (const std::exception& e) {
-                spdlog::warn("conversation {} message {}: token trace not shown: {}", conversation, m.id, e.what());
+                spdlog::warn("conversation {} message {}: token trace not shown: {}", conversation,
+                             m.id, e.what());
             }
             if (!m.finish_reason.isEmpty())
-                message.note = replyNote(m.finish_reason, m.token_count, m.decode_tokens_per_s, m.ttft_ms);
+                message.note =
+                    replyNote(m.finish_reason, m.token_count, m.decode_tokens_per_s, m.ttft_ms);
             else if (!m.complete)
                 message.note = replyNote(QStringLiteral("cancelled"), 0, 0, 0);
         }
@@ -544,7 +573,8 @@ QVector<ui::ChatMessage> MainWindow::load_messages(qint64 conversation) {
     return shown;
 }
 
-QString MainWindow::replyNote(const QString& finish_reason, int tokens, double tokens_per_s, double ttft_ms) {
+QString MainWindow::replyNote(const QString& finish_reason, int tokens, double tokens_per_s,
+                              double ttft_ms) {
     QStringList parts;
     if (finish_reason == QLatin1String("cancelled"))
         parts << tr("■ Stopped by you");
@@ -580,12 +610,15 @@ void MainWindow::deleteConversation(qint64 id) {
     const auto c = store_->conversation(id);
     if (!c) return;
     const int count = static_cast<int>(store_->messages(id).size());
-    auto* box = new QMessageBox(QMessageBox::Question, tr("Delete conversation"),
-                                tr("Delete “%1” and its %2?").arg(c->title, count == 1 ? tr("1 message") : tr("%1 messages").arg(count)),
-                                QMessageBox::Cancel, this);
+    auto* box = new QMessageBox(
+        QMessageBox::Question, tr("Delete conversation"),
+        tr("Delete “%1” and its %2?")
+            .arg(c->title, count == 1 ? tr("1 message") : tr("%1 messages").arg(count)),
+        QMessageBox::Cancel, this);
     box->setObjectName("confirmDelete");
     box->setInformativeText(generating_ && id == generating_conversation_
-                                ? tr("It is generating an answer now; deleting stops it. Edit > Undo delete brings the conversation back.")
+                                ? tr("It is generating an answer now; deleting stops it. Edit > "
+                                     "Undo delete brings the conversation back.")
                                 : tr("Edit > Undo delete brings it back."));
     QPushButton* remove = box->addButton(tr("Delete"), QMessageBox::DestructiveRole);
     box->setDefaultButton(QMessageBox::Cancel);
@@ -604,9 +637,9 @@ void MainWindow::delete_now(qint64 id) {
     snapshot.conversation = *c;
     snapshot.messages = store_->messages(id);
     for (const Message& m : snapshot.messages) {
-        QList<TraceToken> trace;
+        QVector<ui::TokenData> trace;
         try {
-            trace = store_->token_trace(m.id);
+            trace = tokens_of(m.id);
         } catch (const std::exception&) {
             // A damaged trace is not worth refusing the deletion for; the text is kept.
         }
@@ -614,7 +647,8 @@ void MainWindow::delete_now(qint64 id) {
     }
     store_->delete_conversation(id);
     deleted_ = std::move(snapshot);
-    QMetaObject::invokeMethod(worker_, "forgetConversation", Qt::QueuedConnection, Q_ARG(qint64, id));
+    QMetaObject::invokeMethod(worker_, "forgetConversation", Qt::QueuedConnection,
+                              Q_ARG(qint64, id));
     undo_action_->setEnabled(true);
     undo_action_->setText(tr("&Undo delete of “%1”").arg(c->title));
     undo_button_->show();
@@ -640,13 +674,16 @@ void MainWindow::undoDelete() {
     undo_action_->setText(tr("&Undo delete"));
     undo_button_->hide();
     undo_timer_->stop();
-    const qint64 id = store_->create_conversation(d.conversation.title, d.conversation.system_prompt, d.conversation.model_path);
+    const qint64 id = store_->create_conversation(
+        d.conversation.title, d.conversation.system_prompt, d.conversation.model_path);
     for (int i = 0; i < d.messages.size(); ++i) {
         const Message& m = d.messages[i];
-        const qint64 message = store_->append_message(id, m.role, m.content, m.complete, m.token_count);
+        const qint64 message =
+            store_->append_message(id, m.role, m.content, m.complete, m.token_count);
         if (!m.finish_reason.isEmpty() || m.decode_tokens_per_s > 0)
-            store_->set_reply_stats(message, {m.finish_reason, m.token_count, m.decode_tokens_per_s, m.ttft_ms});
-        if (!d.traces[i].isEmpty()) store_->set_token_trace(message, d.traces[i]);
+            store_->set_reply_stats(
+                message, {m.finish_reason, m.token_count, m.decode_tokens_per_s, m.ttft_ms});
+        if (!d.traces[i].isEmpty()) write_trace(message, d.traces[i]);
     }
     statusBar()->showMessage(tr("Restored “%1”.").arg(d.conversation.title), 5000);
     refresh_conversations();
@@ -671,7 +708,8 @@ void MainWindow::sendMessage(const QString& text) {
         return;
     }
     if (conversation_ < 0) {
-        conversation_ = store_->create_conversation(text.left(40).simplified(), system_prompt_->text());
+        conversation_ =
+            store_->create_conversation(text.left(40).simplified(), system_prompt_->text());
         refresh_conversations();
     } else if (store_->messages(conversation_).isEmpty()) {
         store_->rename(conversation_, text.left(40).simplified());
@@ -693,7 +731,8 @@ void MainWindow::start_generation() {
     answer_tokens_.clear();
     last_metrics_ = {};
     clear_conversation_panels();
-    QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection, Q_ARG(qint64, conversation_),
+    QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection,
+                              Q_ARG(qint64, conversation_),
                               Q_ARG(QVector<tokenscope::app::ChatTurn>, turns_for(conversation_)),
                               Q_ARG(tokenscope::ui::SamplingSettings, settings_));
 }
@@ -706,12 +745,14 @@ void MainWindow::regenerate() {
     if (generating_ || conversation_ < 0) return;
     const QList<Message> messages = store_->messages(conversation_);
     if (messages.isEmpty()) return;
-    if (messages.last().role == Role::Assistant) store_->truncate_after(conversation_, messages.last().position - 1);
+    if (messages.last().role == Role::Assistant)
+        store_->truncate_after(conversation_, messages.last().position - 1);
     selectConversation(conversation_);
     start_generation();
 }
 
-void MainWindow::on_generation_finished(qint64 conversation, const QString& text, const QString& reason, bool complete) {
+void MainWindow::on_generation_finished(qint64 conversation, const QString& text,
+                                        const QString& reason, bool complete) {
     if (!generating_) return;  // already saved by closeEvent
     generating_ = false;
     chat_->flushPendingTokens();
@@ -720,8 +761,8 @@ void MainWindow::on_generation_finished(qint64 conversation, const QString& text
     if (conversation == conversation_ && answer_shown_) {
         chat_->finishAssistantMessage();
         chat_->setMessageNote(chat_->messageCount() - 1,
-                              replyNote(reason, static_cast<int>(answer_tokens_.size()), last_metrics_.decode_tokens_per_s,
-                                        last_metrics_.ttft_ms));
+                              replyNote(reason, static_cast<int>(answer_tokens_.size()),
+                                        last_metrics_.decode_tokens_per_s, last_metrics_.ttft_ms));
     }
     answer_shown_ = false;
     chat_->setGenerating(false);
@@ -731,16 +772,31 @@ void MainWindow::on_generation_finished(qint64 conversation, const QString& text
     emit generationDone();
 }
 
-qint64 MainWindow::save_answer(qint64 conversation, const QString& text, const QString& reason, bool complete) {
+qint64 MainWindow::save_answer(qint64 conversation, const QString& text, const QString& reason,
+                               bool complete) {
     if (conversation < 0 || !store_->conversation(conversation)) return -1;  // deleted meanwhile
     const int tokens = static_cast<int>(answer_tokens_.size());
-    const qint64 id = store_->append_message(conversation, Role::Assistant, text, complete, tokens);
-    store_->set_reply_stats(id, {reason, tokens, last_metrics_.decode_tokens_per_s, last_metrics_.ttft_ms});
-    QList<TraceToken> trace;
-    trace.reserve(answer_tokens_.size());
-    for (const ui::TokenData& t : answer_tokens_) trace.append(trace_from_token(t));
-    if (!trace.isEmpty()) store_->set_token_trace(id, trace);
+    const qint64 id = store_->append_reply(
+        conversation, text, complete,
+        {reason, tokens, last_metrics_.decode_tokens_per_s, last_metrics_.ttft_ms});
+    if (!answer_tokens_.isEmpty()) write_trace(id, answer_tokens_);
     return id;
+}
+
+void MainWindow::write_trace(qint64 message_id, const QVector<ui::TokenData>& tokens) {
+    pending_traces_.insert(message_id, tokens);
+    QMetaObject::invokeMethod(trace_writer_, "write", Qt::QueuedConnection,
+                              Q_ARG(qint64, message_id),
+                              Q_ARG(QVector<tokenscope::ui::TokenData>, tokens));
+}
+
+QVector<ui::TokenData> MainWindow::tokens_of(qint64 message_id) {
+    const auto pending = pending_traces_.constFind(message_id);
+    if (pending != pending_traces_.constEnd()) return *pending;
+    QVector<ui::TokenData> tokens;
+    for (const TraceToken& t : store_->token_trace(message_id))
+        tokens.push_back(token_from_trace(t));
+    return tokens;
 }
 
 void MainWindow::set_model_status(const QString& text) {
@@ -775,7 +831,8 @@ void MainWindow::rebuild_recent_menu() {
     recent_menu_->clear();
     const QStringList recent = QSettings().value("models/recent").toStringList();
     for (const QString& path : recent) {
-        recent_menu_->addAction(QFileInfo(path).fileName(), this, [this, path] { openModel(path); })->setToolTip(path);
+        recent_menu_->addAction(QFileInfo(path).fileName(), this, [this, path] { openModel(path); })
+            ->setToolTip(path);
     }
     recent_menu_->setEnabled(!recent.isEmpty());
 }
@@ -818,15 +875,16 @@ void MainWindow::keep_chat_wide() {
     // point where the chat would get less than half the window, the docks give way.
     QWidget* centre = centralWidget();
     if (!centre || width() < 400) return;
-    if (centre->width() >= width() / 2) return;
+    if (centre->width() >= width() * 60 / 100) return;
     QList<QDockWidget*> side;
     for (QDockWidget* d : docks_)
         if (!d->isFloating() && d->isVisible() &&
-            (dockWidgetArea(d) == Qt::RightDockWidgetArea || dockWidgetArea(d) == Qt::LeftDockWidgetArea))
+            (dockWidgetArea(d) == Qt::RightDockWidgetArea ||
+             dockWidgetArea(d) == Qt::LeftDockWidgetArea))
             side << d;
     if (side.isEmpty()) return;
     QList<int> widths;
-    for (int i = 0; i < side.size(); ++i) widths << width() * 30 / 100;
+    for (int i = 0; i < side.size(); ++i) widths << width() * 28 / 100;
     resizeDocks(side, widths, Qt::Horizontal);
 }
 

@@ -17,6 +17,7 @@
 // Every reply is saved with its token trace (each token's probability and the candidates
 // before and after the sampling settings) and how it ended, so token inspection and colouring
 // by probability work on any reply, also after a restart.
+#include <QHash>
 #include <QMainWindow>
 #include <QPointer>
 #include <QThread>
@@ -60,7 +61,7 @@ struct MainWindowOptions {
 class MainWindow : public QMainWindow {
     Q_OBJECT
 
-public:
+  public:
     explicit MainWindow(MainWindowOptions options, QWidget* parent = nullptr);
     ~MainWindow() override;
 
@@ -75,6 +76,8 @@ public:
     ui::TokenInspector* tokenInspector() const { return inspector_; }
     ui::MetricsView* metricsView() const { return metrics_; }
     ui::AttentionHeatmap* attentionView() const { return attention_; }
+    // The worker (lives on its own thread); tests emit its signals to replay a sequence.
+    InferenceWorker* worker() const { return worker_; }
     // The model line of the status bar.
     QString statusText() const;
     // True when the constructor restored a saved window geometry.
@@ -84,9 +87,10 @@ public:
     // Whether the compact (all panels on the right, tabbed) default layout fits this window.
     bool compactLayout() const;
     // The assistant reply's footer line: how it ended, tokens, speed, time to first token.
-    static QString replyNote(const QString& finish_reason, int tokens, double tokens_per_s, double ttft_ms);
+    static QString replyNote(const QString& finish_reason, int tokens, double tokens_per_s,
+                             double ttft_ms);
 
-public slots:
+  public slots:
     void openModel(const QString& path);
     void sendMessage(const QString& text);
     void stopGeneration();
@@ -100,18 +104,18 @@ public slots:
     // The default dock layout for the window's current size, every panel shown.
     void resetLayout();
 
-signals:
+  signals:
     void modelReadyChanged(bool ready);
     void generationDone();
 
-protected:
+  protected:
     void closeEvent(QCloseEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
     void showEvent(QShowEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
 
-private:
+  private:
     void build_menus();
     void build_docks();
     // Puts every dock in its default area (compact: all on the right, two tab groups).
@@ -120,9 +124,11 @@ private:
     void connect_worker();
     void refresh_conversations();
     void start_generation();
-    void on_generation_finished(qint64 conversation, const QString& text, const QString& reason, bool complete);
+    void on_generation_finished(qint64 conversation, const QString& text, const QString& reason,
+                                bool complete);
     // Saves the streamed answer (text, trace, finish reason, speed); returns the message id.
-    qint64 save_answer(qint64 conversation, const QString& text, const QString& reason, bool complete);
+    qint64 save_answer(qint64 conversation, const QString& text, const QString& reason,
+                       bool complete);
     QVector<ui::ChatMessage> load_messages(qint64 conversation);
     void clear_conversation_panels();
     void delete_now(qint64 id);
@@ -136,6 +142,14 @@ private:
 
     MainWindowOptions options_;
     std::unique_ptr<ConversationStore> store_;
+    // Token traces are written off the GUI thread; each stays here until it is on disk, so a
+    // conversation opened meanwhile still shows it.
+    QThread trace_thread_;
+    class TraceWriter* trace_writer_ = nullptr;
+    QHash<qint64, QVector<ui::TokenData>> pending_traces_;
+    // A reply's tokens: from pending_traces_ or the database (throws FormatError if damaged).
+    QVector<ui::TokenData> tokens_of(qint64 message_id);
+    void write_trace(qint64 message_id, const QVector<ui::TokenData>& tokens);
     QThread worker_thread_;
     InferenceWorker* worker_ = nullptr;  // lives on worker_thread_
 
@@ -161,15 +175,15 @@ private:
     ui::SamplingSettings settings_;
     qint64 conversation_ = -1;             // the conversation shown
     qint64 generating_conversation_ = -1;  // the conversation being (or last) generated
-    QString answer_text_;                  // what has streamed so far, saved if the window closes mid-answer
+    QString answer_text_;  // what has streamed so far, saved if the window closes mid-answer
     QVector<ui::TokenData> answer_tokens_;  // the streamed tokens: the trace saved with the answer
-    bool answer_shown_ = false;            // the streaming answer is in the chat view
-    ui::MetricsData last_metrics_;         // of the generation of generating_conversation_
+    bool answer_shown_ = false;             // the streaming answer is in the chat view
+    ui::MetricsData last_metrics_;          // of the generation of generating_conversation_
     // A deleted conversation, kept for Undo.
     struct DeletedConversation {
         Conversation conversation;
         QList<Message> messages;
-        QList<QList<TraceToken>> traces;  // per message
+        QList<QVector<ui::TokenData>> traces;  // per message
     };
     std::optional<DeletedConversation> deleted_;
     QString model_status_;  // the status bar's model line while a model is loaded

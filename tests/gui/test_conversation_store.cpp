@@ -471,6 +471,19 @@ class TestConversationStore : public QObject {
         QVERIFY(!error_of<tokenscope::InvalidArgument>([&] {
                      store.set_reply_stats(999, {});
                  }).isEmpty());
+        // append_reply: the same row in one transaction, at the next position.
+        const qint64 reply = store.append_reply(c, QStringLiteral("Again"), true,
+                                                {QStringLiteral("eos"), 4, 12.5, 9.0});
+        const QList<Message> again = store.messages(c);
+        QCOMPARE(again.size(), 3);
+        QCOMPARE(again[2].id, reply);
+        QCOMPARE(again[2].position, 2);
+        QCOMPARE(again[2].role, Role::Assistant);
+        QCOMPARE(again[2].content, QStringLiteral("Again"));
+        QCOMPARE(again[2].finish_reason, QStringLiteral("eos"));
+        QCOMPARE(again[2].token_count, 4);
+        QCOMPARE(again[2].decode_tokens_per_s, 12.5);
+        QCOMPARE(again[2].ttft_ms, 9.0);
     }
 
     // A database written by schema 1 (the previous release) gains the new columns and keeps
@@ -481,7 +494,8 @@ class TestConversationStore : public QObject {
         {
             RawDb raw(QString::fromStdString(path.string()));
             QVERIFY(raw.exec(QStringLiteral(
-                "CREATE TABLE conversations (id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT '',"
+                "CREATE TABLE conversations (id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT "
+                "'',"
                 " system_prompt TEXT NOT NULL DEFAULT '', model_path TEXT NOT NULL DEFAULT '',"
                 " created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL)")));
             QVERIFY(raw.exec(QStringLiteral(
@@ -493,10 +507,11 @@ class TestConversationStore : public QObject {
             QVERIFY(raw.exec(QStringLiteral(
                 "CREATE TABLE message_traces (message_id INTEGER PRIMARY KEY REFERENCES"
                 " messages(id) ON DELETE CASCADE, trace BLOB NOT NULL)")));
-            QVERIFY(raw.exec(QStringLiteral("CREATE TABLE schema_version (version INTEGER NOT NULL)")));
+            QVERIFY(
+                raw.exec(QStringLiteral("CREATE TABLE schema_version (version INTEGER NOT NULL)")));
             QVERIFY(raw.exec(QStringLiteral("INSERT INTO schema_version VALUES (1)")));
-            QVERIFY(raw.exec(QStringLiteral(
-                "INSERT INTO conversations VALUES (1, 'old', '', '', 1000, 1000)")));
+            QVERIFY(raw.exec(
+                QStringLiteral("INSERT INTO conversations VALUES (1, 'old', '', '', 1000, 1000)")));
             QVERIFY(raw.exec(QStringLiteral(
                 "INSERT INTO messages VALUES (1, 1, 0, 'user', 'old question', 1, 0, 1000)")));
         }

@@ -7,7 +7,6 @@
 #include <QAbstractButton>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
-#include <QToolButton>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListView>
@@ -16,11 +15,13 @@
 #include <QProcess>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QSemaphore>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTextBrowser>
+#include <QToolButton>
 #include <QtTest>
 
 #include "attention_heatmap.h"
@@ -55,7 +56,10 @@ bool reachable(const QWidget* widget, const QWidget* window, QString* why) {
     }
     const QRect r = in_window(widget, window);
     if (r.width() < 16 || r.height() < 16) {
-        *why = QStringLiteral("%1 is only %2x%3").arg(widget->objectName()).arg(r.width()).arg(r.height());
+        *why = QStringLiteral("%1 is only %2x%3")
+                   .arg(widget->objectName())
+                   .arg(r.width())
+                   .arg(r.height());
         return false;
     }
     if (!window->rect().contains(r)) {
@@ -72,7 +76,8 @@ bool reachable(const QWidget* widget, const QWidget* window, QString* why) {
     for (const QWidget* p = widget->parentWidget(); p && p != window; p = p->parentWidget()) {
         const QRect pr = in_window(p, window);
         if (!pr.contains(r)) {
-            *why = QStringLiteral("%1 is clipped by %2").arg(widget->objectName(), QString(p->metaObject()->className()));
+            *why = QStringLiteral("%1 is clipped by %2")
+                       .arg(widget->objectName(), QString(p->metaObject()->className()));
             return false;
         }
     }
@@ -95,12 +100,15 @@ class TestWindowUsability : public QObject {
     int store_counter_ = 0;
 
     std::filesystem::path fresh_store() {
-        return std::filesystem::path(test::scratch_dir()) / ("usability" + std::to_string(++store_counter_) + ".sqlite");
+        return std::filesystem::path(test::scratch_dir()) /
+               ("usability" + std::to_string(++store_counter_) + ".sqlite");
     }
 
     // keep_settings: a "restart" that keeps what the previous window saved.
-    std::unique_ptr<MainWindow> open_window(const std::filesystem::path& store, bool keep_settings = false,
-                                            QSize size = QSize(1500, 950), const QString& model = {}) {
+    std::unique_ptr<MainWindow> open_window(const std::filesystem::path& store,
+                                            bool keep_settings = false,
+                                            QSize size = QSize(1500, 950),
+                                            const QString& model = {}) {
         if (!keep_settings) QSettings().clear();
         app::MainWindowOptions o;
         o.model_path = model.isEmpty() ? model_ : model;
@@ -119,13 +127,15 @@ class TestWindowUsability : public QObject {
         w->samplingPanel()->spinBox(QStringLiteral("max_tokens"))->setValue(n);
     }
 
-private slots:
+  private slots:
     void initTestCase() {
         QStandardPaths::setTestModeEnabled(true);
-        model_ = QString::fromStdString(test::tiny_model_path("usability_llama", test::TinyModelSpec{}));
+        model_ =
+            QString::fromStdString(test::tiny_model_path("usability_llama", test::TinyModelSpec{}));
         test::TinyModelSpec long_context;
         long_context.context = 4096;
-        long_model_ = QString::fromStdString(test::tiny_model_path("usability_llama_4k", long_context));
+        long_model_ =
+            QString::fromStdString(test::tiny_model_path("usability_llama_4k", long_context));
     }
 
     // Defect 1: Rename, type, Enter crashed in QSortFilterProxyModel::setData because the
@@ -145,7 +155,8 @@ private slots:
         app::ConversationStore store(store_path);
         QTRY_COMPARE(store.conversation(id)->title, QStringLiteral("Renamed by hand"));
         QTest::qWait(50);  // the refresh after the rename has run
-        QCOMPARE(list->listView()->currentIndex().data().toString(), QStringLiteral("Renamed by hand"));
+        QCOMPARE(list->listView()->currentIndex().data().toString(),
+                 QStringLiteral("Renamed by hand"));
         // Still usable: a second rename with F2.
         list->listView()->setFocus();
         QTest::keyClick(list->listView(), Qt::Key_F2);
@@ -195,7 +206,9 @@ private slots:
         auto w = open_window(fresh_store(), false, size);
         QTest::qWait(100);
         QVERIFY2(w->minimumSizeHint().width() <= 1280 && w->minimumSizeHint().height() <= 720,
-                 qPrintable(QStringLiteral("minimum %1x%2").arg(w->minimumSizeHint().width()).arg(w->minimumSizeHint().height())));
+                 qPrintable(QStringLiteral("minimum %1x%2")
+                                .arg(w->minimumSizeHint().width())
+                                .arg(w->minimumSizeHint().height())));
         QCOMPARE(w->size(), size);
         ui::ChatView* chat = w->chatView();
         ui::ConversationList* list = w->conversationList();
@@ -206,20 +219,23 @@ private slots:
         list->renameButton()->setObjectName("Rename");
         list->deleteButton()->setObjectName("Delete");
         w->statusBar()->setObjectName("status bar");
-        for (QWidget* widget : std::initializer_list<QWidget*>{chat->input(), chat->sendButton(), chat->stopButton(),
-                                                               list->newButton(), list->renameButton(), list->deleteButton(),
-                                                               w->statusBar()}) {
+        for (QWidget* widget : std::initializer_list<QWidget*>{
+                 chat->input(), chat->sendButton(), chat->stopButton(), list->newButton(),
+                 list->renameButton(), list->deleteButton(), w->statusBar()}) {
             QString why;
             QVERIFY2(reachable(widget, w.get(), &why), qPrintable(why));
         }
         // The chat keeps at least 40 % of the width.
-        QVERIFY2(chat->width() >= size.width() * 40 / 100, qPrintable(QString::number(chat->width())));
+        QVERIFY2(chat->width() >= size.width() * 40 / 100,
+                 qPrintable(QString::number(chat->width())));
         // Every panel is docked and visible or one tab away.
         for (QDockWidget* d : w->findChildren<QDockWidget*>()) {
             QVERIFY2(!d->isFloating(), qPrintable(d->objectName()));
             QVERIFY2(w->dockWidgetArea(d) != Qt::NoDockWidgetArea, qPrintable(d->objectName()));
         }
-        QVERIFY(w->grab().save(QString::fromStdString(test::scratch_dir()) + QStringLiteral("/window-%1x%2.png").arg(size.width()).arg(size.height())));
+        QVERIFY(w->grab().save(
+            QString::fromStdString(test::scratch_dir()) +
+            QStringLiteral("/window-%1x%2.png").arg(size.width()).arg(size.height())));
 
         // Reset layout: a closed and a floating panel come back docked.
         auto docks = w->findChildren<QDockWidget*>();
@@ -228,7 +244,9 @@ private slots:
         w->resetLayout();
         QTest::qWait(50);
         for (QDockWidget* d : docks) {
-            QVERIFY2(!d->isHidden() && !d->isFloating(), qPrintable(d->objectName()));
+            // Shown (its tab may be behind another panel's) and docked.
+            QVERIFY2(d->toggleViewAction()->isChecked() && !d->isFloating(),
+                     qPrintable(d->objectName()));
         }
         QCOMPARE(w->size(), size);
     }
@@ -239,7 +257,8 @@ private slots:
         QTest::qWait(50);
         w->resize(1200, 800);
         QTest::qWait(100);
-        QVERIFY2(w->chatView()->width() >= 1200 * 40 / 100, qPrintable(QString::number(w->chatView()->width())));
+        QVERIFY2(w->chatView()->width() >= 1200 * 40 / 100,
+                 qPrintable(QString::number(w->chatView()->width())));
     }
 
     // Defect 4: every reply keeps its token trace, also after a restart; colouring by
@@ -292,8 +311,9 @@ private slots:
         QTest::mouseClick(chat->transcript()->viewport(), Qt::LeftButton, {}, r.center());
         QTRY_VERIFY(w->tokenInspector()->hasToken());
         QCOMPARE(w->tokenInspector()->token().id, first_reply.tokens[0].id);
-        QVERIFY2(w->samplingPanel()->stepTitle().contains(QString::number(first_reply.tokens[0].id)),
-                 qPrintable(w->samplingPanel()->stepTitle()));
+        QVERIFY2(
+            w->samplingPanel()->stepTitle().contains(QString::number(first_reply.tokens[0].id)),
+            qPrintable(w->samplingPanel()->stepTitle()));
         QVERIFY(!w->samplingPanel()->chart()->candidates().isEmpty());
     }
 
@@ -316,7 +336,8 @@ private slots:
         const int row = int(list->visibleIds().indexOf(other));
         QVERIFY(row >= 0);
         QListView* view = list->listView();
-        QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, view->visualRect(view->model()->index(row, 0)).center());
+        QTest::mouseClick(view->viewport(), Qt::LeftButton, {},
+                          view->visualRect(view->model()->index(row, 0)).center());
         QCOMPARE(w->currentConversation(), other);
         QCOMPARE(list->current(), other);
         QCOMPARE(w->chatView()->messageCount(), 0);
@@ -349,6 +370,7 @@ private slots:
         const qint64 id = w->currentConversation();
         app::ConversationStore store(store_path);
         const auto before = store.messages(id);
+        QTRY_VERIFY(!store.token_trace(before[1].id).isEmpty());  // written off the GUI thread
         const auto trace_before = store.token_trace(before[1].id);
 
         QTest::mouseClick(w->conversationList()->deleteButton(), Qt::LeftButton);
@@ -379,7 +401,7 @@ private slots:
             QCOMPARE(after[i].content, before[i].content);
             QCOMPARE(after[i].finish_reason, before[i].finish_reason);
         }
-        QCOMPARE(store.token_trace(after[1].id), trace_before);
+        QTRY_COMPARE(store.token_trace(after[1].id), trace_before);
         QCOMPARE(w->currentConversation(), restored[0].id);
         QVERIFY(!undo->isVisible());
     }
@@ -424,6 +446,55 @@ private slots:
         QVERIFY(w->attentionView()->data().rows.isEmpty());
     }
 
+    // Defect 10: a reply that ends with the hidden stop token leaves the token panel and the
+    // sampling chart on the last visible token, not on the stop token's 100 % step. The worker
+    // is held on its thread so that the test can replay the signal sequence it sends.
+    void panelsSkipTheHiddenStopToken() {
+        const auto store_path = fresh_store();
+        auto w = open_window(store_path);
+        set_max_tokens(w.get(), 5);
+        QSemaphore release;
+        QMetaObject::invokeMethod(
+            w->worker(), [&release] { release.acquire(); }, Qt::QueuedConnection);
+        w->sendMessage("Capital of France?");  // queued behind the held call
+        QVERIFY(w->generating());
+        const qint64 conversation = w->currentConversation();
+        ui::TokenData paris;
+        paris.id = 1234;
+        paris.text = " Paris";
+        paris.probability = 0.7f;
+        paris.before = {{1234, " Paris", 0.6f, 9.0f}, {77, " Lyon", 0.3f, 8.2f}};
+        paris.after = {{1234, " Paris", 0.7f, 9.0f}, {77, " Lyon", 0.3f, 8.2f}};
+        ui::TokenData stop;
+        stop.id = 2;
+        stop.text = QString();  // end of turn: no text
+        stop.probability = 1.0f;
+        stop.before = {{2, "</s>", 1.0f, 20.0f}};
+        stop.after = stop.before;
+        emit w->worker()->tokenGenerated(conversation, paris);
+        emit w->worker()->tokenGenerated(conversation, stop);
+        emit w->worker()->generationFinished(conversation, " Paris", "eos", true);
+        QVERIFY(!w->generating());
+        QTRY_VERIFY(w->tokenInspector()->hasToken());
+        QTest::qWait(100);  // the panel timer has fired
+        QCOMPARE(w->tokenInspector()->token().id, 1234);
+        QVERIFY2(w->samplingPanel()->stepTitle().contains("1234"),
+                 qPrintable(w->samplingPanel()->stepTitle()));
+        QCOMPARE(w->samplingPanel()->chart()->candidates().size(), 2);
+        // The saved trace has both tokens (the stop token is part of what the model did).
+        app::ConversationStore store(store_path);
+        const auto messages = store.messages(conversation);
+        QCOMPARE(messages.size(), 2);
+        QTRY_COMPARE(store.token_trace(messages[1].id).size(), 2);
+        QCOMPARE(messages[1].finish_reason, QStringLiteral("eos"));
+        // Let the held worker run its (real) generation; the window ignores its late signals.
+        QSignalSpy finished(w->worker(), &app::InferenceWorker::generationFinished);
+        release.release();
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 60000);
+        QTest::qWait(50);
+        QCOMPARE(store.messages(conversation).size(), 2);
+    }
+
     void stoppedReplySaysSo() {
         const auto store_path = fresh_store();
         auto w = open_window(store_path);
@@ -444,7 +515,8 @@ private slots:
         w.reset();
         auto again = open_window(store_path, true);
         again->selectConversation(id);
-        QVERIFY(again->chatView()->messageDocument()->document()->toPlainText().contains("Stopped by you"));
+        QVERIFY(again->chatView()->messageDocument()->document()->toPlainText().contains(
+            "Stopped by you"));
     }
 
     // Defect 14: search looks inside messages and says when nothing matches; the status line
@@ -473,14 +545,16 @@ private slots:
 
     void statusLineRecoversAfterAFailedLoad() {
         auto w = open_window(fresh_store());
-        const QString bad = QString::fromStdString(test::scratch_dir()) + "/usability-not-a-model.gguf";
+        const QString bad =
+            QString::fromStdString(test::scratch_dir()) + "/usability-not-a-model.gguf";
         QFile f(bad);
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("not a model");
         f.close();
         w->openModel(bad);
         QMessageBox* box = nullptr;
-        QTRY_VERIFY_WITH_TIMEOUT((box = w->findChild<QMessageBox*>("errorDialog")) != nullptr, 10000);
+        QTRY_VERIFY_WITH_TIMEOUT((box = w->findChild<QMessageBox*>("errorDialog")) != nullptr,
+                                 10000);
         box->accept();
         QVERIFY(w->statusText().contains("unchanged"));
         set_max_tokens(w.get(), 4);
@@ -491,25 +565,40 @@ private slots:
         QVERIFY2(w->statusText().contains("template"), qPrintable(w->statusText()));
     }
 
-    // The stall bound holds while 2000 tokens stream through the real window.
+    // The stall bound holds while 2000 tokens stream through the real window (over several
+    // replies when the random model ends one early), each reply saved with its trace.
     void twoThousandTokensKeepTheWindowResponsive() {
         auto w = open_window(fresh_store(), false, QSize(1500, 950), long_model_);
         set_max_tokens(w.get(), 2000);
         QSignalSpy done(w.get(), &MainWindow::generationDone);
         qint64 worst = 0;
         QElapsedTimer gap;
+        QElapsedTimer total;
         QTimer tick;
         connect(&tick, &QTimer::timeout, this, [&] {
-            worst = std::max(worst, gap.restart());
+            const qint64 g = gap.restart();
+            if (g > 30 && qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG"))
+                qInfo("stall of %lld ms ending at %lld ms", static_cast<long long>(g),
+                      static_cast<long long>(total.elapsed()));
+            worst = std::max(worst, g);
         });
-        w->sendMessage("Count to a very large number");
         gap.start();
+        total.start();
         tick.start(0);
-        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 300000);
+        int streamed = 0;
+        for (int reply = 0; streamed < 2000 && reply < 20; ++reply) {
+            w->sendMessage(reply == 0 ? "Count to a very large number" : "Go on");
+            QTRY_VERIFY_WITH_TIMEOUT(done.count() == reply + 1, 300000);
+            streamed +=
+                int(w->chatView()->message(w->chatView()->messageCount() - 1).tokens.size());
+            if (qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG"))
+                qInfo("reply %d done at %lld ms, %d tokens so far", reply,
+                      static_cast<long long>(total.elapsed()), streamed);
+        }
         tick.stop();
-        const int tokens = int(w->chatView()->message(1).tokens.size());
-        qInfo("%d tokens streamed; longest event-loop stall %lld ms", tokens, static_cast<long long>(worst));
-        QVERIFY2(tokens >= 1000, qPrintable(QString::number(tokens)));
+        qInfo("%d tokens streamed; longest event-loop stall %lld ms", streamed,
+              static_cast<long long>(worst));
+        QVERIFY2(streamed >= 2000, qPrintable(QString::number(streamed)));
 #if defined(__SANITIZE_ADDRESS__)
         qInfo("AddressSanitizer build: the stall bound is not asserted");
 #else

@@ -21,9 +21,9 @@
 #include <cmath>
 
 #include "chat_view.h"
-#include "widget_test_support.h"
 #include "message_document.h"
 #include "panel_data.h"
+#include "widget_test_support.h"
 
 using namespace tokenscope::ui;
 
@@ -440,7 +440,8 @@ class TestChatView : public QObject {
         QScrollBar* bar = view.transcript()->verticalScrollBar();
         auto stream = [&](int first, int count) {
             for (int i = first; i < first + count; ++i)
-                view.appendToken(makeToken(sampleWord(i) + (i % 7 == 6 ? QStringLiteral("\n") : QString()), 0.5f, i));
+                view.appendToken(makeToken(
+                    sampleWord(i) + (i % 7 == 6 ? QStringLiteral("\n") : QString()), 0.5f, i));
             QTRY_COMPARE(view.pendingTokenCount(), 0);
             QTest::qWait(30);  // layout and scroll range settle
         };
@@ -475,11 +476,13 @@ class TestChatView : public QObject {
         view.addMessage(MessageRole::User, QStringLiteral("Two"));
         view.addMessage(MessageRole::Assistant, QStringLiteral("Reply two"));
         view.beginEdit(0);
-        QVERIFY2(view.editBannerText().contains(QStringLiteral("3 messages after it will be discarded")),
-                 qPrintable(view.editBannerText()));
+        QVERIFY2(
+            view.editBannerText().contains(QStringLiteral("3 messages after it will be discarded")),
+            qPrintable(view.editBannerText()));
         view.cancelEdit();
         view.beginEdit(2);
-        QVERIFY2(view.editBannerText().contains(QStringLiteral("the message after it will be discarded")),
+        QVERIFY2(view.editBannerText().contains(
+                     QStringLiteral("the message after it will be discarded")),
                  qPrintable(view.editBannerText()));
     }
 
