@@ -21,6 +21,22 @@ if(NOT TARGET PkgConfig::SENTENCEPIECE)
   target_link_libraries(PkgConfig::SENTENCEPIECE INTERFACE ${SENTENCEPIECE_LIBRARY})
   get_filename_component(SENTENCEPIECE_LIBRARY_DIRS ${SENTENCEPIECE_LIBRARY} DIRECTORY)
 endif()
+# PCRE2 (8-bit, with JIT and Unicode properties) runs the byte-level BPE pre-tokenizers
+# expressions (engine/tokenizer/pretokenizer.cpp; docs/architecture.md says why PCRE2).
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(PCRE2 IMPORTED_TARGET libpcre2-8)
+endif()
+if(NOT TARGET PkgConfig::PCRE2)
+  find_path(PCRE2_INCLUDE_DIR pcre2.h)
+  find_library(PCRE2_LIBRARY NAMES pcre2-8 pcre2-8-static)
+  if(NOT PCRE2_INCLUDE_DIR OR NOT PCRE2_LIBRARY)
+    message(FATAL_ERROR "PCRE2 not found: neither the pkg-config module 'libpcre2-8' nor pcre2.h "
+                        "and the pcre2-8 library on CMAKE_PREFIX_PATH (Debian: libpcre2-dev)")
+  endif()
+  add_library(PkgConfig::PCRE2 INTERFACE IMPORTED)
+  target_include_directories(PkgConfig::PCRE2 INTERFACE ${PCRE2_INCLUDE_DIR})
+  target_link_libraries(PkgConfig::PCRE2 INTERFACE ${PCRE2_LIBRARY})
+endif()
 # The trainer library is used by tests only (a tokenizer trained at test time).
 find_library(SENTENCEPIECE_TRAIN_LIBRARY NAMES sentencepiece_train HINTS ${SENTENCEPIECE_LIBRARY_DIRS})
 

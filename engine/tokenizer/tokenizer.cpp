@@ -10,7 +10,10 @@
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>
 
+#include "tokenizer/bpe_model.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/model_proto.h"
+#include "tokenizer/pretokenizer.h"
 #include "util/error.h"
 #include "util/utf8.h"
 
@@ -55,25 +58,36 @@ std::string unescape_spaces(std::string_view piece) {
 struct Tokenizer::Impl {
     Vocabulary vocab;
     std::string origin;
-    sentencepiece::SentencePieceProcessor sp;
+    sentencepiece::SentencePieceProcessor sp;  // the sentencepiece family only
+    // Byte-level BPE only (both null for sentencepiece).
+    std::unique_ptr<PreTokenizer> pre;
+    std::unique_ptr<BpeModel> bpe;
     // Decoded bytes of every token, and whether its leading ' ' is the dummy prefix that
     // decoding drops at the start of the text (only pieces that began with "▁").
     std::vector<std::string> surface;
     std::vector<bool> strips_leading_space;
     std::unordered_map<std::string_view, std::int32_t> piece_ids;
-    // Control-token strings for parse_special: lookup by text, the lengths to try (longest
-    // first) and the bytes such a string can start with, so most positions cost one test.
+    // Token strings matched in the text before it is encoded: control tokens (only with
+    // parse_special) and, for BPE, user-defined (added) tokens, always, as Hugging Face and
+    // llama.cpp match them (sentencepiece matches its user-defined pieces itself). Lookup by
+    // text, the lengths to try (longest first) and the bytes such a string can start with, so
+    // most positions cost one test.
     std::unordered_map<std::string_view, std::int32_t> specials;
+    bool has_user_defined_specials = false;
     std::vector<std::size_t> special_lengths;
     std::array<bool, 256> special_first_byte{};
 
     void index();
-    void encode_plain(std::string_view text, std::vector<std::int32_t>& out) const;
+    bool is_bpe() const { return pre != nullptr; }  // set before index() runs
+    // `at_text_start`: the segment begins the whole text (where a space prefix goes).
+    void encode_plain(std::string_view text, bool at_text_start,
+                      std::vector<std::int32_t>& out) const;
+    void encode_bpe(std::string_view text, bool at_text_start, std::vector<std::int32_t>& out) const;
 };
 
 void Tokenizer::Impl::index() {
     const std::size_t n = vocab.size();
-    if (static_cast<std::size_t>(sp.GetPieceSize()) != n)
+    if (!is_bpe() && static_cast<std::size_t>(sp.GetPieceSize()) != n)
         throw FormatError(fmt::format("{}: sentencepiece loaded {} pieces, expected {}", origin,
                                       sp.GetPieceSize(), n));
     surface.resize(n);
@@ -84,13 +98,29 @@ void Tokenizer::Impl::index() {
         const auto id = static_cast<std::int32_t>(i);
         piece_ids.emplace(piece, id);  // the first of duplicate pieces wins
         const TokenType type = vocab.types[i];
-        if (id == vocab.unk_id || type == TokenType::Unknown) {
+        // (Byte-level vocabularies may name a control token, "<|endoftext|>", as unknown.)
+        if ((id == vocab.unk_id && !(is_bpe() && type == TokenType::Control)) ||
+            type == TokenType::Unknown) {
             surface[i] = kUnknownSurface;
         } else if (type == TokenType::Control) {
             surface[i].clear();  // invisible, as in sentencepiece's Decode
             specials.emplace(piece, id);
         } else if (type == TokenType::Byte && byte_piece_value(piece) >= 0) {
             surface[i] = std::string(1, static_cast<char>(byte_piece_value(piece)));
+        } else if (is_bpe()) {
+            // Added tokens are stored as the text they stand for; the others spell bytes in
+            // the byte-level alphabet.
+            if (type == TokenType::UserDefined) {
+                surface[i] = piece;
+                if (!piece.empty()) {
+                    specials.emplace(piece, id);
+                    has_user_defined_specials = true;
+                }
+            } else {
+                surface[i] = byte_level::decode(piece);
+            }
+            strips_leading_space[i] = vocab.add_space_prefix && type != TokenType::UserDefined &&
+                                      !surface[i].empty() && surface[i].front() == ' ';
         } else {
             // Literal spaces count like "▁": the ModelProto escapes them (see model_proto.cpp),
             // so sentencepiece may match such a piece at the very start of the text.
@@ -109,7 +139,12 @@ void Tokenizer::Impl::index() {
     std::sort(special_lengths.rbegin(), special_lengths.rend());
 }
 
-void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<std::int32_t>& out) const {
+void Tokenizer::Impl::encode_plain(std::string_view text, bool at_text_start,
+                                   std::vector<std::int32_t>& out) const {
+    if (is_bpe()) {
+        encode_bpe(text, at_text_start, out);
+        return;
+    }
     if (text.empty()) return;
     std::vector<int> ids;
     const auto status = sp.Encode(text, &ids);
@@ -117,6 +152,25 @@ void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<std::int32
         throw InvalidArgument(fmt::format("{}: sentencepiece could not encode {} bytes: {}",
                                           origin, text.size(), status.ToString()));
     out.insert(out.end(), ids.begin(), ids.end());
+}
+
+void Tokenizer::Impl::encode_bpe(std::string_view text, bool at_text_start,
+                                 std::vector<std::int32_t>& out) const {
+    if (text.empty()) return;
+    // The expressions need well-formed UTF-8; ill-formed bytes become U+FFFD, as they would
+    // in the Unicode string a Hugging Face tokenizer works on.
+    std::string owned;
+    if (!utf8::is_valid(text)) {
+        owned = utf8::sanitize(text);
+        text = owned;
+    }
+    if (at_text_start && vocab.add_space_prefix) {
+        owned = " " + std::string(text);
+        text = owned;
+    }
+    std::vector<std::string_view> words;
+    pre->split(text, words);
+    for (const std::string_view word : words) bpe->encode_word(word, pre->ignore_merges(), out);
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -127,6 +181,15 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer Tokenizer::from_vocabulary(Vocabulary vocabulary, const std::string& origin) {
     auto impl = std::make_unique<Impl>();
     impl->origin = origin;
+    if (vocabulary.model == TokenizerModel::ByteLevelBpe) {
+        vocabulary.validate(origin);
+        impl->pre = std::make_unique<PreTokenizer>(PreTokenizer::for_name(vocabulary.pre, origin));
+        impl->vocab = std::move(vocabulary);
+        // piece_ids first: the BPE model resolves every merge through it.
+        impl->index();
+        impl->bpe = std::make_unique<BpeModel>(impl->vocab, impl->piece_ids, origin);
+        return Tokenizer(std::move(impl));
+    }
     const std::string proto = build_model_proto(vocabulary, origin);
     const auto status = impl->sp.LoadFromSerializedProto(proto);
     if (!status.ok())
@@ -165,13 +228,14 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text, EncodeOptions
                 fmt::format("{}: BOS requested but the vocabulary has no BOS token", impl_->origin));
         out.push_back(impl_->vocab.bos_id);
     }
-    if (!options.parse_special || impl_->specials.empty()) {
-        impl_->encode_plain(text, out);
+    if (impl_->specials.empty() || (!options.parse_special && !impl_->has_user_defined_specials)) {
+        impl_->encode_plain(text, true, out);
         return out;
     }
-    // Split at control-token strings (longest match wins) and encode the text between them
+    // Split at special-token strings (longest match wins) and encode the text between them
     // on its own, each piece with sentencepiece's usual dummy prefix: that is what
-    // llama.cpp and the reference (legacy) Hugging Face tokenizers do.
+    // llama.cpp and the reference (legacy) Hugging Face tokenizers do. Without parse_special
+    // only user-defined tokens match, so typed text can never produce a control token.
     std::size_t segment_start = 0;
     std::size_t i = 0;
     while (i < text.size()) {
@@ -181,7 +245,9 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text, EncodeOptions
                 if (length > text.size() - i) continue;
                 const auto it = impl_->specials.find(text.substr(i, length));
                 if (it == impl_->specials.end()) continue;
-                impl_->encode_plain(text.substr(segment_start, i - segment_start), out);
+                if (!options.parse_special && !is_user_defined(it->second)) continue;
+                impl_->encode_plain(text.substr(segment_start, i - segment_start),
+                                    segment_start == 0, out);
                 out.push_back(it->second);
                 i += length;
                 segment_start = i;
@@ -192,7 +258,7 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text, EncodeOptions
         }
         ++i;
     }
-    impl_->encode_plain(text.substr(segment_start), out);
+    impl_->encode_plain(text.substr(segment_start), segment_start == 0, out);
     return out;
 }
 
@@ -242,6 +308,13 @@ TokenType Tokenizer::type(std::int32_t id) const {
 
 bool Tokenizer::is_control(std::int32_t id) const { return type(id) == TokenType::Control; }
 bool Tokenizer::is_byte(std::int32_t id) const { return type(id) == TokenType::Byte; }
+bool Tokenizer::is_user_defined(std::int32_t id) const {
+    return type(id) == TokenType::UserDefined;
+}
+const std::string& Tokenizer::pre_tokenizer() const {
+    static const std::string none;
+    return impl_->pre ? impl_->pre->name() : none;
+}
 
 std::optional<std::int32_t> Tokenizer::token_id(std::string_view piece) const {
     const auto it = impl_->piece_ids.find(piece);

@@ -1,7 +1,8 @@
 #pragma once
-// Text <-> token ids for sentencepiece-family vocabularies (Llama, Gemma), backed by
-// libsentencepiece. Encoding is sentencepiece's; decoding is done here from the vocabulary so
-// that it agrees byte for byte with StreamingDetokenizer.
+// Text <-> token ids for sentencepiece-family vocabularies (Llama 2, Gemma), backed by
+// libsentencepiece, and for byte-level BPE vocabularies (GGUF model "gpt2": Llama 3, Qwen,
+// SmolLM2, ...), encoded here (pretokenizer.h, bpe_model.h). Decoding is done here from the
+// vocabulary for both, so that it agrees byte for byte with StreamingDetokenizer.
 //
 // A Tokenizer is immutable after construction; encode/decode may be called from several
 // threads at once.
@@ -27,6 +28,7 @@ struct EncodeOptions {
     bool add_bos = false;
     // Recognise control-token strings ("<start_of_turn>", "</s>") in the text and emit their
     // ids. Off by default so that text a user typed can never inject a control token.
+    // User-defined (added) tokens are matched either way, as the vocabulary asks.
     bool parse_special = false;
 };
 
@@ -34,7 +36,8 @@ class Tokenizer {
 public:
     // Throws FormatError when sentencepiece refuses the synthesised model.
     static Tokenizer from_vocabulary(Vocabulary vocabulary, const std::string& origin = "vocabulary");
-    // tokenizer.ggml.* of a GGUF whose tokenizer.ggml.model is "llama".
+    // tokenizer.ggml.* of a GGUF whose tokenizer.ggml.model is "llama" or "gpt2". Throws
+    // FormatError naming the file and key (unknown model or pre-tokenizer, a bad merge).
     static Tokenizer from_gguf(const gguf::File& file);
     // A sentencepiece tokenizer.model file. Throws IoError / FormatError.
     static Tokenizer from_model_file(const std::string& path);
@@ -59,6 +62,9 @@ public:
     TokenType type(std::int32_t id) const;
     bool is_control(std::int32_t id) const;
     bool is_byte(std::int32_t id) const;
+    bool is_user_defined(std::int32_t id) const;
+    // tokenizer.ggml.pre of a byte-level BPE vocabulary; empty for sentencepiece.
+    const std::string& pre_tokenizer() const;
     std::optional<std::int32_t> token_id(std::string_view piece) const;
 
     std::int32_t bos_id() const;  // -1 when the vocabulary has none

@@ -18,6 +18,14 @@ const char* token_type_name(TokenType type) {
     return "invalid";
 }
 
+const char* tokenizer_model_name(TokenizerModel model) {
+    switch (model) {
+        case TokenizerModel::SentencePiece: return "llama";
+        case TokenizerModel::ByteLevelBpe: return "gpt2";
+    }
+    return "invalid";
+}
+
 void Vocabulary::validate(const std::string& origin) const {
     if (tokens.empty()) throw FormatError(fmt::format("{}: the vocabulary is empty", origin));
     if (scores.size() != tokens.size())

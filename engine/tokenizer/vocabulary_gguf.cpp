@@ -8,6 +8,7 @@
 
 #include "gguf/file.h"
 #include "gguf/writer.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocabulary.h"
 #include "util/error.h"
@@ -41,30 +42,60 @@ std::int32_t optional_id(const gguf::File& file, std::string_view key) {
     return static_cast<std::int32_t>(id);
 }
 
+void read_scores(const gguf::File& file, Vocabulary& v) {
+    constexpr std::string_view kScoresKey = "tokenizer.ggml.scores";
+    const auto& scores =
+        typed_array(file, kScoresKey, {gguf::ValueType::Float32, gguf::ValueType::Float64});
+    if (scores.items.size() != v.tokens.size())
+        fail(file, kScoresKey,
+             fmt::format("{} scores for {} tokens", scores.items.size(), v.tokens.size()));
+    v.scores.reserve(scores.items.size());
+    for (const auto& item : scores.items) v.scores.push_back(static_cast<float>(item.as_double()));
+}
+
+// tokenizer.ggml.merges (required: without it every word would stay split into bytes) and
+// tokenizer.ggml.pre (required: guessing a pre-tokenizer would silently give other ids).
+void read_bpe_fields(const gguf::File& file, Vocabulary& v) {
+    constexpr std::string_view kMergesKey = "tokenizer.ggml.merges";
+    const auto& merges = typed_array(file, kMergesKey, {gguf::ValueType::String});
+    v.merges.reserve(merges.items.size());
+    for (const auto& item : merges.items) v.merges.push_back(item.as_string());
+    constexpr std::string_view kPreKey = "tokenizer.ggml.pre";
+    if (file.find(kPreKey) == nullptr)
+        fail(file, kPreKey,
+             fmt::format("missing: a byte-level BPE vocabulary needs it to choose its "
+                         "pre-tokenizer (supported: {})",
+                         PreTokenizer::supported_names()));
+    v.pre = file.require_string(kPreKey);
+}
+
 }  // namespace
 
 Vocabulary vocabulary_from_gguf(const gguf::File& file) {
     constexpr std::string_view kModelKey = "tokenizer.ggml.model";
     const std::string model = file.require_string(kModelKey);
-    if (model != "llama")
-        fail(file, kModelKey,
-             fmt::format("tokenizer model '{}' is not supported (only 'llama', the "
-                         "sentencepiece family, is)",
-                         model));
-
     Vocabulary v;
+    if (model == "llama") {
+        v.model = TokenizerModel::SentencePiece;
+    } else if (model == "gpt2") {
+        v.model = TokenizerModel::ByteLevelBpe;
+    } else {
+        fail(file, kModelKey,
+             fmt::format("tokenizer model '{}' is not supported (supported: 'llama', the "
+                         "sentencepiece family, and 'gpt2', byte-level BPE)",
+                         model));
+    }
+    const bool bpe = v.model == TokenizerModel::ByteLevelBpe;
+
     const auto& tokens = typed_array(file, "tokenizer.ggml.tokens", {gguf::ValueType::String});
     v.tokens.reserve(tokens.items.size());
     for (const auto& item : tokens.items) v.tokens.push_back(item.as_string());
 
-    // Scores are the BPE merge priorities: without them sentencepiece would merge blindly.
-    const auto& scores = typed_array(file, "tokenizer.ggml.scores",
-                                     {gguf::ValueType::Float32, gguf::ValueType::Float64});
-    if (scores.items.size() != v.tokens.size())
-        fail(file, "tokenizer.ggml.scores",
-             fmt::format("{} scores for {} tokens", scores.items.size(), v.tokens.size()));
-    v.scores.reserve(scores.items.size());
-    for (const auto& item : scores.items) v.scores.push_back(static_cast<float>(item.as_double()));
+    if (bpe) read_bpe_fields(file, v);
+    // Scores are sentencepiece's merge priorities: without them it would merge blindly. BPE
+    // ranks merges by tokenizer.ggml.merges instead; its vocabularies usually have no scores.
+    if (bpe && file.find("tokenizer.ggml.scores") == nullptr) v.scores.assign(v.tokens.size(), 0.0f);
+    else read_scores(file, v);
 
     if (file.find("tokenizer.ggml.token_type") != nullptr) {
         constexpr std::string_view kTypeKey = "tokenizer.ggml.token_type";
@@ -91,19 +122,26 @@ Vocabulary vocabulary_from_gguf(const gguf::File& file) {
     v.eos_id = optional_id(file, "tokenizer.ggml.eos_token_id");
     v.unk_id = optional_id(file, "tokenizer.ggml.unknown_token_id");
     v.pad_id = optional_id(file, "tokenizer.ggml.padding_token_id");
-    // Defaults as llama.cpp reads sentencepiece vocabularies.
-    v.add_bos = file.optional_bool("tokenizer.ggml.add_bos_token", true);
+    // Defaults as llama.cpp has them: sentencepiece adds BOS and the dummy prefix; byte-level
+    // BPE adds neither, except that the Llama 3 pre-tokenizers imply BOS.
+    v.add_bos = file.optional_bool("tokenizer.ggml.add_bos_token",
+                                   bpe ? PreTokenizer::default_add_bos(v.pre) : true);
     v.add_eos = file.optional_bool("tokenizer.ggml.add_eos_token", false);
-    v.add_space_prefix = file.optional_bool("tokenizer.ggml.add_space_prefix", true);
+    v.add_space_prefix = file.optional_bool("tokenizer.ggml.add_space_prefix", !bpe);
     v.validate(file.path());
     return v;
 }
 
 void write_vocabulary(gguf::Writer& writer, const Vocabulary& v) {
     v.validate("write_vocabulary");
-    writer.set("tokenizer.ggml.model", gguf::Value::string("llama"));
+    writer.set("tokenizer.ggml.model", gguf::Value::string(tokenizer_model_name(v.model)));
     writer.set("tokenizer.ggml.tokens", gguf::Value::strings(v.tokens));
-    writer.set("tokenizer.ggml.scores", gguf::Value::f32s(v.scores));
+    if (v.model == TokenizerModel::ByteLevelBpe) {
+        writer.set("tokenizer.ggml.merges", gguf::Value::strings(v.merges));
+        writer.set("tokenizer.ggml.pre", gguf::Value::string(v.pre));
+    } else {
+        writer.set("tokenizer.ggml.scores", gguf::Value::f32s(v.scores));
+    }
     std::vector<std::int32_t> types;
     types.reserve(v.types.size());
     for (const auto t : v.types) types.push_back(static_cast<std::int32_t>(t));

@@ -1,0 +1,145 @@
+#include "tokenizer/bpe_model.h"
+
+#include <algorithm>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "tokenizer/byte_level.h"
+#include "tokenizer/vocabulary.h"
+#include "util/error.h"
+
+namespace tokenscope::tokenizer {
+
+namespace {
+
+constexpr std::string_view kMergesKey = "tokenizer.ggml.merges";
+
+// Symbols of one word as a doubly linked list over an array: merging keeps the left symbol and
+// retires the right one (length 0).
+struct Symbol {
+    std::int32_t id;
+    std::int32_t prev;
+    std::int32_t next;
+    std::uint32_t length;  // bytes of the word it covers; 0 once merged away
+};
+
+struct Candidate {
+    std::uint32_t rank;
+    std::int32_t left;
+    std::int32_t right;
+    std::int32_t left_id;
+    std::int32_t right_id;
+    std::int32_t result;
+    // The heap's top is the lowest rank, then the leftmost pair.
+    bool operator<(const Candidate& other) const {
+        return rank != other.rank ? rank > other.rank : left > other.left;
+    }
+};
+
+}  // namespace
+
+BpeModel::BpeModel(const Vocabulary& vocabulary, const PieceIds& piece_ids,
+                   const std::string& origin)
+    : vocabulary_(&vocabulary), piece_ids_(&piece_ids) {
+    const auto& spellings = byte_level::byte_spellings();
+    for (int b = 0; b < 256; ++b) {
+        const auto it = piece_ids.find(spellings[static_cast<std::size_t>(b)]);
+        byte_ids_[b] = it == piece_ids.end() ? -1 : it->second;
+    }
+
+    const auto fail = [&](std::size_t index, std::string_view entry, const std::string& what) {
+        throw FormatError(
+            fmt::format("{}: key '{}': entry {} '{}': {}", origin, kMergesKey, index, entry, what));
+    };
+    const auto id_of = [&](std::size_t index, std::string_view entry, std::string_view piece) {
+        const auto it = piece_ids.find(piece);
+        if (it == piece_ids.end())
+            fail(index, entry, fmt::format("'{}' is not in the vocabulary", piece));
+        return it->second;
+    };
+
+    merges_.reserve(vocabulary.merges.size());
+    std::string merged;
+    for (std::size_t i = 0; i < vocabulary.merges.size(); ++i) {
+        const std::string_view entry = vocabulary.merges[i];
+        // Byte-level pieces never contain a literal space (it is spelled "Ġ"), so an entry is
+        // exactly two non-empty pieces around exactly one space.
+        const std::size_t space = entry.find(' ');
+        if (space == std::string_view::npos || space == 0 || space + 1 == entry.size() ||
+            entry.find(' ', space + 1) != std::string_view::npos)
+            fail(i, entry, "expected two pieces separated by one space");
+        const std::string_view left = entry.substr(0, space);
+        const std::string_view right = entry.substr(space + 1);
+        const std::int32_t left_id = id_of(i, entry, left);
+        const std::int32_t right_id = id_of(i, entry, right);
+        merged.assign(left).append(right);
+        const std::int32_t result = id_of(i, entry, merged);
+        // A repeated pair keeps its first (best) rank, as a rank table built in order would.
+        merges_.try_emplace(pair_key(left_id, right_id),
+                            Merge{static_cast<std::uint32_t>(i), result});
+    }
+}
+
+void BpeModel::encode_word(std::string_view word, bool ignore_merges,
+                           std::vector<std::int32_t>& out) const {
+    if (word.empty()) return;
+    if (ignore_merges && word.size() > 1) {
+        const auto it = piece_ids_->find(byte_level::encode(word));
+        if (it != piece_ids_->end() &&
+            vocabulary_->types[static_cast<std::size_t>(it->second)] != TokenType::Control) {
+            out.push_back(it->second);
+            return;
+        }
+    }
+
+    std::vector<Symbol> symbols(word.size());
+    for (std::size_t i = 0; i < word.size(); ++i) {
+        symbols[i] = Symbol{byte_ids_[static_cast<unsigned char>(word[i])],
+                            static_cast<std::int32_t>(i) - 1, static_cast<std::int32_t>(i) + 1, 1};
+    }
+    symbols.back().next = -1;
+
+    std::priority_queue<Candidate> queue;
+    const auto consider = [&](std::int32_t left, std::int32_t right) {
+        if (left < 0 || right < 0) return;
+        const std::int32_t left_id = symbols[static_cast<std::size_t>(left)].id;
+        const std::int32_t right_id = symbols[static_cast<std::size_t>(right)].id;
+        if (left_id < 0 || right_id < 0) return;
+        const auto it = merges_.find(pair_key(left_id, right_id));
+        if (it != merges_.end())
+            queue.push(
+                Candidate{it->second.rank, left, right, left_id, right_id, it->second.result});
+    };
+    for (std::size_t i = 0; i + 1 < symbols.size(); ++i)
+        consider(static_cast<std::int32_t>(i), static_cast<std::int32_t>(i + 1));
+
+    while (!queue.empty()) {
+        const Candidate c = queue.top();
+        queue.pop();
+        Symbol& left = symbols[static_cast<std::size_t>(c.left)];
+        Symbol& right = symbols[static_cast<std::size_t>(c.right)];
+        // Stale when either side has been merged since the candidate was queued.
+        if (left.length == 0 || right.length == 0 || left.next != c.right || left.id != c.left_id ||
+            right.id != c.right_id)
+            continue;
+        left.id = c.result;
+        left.length += right.length;
+        right.length = 0;
+        left.next = right.next;
+        if (right.next >= 0) symbols[static_cast<std::size_t>(right.next)].prev = c.left;
+        consider(left.prev, c.left);
+        consider(c.left, left.next);
+    }
+
+    for (std::int32_t i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) {
+        const Symbol& s = symbols[static_cast<std::size_t>(i)];
+        if (s.id >= 0) out.push_back(s.id);
+        // A byte the vocabulary cannot spell: <unk> where there is one, else it is dropped
+        // (as Hugging Face's BPE does without an unk_token).
+        else if (vocabulary_->unk_id >= 0)
+            out.push_back(vocabulary_->unk_id);
+    }
+}
+
+}  // namespace tokenscope::tokenizer

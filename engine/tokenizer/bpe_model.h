@@ -1,0 +1,52 @@
+#pragma once
+// Byte-level BPE merging (GPT-2's algorithm): a word's bytes start as one symbol each (spelled
+// in the byte-level alphabet, see byte_level.h) and the adjacent pair whose merge comes first in
+// tokenizer.ggml.merges (rank = position) is merged, leftmost first among equals, until no pair
+// has a merge. The symbols left are the tokens.
+//
+// Everything works on token ids: merges are checked against the vocabulary once, when the
+// model is built, so merging never builds strings. Immutable after construction.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tokenscope::tokenizer {
+
+struct Vocabulary;
+
+class BpeModel {
+  public:
+    using PieceIds = std::unordered_map<std::string_view, std::int32_t>;
+
+    // `piece_ids` maps every piece of `vocabulary` to its id and must outlive the model. Throws
+    // FormatError ("<origin>: key 'tokenizer.ggml.merges': entry N ...") for an entry that is
+    // not two pieces separated by one space, or that names a piece (or a merged piece) the
+    // vocabulary lacks.
+    BpeModel(const Vocabulary& vocabulary, const PieceIds& piece_ids, const std::string& origin);
+
+    // Appends the ids of one pre-tokenized word (raw bytes, non-empty). With `ignore_merges` a
+    // word that is a (non-control) vocabulary piece as a whole is that one token.
+    void encode_word(std::string_view word, bool ignore_merges,
+                     std::vector<std::int32_t>& out) const;
+
+    std::size_t merge_count() const { return merges_.size(); }
+
+  private:
+    struct Merge {
+        std::uint32_t rank;
+        std::int32_t result;
+    };
+    static std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
+        return (std::uint64_t{static_cast<std::uint32_t>(left)} << 32) |
+               static_cast<std::uint32_t>(right);
+    }
+
+    const Vocabulary* vocabulary_;
+    const PieceIds* piece_ids_;
+    std::unordered_map<std::uint64_t, Merge> merges_;
+    std::int32_t byte_ids_[256];  // the token spelling each single byte, -1 when absent
+};
+
+}  // namespace tokenscope::tokenizer
