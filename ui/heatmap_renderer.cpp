@@ -1,7 +1,5 @@
 #include "heatmap_renderer.h"
 
-#include <QThread>
-
 #include <QPromise>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
@@ -194,15 +192,7 @@ quint64 HeatmapRenderer::request(HeatmapRequest request) {
                 emit imageReady(generation, future.result(), rows, cell, ds);
             });
     watcher->setFuture(QtConcurrent::run([req = std::move(request)](QPromise<QImage>& promise) {
-        // A long context's image takes tens of milliseconds of a core. On a two-core machine
-        // that already runs the engine, the GUI thread must win that core whenever it has work:
-        // the render runs at idle priority (SCHED_IDLE on Linux) and restores the pool
-        // thread's priority afterwards.
-        QThread* thread = QThread::currentThread();
-        const QThread::Priority before = thread->priority();
-        thread->setPriority(QThread::IdlePriority);
         QImage image = render_rows(req, [&promise] { return promise.isCanceled(); });
-        thread->setPriority(before == QThread::InheritPriority ? QThread::NormalPriority : before);
         // A cancelled job adds no result: the watcher's handler drops it.
         if (promise.isCanceled()) return;
         promise.addResult(std::move(image));

@@ -26,6 +26,7 @@
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <utility>
 
 #include "attention_heatmap.h"
 #include "chat_view.h"
@@ -164,6 +165,8 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     connect(chat_, &ui::ChatView::tokenSelected, this, [this](const ui::TokenData& token) {
         // The user's choice wins over the streaming token until the next reply starts.
         latest_token_.reset();
+        inspector_pending_.reset();
+        sampling_pending_.reset();
         inspector_->setToken(token);
         sampling_->showStep(token);
     });
@@ -212,6 +215,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     refresh_conversations();
     const QList<ConversationSummary> existing = store_->conversations();
     if (!existing.isEmpty()) selectConversation(existing.first().id);
+
+    // A chat app starts with the cursor in the message box (not the search box).
+    chat_->input()->setFocus();
 
     QString model = options_.model_path;
     if (model.isEmpty()) model = QString::fromStdString(paths::default_model().string());
@@ -412,12 +418,28 @@ void MainWindow::build_menus() {
 void MainWindow::connect_worker() {
     token_panels_timer_ = new QTimer(this);
     token_panels_timer_->setSingleShot(true);
-    token_panels_timer_->setInterval(33);
+    // Ten updates a second are plenty for panels that change with every token; filling the
+    // inspector's tables costs ~10 ms, and a panel tabbed away is filled when it is shown.
+    token_panels_timer_->setInterval(100);
     connect(token_panels_timer_, &QTimer::timeout, this, [this] {
         if (!latest_token_) return;
-        inspector_->setToken(*latest_token_);
-        sampling_->showStep(*latest_token_);
+        if (inspector_->isVisible())
+            inspector_->setToken(*latest_token_);
+        else
+            inspector_pending_ = latest_token_;
+        if (sampling_->isVisible())
+            sampling_->showStep(*latest_token_);
+        else
+            sampling_pending_ = latest_token_;
         latest_token_.reset();
+    });
+    connect(docks_[1], &QDockWidget::visibilityChanged, this, [this](bool visible) {
+        if (visible && inspector_pending_)
+            inspector_->setToken(*std::exchange(inspector_pending_, std::nullopt));
+    });
+    connect(docks_[0], &QDockWidget::visibilityChanged, this, [this](bool visible) {
+        if (visible && sampling_pending_)
+            sampling_->showStep(*std::exchange(sampling_pending_, std::nullopt));
     });
     connect(worker_, &InferenceWorker::loadProgress, this,
             [this](int percent, const QString& stage) {
@@ -499,6 +521,7 @@ void MainWindow::newConversation() {
     chat_->setGenerating(generating_);
     clear_conversation_panels();
     refresh_conversations();
+    chat_->input()->setFocus();  // a new conversation starts with typing
 }
 
 void MainWindow::selectConversation(qint64 id) {
@@ -528,6 +551,8 @@ void MainWindow::selectConversation(qint64 id) {
 
 void MainWindow::clear_conversation_panels() {
     latest_token_.reset();
+    inspector_pending_.reset();
+    sampling_pending_.reset();
     token_panels_timer_->stop();
     inspector_->clear();
     sampling_->clearStep();

@@ -192,6 +192,9 @@ class MainWindow : public QMainWindow {
     bool laid_out_ = false;  // the default layout was applied once the window had its size
     // The newest token for the inspector and the distribution chart, shown once per frame.
     std::optional<ui::TokenData> latest_token_;
+    // The newest token for a panel that was tabbed away, shown when it becomes visible.
+    std::optional<ui::TokenData> inspector_pending_;
+    std::optional<ui::TokenData> sampling_pending_;
     QTimer* token_panels_timer_ = nullptr;
     bool model_ready_ = false;
     bool generating_ = false;
