@@ -11,6 +11,8 @@ namespace {
 constexpr ArchitectureSpec kArchitectures[] = {
     {"llama", configure_llama},
     {"gemma3", configure_gemma3},
+    {"qwen2", configure_qwen2},
+    {"qwen3", configure_qwen3},
 };
 }  // namespace
 

@@ -94,6 +94,11 @@ ModelWeights bind_weights(const gguf::File& file, ModelConfig& config) {
         L.wk = bind.matrix(p + "attn_k.weight", config.kv_dim(), width);
         L.wv = bind.matrix(p + "attn_v.weight", config.v_dim(), width);
         L.wo = bind.matrix(p + "attn_output.weight", width, config.heads * config.value_dim);
+        if (config.attention_bias) {
+            L.bq = bind.vector(p + "attn_q.bias", config.q_dim());
+            L.bk = bind.vector(p + "attn_k.bias", config.kv_dim());
+            L.bv = bind.vector(p + "attn_v.bias", config.v_dim());
+        }
         if (config.qk_norm) {
             L.q_norm = bind.vector(p + "attn_q_norm.weight", config.head_dim);
             L.k_norm = bind.vector(p + "attn_k_norm.weight", config.head_dim);
@@ -107,6 +112,9 @@ ModelWeights bind_weights(const gguf::File& file, ModelConfig& config) {
         L.w_up = bind.matrix(p + "ffn_up.weight", config.ffn_length, width);
         L.w_down = bind.matrix(p + "ffn_down.weight", width, config.ffn_length);
     }
+    // Optional for every architecture, as in llama.cpp: only files converted from a model with
+    // llama3 rope scaling carry it.
+    w.rope_freq_factors = bind.vector("rope_freqs.weight", config.rope_dims / 2, /*required=*/false);
     bind.finish();
     if (config.norm_weight_offset != 0.0f) {
         auto shift = [&](std::vector<float>& v) {

@@ -30,6 +30,7 @@ struct WeightMatrix {
 struct LayerWeights {
     std::vector<float> attn_norm;
     WeightMatrix wq, wk, wv, wo;
+    std::vector<float> bq, bk, bv;               // attention_bias only (q_dim, kv_dim, v_dim)
     std::vector<float> q_norm, k_norm;           // qk_norm only (head_dim each)
     std::vector<float> post_attn_norm;           // post_norms only
     std::vector<float> ffn_norm;
@@ -42,6 +43,10 @@ struct ModelWeights {
     WeightMatrix output;           // vocab x width (the embedding when tied)
     std::vector<float> output_norm;
     std::vector<LayerWeights> layers;
+    // Llama 3.x: rope_freqs.weight, rope_dims / 2 factors that divide RoPE's inverse
+    // frequencies (llama.cpp's converter bakes the llama3 rope scaling into this tensor).
+    // Empty when the file has none.
+    std::vector<float> rope_freq_factors;
 
     std::uint64_t total_bytes = 0;  // every tensor of the file
 };

@@ -13,10 +13,13 @@ namespace tokenscope::runtime {
 
 namespace {
 
-std::vector<float> inverse_frequencies(std::int64_t rope_dims, double base) {
+// base^(-2i / rope_dims), divided by the file's per-pair factors when it has them (Llama 3.x
+// rope_freqs: long wavelengths slowed down by up to the scaling factor).
+std::vector<float> inverse_frequencies(std::int64_t rope_dims, double base, const std::vector<float>& factors) {
     std::vector<float> inv(static_cast<std::size_t>(rope_dims / 2));
     for (std::size_t i = 0; i < inv.size(); ++i) {
-        inv[i] = static_cast<float>(std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims)));
+        const double f = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+        inv[i] = static_cast<float>(factors.empty() ? f : f / static_cast<double>(factors[i]));
     }
     return inv;
 }
@@ -38,8 +41,8 @@ std::int64_t row_grain(std::int64_t rows, int threads) {
 CpuBackend::CpuBackend(const model::ModelConfig& config, const model::ModelWeights& weights,
                        const kv::CacheShape& cache_shape, int threads)
     : config_(config), weights_(weights), storage_(cache_shape), pool_(threads) {
-    inv_freq_global_ = inverse_frequencies(config.rope_dims, config.rope_freq_base);
-    inv_freq_local_ = inverse_frequencies(config.rope_dims, config.rope_freq_base_local);
+    inv_freq_global_ = inverse_frequencies(config.rope_dims, config.rope_freq_base, weights.rope_freq_factors);
+    inv_freq_local_ = inverse_frequencies(config.rope_dims, config.rope_freq_base_local, weights.rope_freq_factors);
     spdlog::info("cpu backend: {} threads, matmul kernels {}, kv kernels {}", pool_.size(),
                  tensor::simd_level_name(tensor::active_simd_level()), storage_.kernel_name());
 }
@@ -147,6 +150,11 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t i = b; i < e; ++i) {
                 const double pos = static_cast<double>(token_pos_[static_cast<std::size_t>(i)]) / c.rope_linear_scale;
+                if (c.attention_bias) {
+                    ops::add(q_.data() + i * c.q_dim(), L.bq.data(), c.q_dim());
+                    ops::add(k_.data() + i * c.kv_dim(), L.bk.data(), c.kv_dim());
+                    ops::add(v_.data() + i * c.v_dim(), L.bv.data(), c.v_dim());
+                }
                 for (std::int64_t h = 0; h < c.heads; ++h) {
                     float* head = q_.data() + i * c.q_dim() + h * hd;
                     if (c.qk_norm) ops::rms_norm(head, L.q_norm.data(), head, hd, c.norm_eps);

@@ -38,6 +38,52 @@ TinyModelSpec gemma_spec() {
     return s;
 }
 
+// The tiny models of each architecture the float64 check runs on, by name.
+TinyModelSpec spec_named(const QString& name) {
+    TinyModelSpec s;
+    if (name == "llama_window") s.sliding_window = 5;  // Mistral v0.1: a window on every layer
+    if (name == "llama_tied") s.tied_output = true;
+    if (name == "gemma3") s = gemma_spec();
+    if (name == "qwen2") {
+        s.architecture = "qwen2";
+        s.rope_base = 1000000.0f;
+        s.norm_eps = 1e-6f;
+        s.tied_output = true;  // Qwen2.5 0.5B-3B tie the output to the embedding
+    }
+    if (name == "qwen2_untied") {
+        s.architecture = "qwen2";
+        s.norm_eps = 1e-6f;
+    }
+    if (name == "qwen3") {
+        s.architecture = "qwen3";
+        s.head_dim = 32;  // q is 4 x 32 = 128 wide on a 64-wide model, as Qwen3-0.6B (16 x 128 on 1024)
+        s.rope_base = 1000000.0f;
+        s.norm_eps = 1e-6f;
+    }
+    if (name == "llama3_rope") {
+        // Base 100 and an original context of 64 put the 8 pairs' wavelengths (6 to 350
+        // positions) in all three bands of the llama3 scaling, and make the slowed-down
+        // rotations visible within the test's 14 positions.
+        s.rope_base = 100.0f;
+        s.llama3_rope = {8.0, 1.0, 4.0, 64.0};
+    }
+    if (name == "smollm2") {
+        // SmolLM2-135M's shape, scaled down: 9 heads over 3 KV heads, tied output, base 100 000.
+        s.width = 72;
+        s.heads = 9;
+        s.kv_heads = 3;
+        s.head_dim = 8;
+        s.rope_base = 100000.0f;
+        s.tied_output = true;
+    }
+    if (name == "mistral_nemo") {
+        // Mistral Nemo: heads x head_dim (32 x 128) wider than the model (5120) and a large base.
+        s.head_dim = 32;
+        s.rope_base = 1000000.0f;
+    }
+    return s;
+}
+
 TinyModelSpec quantizable_spec(tensor::Type type) {
     // K-quant rows are 256 wide: every matrix here has 256 or 512 columns.
     TinyModelSpec s;
@@ -80,15 +126,21 @@ private slots:
         QTest::newRow("llama, tied output") << "llama_tied" << 64;
         QTest::newRow("gemma3, one chunk") << "gemma3" << 64;
         QTest::newRow("gemma3, token by token") << "gemma3" << 1;
+        QTest::newRow("qwen2 (q/k/v biases), one chunk") << "qwen2" << 64;
+        QTest::newRow("qwen2 (q/k/v biases), token by token") << "qwen2" << 1;
+        QTest::newRow("qwen2, separate output") << "qwen2_untied" << 64;
+        QTest::newRow("qwen3 (q/k norm), one chunk") << "qwen3" << 64;
+        QTest::newRow("qwen3 (q/k norm), chunks of 3") << "qwen3" << 3;
+        QTest::newRow("llama 3.x rope_freqs, one chunk") << "llama3_rope" << 64;
+        QTest::newRow("llama 3.x rope_freqs, token by token") << "llama3_rope" << 1;
+        QTest::newRow("smollm2 shape (llama, 9/3 heads, tied)") << "smollm2" << 64;
+        QTest::newRow("mistral nemo shape (llama, wide heads)") << "mistral_nemo" << 64;
     }
 
     void matchesReference() {
         QFETCH(QString, name);
         QFETCH(int, chunk);
-        TinyModelSpec spec;
-        if (name == "llama_window") spec.sliding_window = 5;
-        if (name == "llama_tied") spec.tied_output = true;
-        if (name == "gemma3") spec = gemma_spec();
+        const TinyModelSpec spec = spec_named(name);
         const std::string path = test::tiny_model_path(name.toStdString(), spec);
         auto engine = runtime::Engine::load(path, options());
         const auto tokens = sample_tokens(14, engine->config().vocab_size, 7);
@@ -97,6 +149,20 @@ private slots:
         const double err = worst_error(got, ref.logits);
         qInfo("%s: worst relative logit error %.3g", qPrintable(name), err);
         QVERIFY2(err <= 1e-4, qPrintable(QString::number(err)));
+    }
+
+    // The rope_freqs factors reach the rotation: the same weights without the tensor give
+    // different logits (so the check above is not passing on factors that change nothing).
+    void ropeFreqsChangeTheResult() {
+        const TinyModelSpec spec = spec_named("llama3_rope");
+        TinyModelSpec plain = spec;
+        plain.llama3_rope.factor = 0.0;
+        auto scaled = runtime::Engine::load(test::tiny_model_path("llama3_rope", spec), options());
+        auto unscaled = runtime::Engine::load(test::tiny_model_path("llama3_rope_plain", plain), options());
+        const auto tokens = sample_tokens(14, scaled->config().vocab_size, 7);
+        const double diff = worst_error(test::run_sequence(*scaled, tokens, 64), test::run_sequence(*unscaled, tokens, 64));
+        qInfo("rope_freqs vs none: %.3g", diff);
+        QVERIFY2(diff > 1e-2, qPrintable(QString::number(diff)));
     }
 
     // Cached decode must equal recomputing everything at once (same kernels, different

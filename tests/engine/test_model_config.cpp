@@ -28,8 +28,9 @@ QString error_of(const std::string& path) {
 
 // Copies a tiny model's metadata and tensors, letting `edit` change the writer first.
 std::string variant(const std::string& name, const std::function<void(const gguf::File&, gguf::Writer&)>& edit,
-                    const std::function<bool(const std::string&)>& keep_tensor) {
-    const std::string source = test::tiny_model_path("llama", test::TinyModelSpec{});
+                    const std::function<bool(const std::string&)>& keep_tensor,
+                    const std::string& source_name = "llama", const test::TinyModelSpec& source_spec = {}) {
+    const std::string source = test::tiny_model_path(source_name, source_spec);
     const gguf::File f = gguf::File::open(source);
     gguf::Writer w;
     for (const auto& [key, value] : f.metadata()) w.set(key, value);
@@ -40,6 +41,23 @@ std::string variant(const std::string& name, const std::function<void(const gguf
     const std::string path = test::scratch_dir() + "/" + name + ".gguf";
     w.write(path);
     return path;
+}
+test::TinyModelSpec spec_of(const char* architecture) {
+    test::TinyModelSpec s;
+    s.architecture = architecture;
+    return s;
+}
+
+struct Loaded {
+    model::ModelConfig config;
+    model::ModelWeights weights;
+};
+
+Loaded load(const std::string& path) {
+    gguf::File f = gguf::File::open(path);
+    Loaded l{model::load_model_config(f), {}};
+    l.weights = model::bind_weights(f, l.config);
+    return l;
 }
 }  // namespace
 
@@ -81,8 +99,89 @@ private slots:
             w.set("general.architecture", gguf::Value::string("gpt2"));
         }, [](const std::string&) { return true; });
         const QString e = error_of(path);
-        QVERIFY2(e.contains("architecture 'gpt2' is not supported (supported: llama, gemma3)"), qPrintable(e));
+        QVERIFY2(e.contains("architecture 'gpt2' is not supported (supported: llama, gemma3, qwen2, qwen3)"), qPrintable(e));
         QVERIFY(e.startsWith(QString::fromStdString(path)));
+        QVERIFY(!e.contains('\n'));  // one line
+    }
+
+    // Qwen 2: biases bound with their lengths, RoPE on halves; head size from width / heads
+    // (its converter writes no key_length).
+    void qwen2Configuration() {
+        const Loaded l = load(test::tiny_model_path("cfg_qwen2", spec_of("qwen2")));
+        QCOMPARE(l.config.rope_style, model::RopeStyle::NeoX);
+        QVERIFY(l.config.attention_bias && !l.config.qk_norm && !l.config.post_norms);
+        QCOMPARE(l.config.head_dim, std::int64_t{16});
+        QCOMPARE(l.weights.layers[1].bq.size(), std::size_t{64});
+        QCOMPARE(l.weights.layers[1].bk.size(), std::size_t{32});
+        QCOMPARE(l.weights.layers[1].bv.size(), std::size_t{32});
+        QVERIFY(l.weights.rope_freq_factors.empty());
+    }
+
+    void qwen2MissingBiasIsNamed() {
+        const std::string path = variant("qwen2_nobias", [](const gguf::File&, gguf::Writer&) {}, [](const std::string& n) {
+            return n != "blk.1.attn_k.bias";
+        }, "cfg_qwen2", spec_of("qwen2"));
+        const QString e = error_of(path);
+        QVERIFY2(e.contains("missing tensors: blk.1.attn_k.bias"), qPrintable(e));
+    }
+
+    void qwen3Configuration() {
+        test::TinyModelSpec spec = spec_of("qwen3");
+        spec.head_dim = 32;
+        const Loaded l = load(test::tiny_model_path("cfg_qwen3", spec));
+        QCOMPARE(l.config.rope_style, model::RopeStyle::NeoX);
+        QVERIFY(l.config.qk_norm && !l.config.attention_bias && !l.config.post_norms);
+        QCOMPARE(l.config.head_dim, std::int64_t{32});
+        QCOMPARE(l.config.q_dim(), std::int64_t{128});
+        QCOMPARE(l.config.attention_scale, 1.0f / std::sqrt(32.0f));
+        QCOMPARE(l.weights.layers[0].q_norm.size(), std::size_t{32});
+        QCOMPARE(l.weights.layers[0].k_norm.size(), std::size_t{32});
+    }
+
+    void qwen3MissingQkNormIsNamed() {
+        const std::string path = variant("qwen3_nonorm", [](const gguf::File&, gguf::Writer&) {}, [](const std::string& n) {
+            return n != "blk.0.attn_q_norm.weight" && n != "blk.1.attn_k_norm.weight";
+        }, "cfg_qwen3_plain", spec_of("qwen3"));
+        const QString e = error_of(path);
+        QVERIFY2(e.contains("missing tensors: blk.0.attn_q_norm.weight, blk.1.attn_k_norm.weight"), qPrintable(e));
+    }
+
+    // Llama 3.x: rope_freqs.weight is read (rope_dims / 2 factors); a wrong length is named.
+    void llama3RopeFreqs() {
+        test::TinyModelSpec spec;
+        spec.llama3_rope = {8.0, 1.0, 4.0, 64.0};
+        const std::string path = test::tiny_model_path("cfg_llama3", spec);
+        const Loaded l = load(path);
+        QCOMPARE(l.weights.rope_freq_factors.size(), std::size_t{8});
+        QCOMPARE(l.weights.rope_freq_factors.front(), 1.0f);  // shortest wavelength: unchanged
+        QCOMPARE(l.weights.rope_freq_factors.back(), 8.0f);   // longest: slowed by the factor
+        const std::string bad = variant("llama3_bad", [](const gguf::File&, gguf::Writer& w) {
+            std::vector<float> four(4, 1.0f);
+            w.add_tensor("rope_freqs.weight", tensor::Type::F32, {4}, {reinterpret_cast<const std::uint8_t*>(four.data()), 16});
+        }, [](const std::string&) { return true; });
+        const QString e = error_of(bad);
+        QVERIFY2(e.contains("tensor 'rope_freqs.weight': 4 elements, expected 8"), qPrintable(e));
+    }
+
+    // Mistral and SmolLM2 GGUFs are `llama`: Mistral v0.1 with a window on every layer,
+    // SmolLM2 with a tied output.
+    void mistralAndSmolLM2AreLlama() {
+        test::TinyModelSpec mistral;
+        mistral.sliding_window = 4096;
+        const Loaded m = load(test::tiny_model_path("cfg_mistral", mistral));
+        QCOMPARE(m.config.sliding_window, std::int64_t{4096});
+        for (int layer = 0; layer < 2; ++layer) QVERIFY(m.config.uses_window(layer));
+        QCOMPARE(m.config.rope_style, model::RopeStyle::Normal);
+        test::TinyModelSpec smol;
+        smol.width = 72;
+        smol.heads = 9;
+        smol.kv_heads = 3;
+        smol.head_dim = 8;
+        smol.tied_output = true;
+        const Loaded s = load(test::tiny_model_path("cfg_smollm2", smol));
+        QVERIFY(s.config.tied_output && s.config.sliding_window == 0);
+        QCOMPARE(s.weights.output.data, s.weights.token_embedding.data);
+        QCOMPARE(s.config.kv_heads, std::int64_t{3});
     }
 
     void missingTensorsAreAllListed() {

@@ -49,11 +49,13 @@ Vec rms_norm(const Vec& x, const Vec& w, double eps) {
     return y;
 }
 
-// Rotation of dimension pairs by position * base^(-2i/d); Gemma pairs i with i + d/2,
-// Llama pairs 2i with 2i + 1.
-void rope(double* head, std::int64_t d, std::int64_t pos, double base, bool halves) {
+// Rotation of dimension pairs by position * base^(-2i/d) / factor[i] (factors: Llama 3.x
+// rope_freqs, else 1); Gemma, Qwen and Phi-3 pair i with i + d/2, Llama pairs 2i with 2i + 1.
+void rope(double* head, std::int64_t d, std::int64_t pos, double base, bool halves, const Vec& factors) {
     for (std::int64_t i = 0; i < d / 2; ++i) {
-        const double theta = static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+        const double factor = factors.empty() ? 1.0 : factors[static_cast<std::size_t>(i)];
+        const double theta =
+            static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d)) / factor;
         const std::int64_t a = halves ? i : 2 * i;
         const std::int64_t b = halves ? i + d / 2 : 2 * i + 1;
         const double x0 = head[a], x1 = head[b];
@@ -62,12 +64,20 @@ void rope(double* head, std::int64_t d, std::int64_t pos, double base, bool halv
     }
 }
 
+void add_bias(Vec& x, const Vec& b) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += b.at(i);
+}
+
 }  // namespace
 
 ReferenceOutput reference_forward(const std::string& gguf_path, const TinyModelSpec& spec,
                                   std::span<const std::int32_t> tokens) {
     const gguf::File f = gguf::File::open(gguf_path);
     const bool gemma = spec.architecture == "gemma3";
+    const bool qwen2 = spec.architecture == "qwen2", qwen3 = spec.architecture == "qwen3";
+    const bool halves = gemma || qwen2 || qwen3;  // RoPE pairs (i, i + d/2)
+    const bool qk_norm = gemma || qwen3;
+    const Vec rope_factors = f.find_tensor("rope_freqs.weight") ? load_vector(f, "rope_freqs.weight") : Vec{};
     const auto n = static_cast<std::int64_t>(tokens.size());
     const std::int64_t d = spec.width, hd = spec.head_dim;
     const double eps = spec.norm_eps;
@@ -100,21 +110,26 @@ ReferenceOutput reference_forward(const std::string& gguf_path, const TinyModelS
             q[static_cast<std::size_t>(t)] = matvec(wq, h);
             k[static_cast<std::size_t>(t)] = matvec(wk, h);
             v[static_cast<std::size_t>(t)] = matvec(wv, h);
+            if (qwen2) {
+                add_bias(q[static_cast<std::size_t>(t)], load_vector(f, p + "attn_q.bias"));
+                add_bias(k[static_cast<std::size_t>(t)], load_vector(f, p + "attn_k.bias"));
+                add_bias(v[static_cast<std::size_t>(t)], load_vector(f, p + "attn_v.bias"));
+            }
             for (std::int64_t head = 0; head < spec.heads; ++head) {
                 double* qh = q[static_cast<std::size_t>(t)].data() + head * hd;
-                if (gemma) {
+                if (qk_norm) {
                     const Vec qn = rms_norm(Vec(qh, qh + hd), load_vector(f, p + "attn_q_norm.weight"), eps);
                     std::copy(qn.begin(), qn.end(), qh);
                 }
-                rope(qh, hd, t, base, gemma);
+                rope(qh, hd, t, base, halves, rope_factors);
             }
             for (std::int64_t head = 0; head < spec.kv_heads; ++head) {
                 double* kh = k[static_cast<std::size_t>(t)].data() + head * hd;
-                if (gemma) {
+                if (qk_norm) {
                     const Vec kn = rms_norm(Vec(kh, kh + hd), load_vector(f, p + "attn_k_norm.weight"), eps);
                     std::copy(kn.begin(), kn.end(), kh);
                 }
-                rope(kh, hd, t, base, gemma);
+                rope(kh, hd, t, base, halves, rope_factors);
             }
         }
         auto& attention = out.attention[static_cast<std::size_t>(l)];

@@ -5,8 +5,10 @@
 // the latter against gguf-py), then everything is double.
 //
 //   x0 = E[token] (* sqrt(d) for Gemma)
-//   per layer: h = RMSNorm(x); q, k, v = Wq h, Wk h, Wv h; (Gemma: RMSNorm per head of q, k)
-//              RoPE(q, k); a = softmax(q k^T * scale + causal/window mask) v; o = Wo a
+//   per layer: h = RMSNorm(x); q, k, v = Wq h, Wk h, Wv h (Qwen 2: + bq, bk, bv);
+//              (Gemma, Qwen 3: RMSNorm per head of q, k)
+//              RoPE(q, k) (Llama 3.x: each pair's frequency divided by rope_freqs);
+//              a = softmax(q k^T * scale + causal/window mask) v; o = Wo a
 //              (Gemma: o = RMSNorm(o)); x += o; f = Wd (act(Wg RMSNorm(x)) * Wu RMSNorm(x))
 //              (Gemma: f = RMSNorm(f)); x += f
 //   logits = Wout RMSNorm(x)

@@ -1,5 +1,6 @@
 #include "reference/tiny_model.h"
 
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -29,6 +30,19 @@ public:
         writer_.add_tensor(name, spec_.weight_type, {cols, rows}, data);
     }
 
+    // Biases (F32, as the converter stores them), large enough to matter: N(0, 0.5).
+    void bias(const std::string& name, std::int64_t n) {
+        std::normal_distribution<float> normal(0.0f, 0.5f);
+        std::vector<float> values(static_cast<std::size_t>(n));
+        for (float& v : values) v = normal(rng_);
+        f32(name, values);
+    }
+
+    void f32(const std::string& name, const std::vector<float>& values) {
+        writer_.add_tensor(name, tensor::Type::F32, {static_cast<std::int64_t>(values.size())},
+                           {reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * sizeof(float)});
+    }
+
     // Norm weights around 1 (F32, as GGUF stores them).
     void norm(const std::string& name, std::int64_t n) {
         std::normal_distribution<float> normal(1.0f, 0.1f);
@@ -44,12 +58,37 @@ private:
     std::mt19937 rng_;
 };
 
+// The converter's llama3 factors: pairs whose wavelength 2*pi/inv_freq is shorter than
+// original_context / high_freq_factor keep their frequency (factor 1), longer than
+// original_context / low_freq_factor are slowed by `factor`, and the band between blends the
+// two: the frequency becomes (1 - s) * f / factor + s * f with
+// s = (original_context / wavelength - low) / (high - low), stored as f / new frequency.
+std::vector<float> llama3_rope_factors(const TinyModelSpec& spec) {
+    const auto& r = spec.llama3_rope;
+    std::vector<float> factors(static_cast<std::size_t>(spec.head_dim / 2));
+    for (std::size_t i = 0; i < factors.size(); ++i) {
+        const double freq = std::pow(static_cast<double>(spec.rope_base), -2.0 * static_cast<double>(i) / static_cast<double>(spec.head_dim));
+        const double wavelength = 2.0 * M_PI / freq;
+        double f = 1.0;
+        if (wavelength > r.original_context / r.low_freq_factor) {
+            f = r.factor;
+        } else if (wavelength >= r.original_context / r.high_freq_factor) {
+            const double s = (r.original_context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+            f = 1.0 / ((1.0 - s) / r.factor + s);
+        }
+        factors[i] = static_cast<float>(f);
+    }
+    return factors;
+}
+
 }  // namespace
 
 std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec) {
     const tokenizer::Vocabulary vocab = trained_vocabulary();
     const auto n_vocab = static_cast<std::int64_t>(vocab.size());
     const bool gemma = spec.architecture == "gemma3";
+    const bool qwen2 = spec.architecture == "qwen2";
+    const bool qwen3 = spec.architecture == "qwen3";
     const std::string a = spec.architecture;
     gguf::Writer w;
     w.set("general.architecture", gguf::Value::string(a));
@@ -60,8 +99,12 @@ std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec
     w.set(a + ".feed_forward_length", gguf::Value::u32(static_cast<std::uint32_t>(spec.ffn)));
     w.set(a + ".attention.head_count", gguf::Value::u32(static_cast<std::uint32_t>(spec.heads)));
     w.set(a + ".attention.head_count_kv", gguf::Value::u32(static_cast<std::uint32_t>(spec.kv_heads)));
-    w.set(a + ".attention.key_length", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
-    w.set(a + ".attention.value_length", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
+    // Qwen 2's converter leaves the head size to width / heads; the others write it.
+    if (!qwen2) {
+        w.set(a + ".attention.key_length", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
+        w.set(a + ".attention.value_length", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
+    }
+    if (a == "llama") w.set(a + ".rope.dimension_count", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
     w.set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(spec.norm_eps));
     w.set(a + ".rope.freq_base", gguf::Value::f32(spec.rope_base));
     if (spec.sliding_window > 0) {
@@ -73,6 +116,7 @@ std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec
     WeightWriter weights(w, spec);
     weights.matrix("token_embd.weight", n_vocab, spec.width);
     weights.norm("output_norm.weight", spec.width);
+    if (spec.llama3_rope.factor > 0.0) weights.f32("rope_freqs.weight", llama3_rope_factors(spec));
     if (!gemma && !spec.tied_output) weights.matrix("output.weight", n_vocab, spec.width);
     for (std::int64_t l = 0; l < spec.layers; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
@@ -81,9 +125,16 @@ std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec
         weights.matrix(p + "attn_k.weight", spec.kv_heads * spec.head_dim, spec.width);
         weights.matrix(p + "attn_v.weight", spec.kv_heads * spec.head_dim, spec.width);
         weights.matrix(p + "attn_output.weight", spec.width, spec.heads * spec.head_dim);
-        if (gemma) {
+        if (qwen2) {
+            weights.bias(p + "attn_q.bias", spec.heads * spec.head_dim);
+            weights.bias(p + "attn_k.bias", spec.kv_heads * spec.head_dim);
+            weights.bias(p + "attn_v.bias", spec.kv_heads * spec.head_dim);
+        }
+        if (gemma || qwen3) {
             weights.norm(p + "attn_q_norm.weight", spec.head_dim);
             weights.norm(p + "attn_k_norm.weight", spec.head_dim);
+        }
+        if (gemma) {
             weights.norm(p + "post_attention_norm.weight", spec.width);
             weights.norm(p + "post_ffw_norm.weight", spec.width);
         }

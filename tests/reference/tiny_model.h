@@ -10,7 +10,7 @@
 namespace tokenscope::test {
 
 struct TinyModelSpec {
-    std::string architecture = "llama";  // "llama" or "gemma3"
+    std::string architecture = "llama";  // "llama", "gemma3", "qwen2" or "qwen3"
     std::int64_t width = 64;
     std::int64_t layers = 2;
     std::int64_t heads = 4;
@@ -24,6 +24,14 @@ struct TinyModelSpec {
     tensor::Type weight_type = tensor::Type::F32;  // for every matrix (norms stay F32)
     bool tied_output = false;  // llama only; gemma3 is always tied
     std::uint64_t seed = 1;
+    // Llama 3.x rope scaling as llama.cpp's converter stores it: a rope_freqs.weight tensor of
+    // per-pair factors computed from these (Hugging Face rope_scaling "llama3"). factor 0: none.
+    struct Llama3RopeScaling {
+        double factor = 0.0;
+        double low_freq_factor = 1.0;
+        double high_freq_factor = 4.0;
+        double original_context = 8192.0;
+    } llama3_rope;
 };
 
 // Writes the model; throws on failure. Returns the vocabulary size.
