@@ -36,6 +36,7 @@ struct DeviceMatrix {
 
 struct DeviceLayer {
     DeviceBuffer attn_norm, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffn_norm;
+    DeviceBuffer bq, bk, bv;  // attention_bias only
     DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
@@ -64,6 +65,7 @@ struct CudaBackend::State {
     MatmulWorkspace workspace;
     DeviceMatrix embedding, output;
     DeviceBuffer output_norm;
+    DeviceBuffer rope_freq_factors;  // empty (null) unless the file has rope_freqs
     std::vector<DeviceLayer> layers;
     // The paged cache: per layer, K and V as [slot][kv_head][head_dim] (and Q8 scales as
     // [slot][kv_head]), all layers in one buffer each.
@@ -194,6 +196,7 @@ CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWei
     s.upload_matrix(s.embedding, weights.token_embedding, "token embedding");
     if (!config.tied_output) s.upload_matrix(s.output, weights.output, "output matrix");
     s.upload_vector(s.output_norm, weights.output_norm, "output norm");
+    s.upload_vector(s.rope_freq_factors, weights.rope_freq_factors, "rope frequency factors");
     s.layers.resize(weights.layers.size());
     for (std::size_t l = 0; l < weights.layers.size(); ++l) {
         const model::LayerWeights& L = weights.layers[l];
@@ -201,6 +204,9 @@ CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWei
         s.upload_vector(D.attn_norm, L.attn_norm, "attention norm");
         s.upload_vector(D.q_norm, L.q_norm, "q norm");
         s.upload_vector(D.k_norm, L.k_norm, "k norm");
+        s.upload_vector(D.bq, L.bq, "q bias");
+        s.upload_vector(D.bk, L.bk, "k bias");
+        s.upload_vector(D.bv, L.bv, "v bias");
         s.upload_vector(D.post_attn_norm, L.post_attn_norm, "post-attention norm");
         s.upload_vector(D.ffn_norm, L.ffn_norm, "ffn norm");
         s.upload_vector(D.post_ffn_norm, L.post_ffn_norm, "post-ffn norm");
@@ -254,15 +260,20 @@ void CudaBackend::State::enqueue(int T, const std::vector<std::int64_t>& logit_r
         mm(L.wq, xn.as<float>(), T, q.as<float>());
         mm(L.wk, xn.as<float>(), T, k.as<float>());
         mm(L.wv, xn.as<float>(), T, v.as<float>());
+        if (c.attention_bias) {
+            ops::add_rows(q.as<float>(), L.bq.as<float>(), T, c.q_dim(), stream);
+            ops::add_rows(k.as<float>(), L.bk.as<float>(), T, c.kv_dim(), stream);
+            ops::add_rows(v.as<float>(), L.bv.as<float>(), T, c.v_dim(), stream);
+        }
         if (c.qk_norm) {
             ops::rms_norm(q.as<float>(), L.q_norm.as<float>(), q.as<float>(), T * heads, head_dim, c.norm_eps, stream);
             ops::rms_norm(k.as<float>(), L.k_norm.as<float>(), k.as<float>(), T * kv_heads, head_dim, c.norm_eps, stream);
         }
         const bool neox = c.rope_style == model::RopeStyle::NeoX;
         ops::rope(q.as<float>(), T, heads, head_dim, static_cast<int>(c.rope_dims), positions.as<std::int32_t>(),
-                  c.rope_base(l), c.rope_linear_scale, neox, stream);
+                  c.rope_base(l), c.rope_linear_scale, neox, rope_freq_factors.as<float>(), stream);
         ops::rope(k.as<float>(), T, kv_heads, head_dim, static_cast<int>(c.rope_dims), positions.as<std::int32_t>(),
-                  c.rope_base(l), c.rope_linear_scale, neox, stream);
+                  c.rope_base(l), c.rope_linear_scale, neox, rope_freq_factors.as<float>(), stream);
         ops::kv_append(k.as<float>(), v.as<float>(), T, slots.as<std::int64_t>(), k_layer(l), v_layer(l),
                        k_scale_layer(l), v_scale_layer(l), kv_heads, head_dim, shape.type, stream);
         const int window = c.uses_window(l) ? static_cast<int>(c.sliding_window) : 0;

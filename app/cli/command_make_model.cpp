@@ -1,4 +1,5 @@
-// `tokenscope-cli make-model`: writes a Llama-architecture GGUF with seeded random weights in
+// `tokenscope-cli make-model`: writes a Llama-architecture GGUF (or, with --arch, a Qwen 2 / Qwen 3
+// one; --rope-freqs adds Llama 3.x rope factors) with seeded random weights in
 // a chosen format, for benchmarks at realistic sizes (the default shape is ~250M parameters:
 // width 1024, 16 layers, 16 heads, 4 KV heads, FFN 2816, 32000 tokens). Its vocabulary is
 // synthetic: BOS/EOS/UNK, the 256 byte pieces and made-up words, enough for the tokenizer to
@@ -53,24 +54,32 @@ tokenizer::Vocabulary synthetic_vocabulary(std::int64_t size) {
 
 }  // namespace
 
-void write_synthetic_llama(const std::string& out, tensor::Type type, const SyntheticShape& shape) {
+void write_synthetic_model(const std::string& out, tensor::Type type, const SyntheticShape& shape) {
     const std::string type_name = tensor::type_name(type);
     const std::int64_t width = shape.width, layers = shape.layers, heads = shape.heads;
     const std::int64_t kv_heads = shape.kv_heads, ffn = shape.ffn, vocab = shape.vocab;
     const std::uint64_t seed = shape.seed;
-    if (width % heads || heads % kv_heads) throw InvalidArgument("synthetic model: width must divide by heads and heads by kv-heads");
-    const std::int64_t head_dim = width / heads;
+    const std::string& a = shape.architecture;
+    if (a != "llama" && a != "qwen2" && a != "qwen3") throw InvalidArgument("synthetic model: architecture '" + a + "' cannot be written");
+    if (heads % kv_heads || (shape.head_dim == 0 && width % heads)) {
+        throw InvalidArgument("synthetic model: width must divide by heads and heads by kv-heads");
+    }
+    const std::int64_t head_dim = shape.head_dim > 0 ? shape.head_dim : width / heads;
     gguf::Writer w;
-    w.set("general.architecture", gguf::Value::string("llama"));
-    w.set("general.name", gguf::Value::string("synthetic llama " + type_name));
-    w.set("llama.context_length", gguf::Value::u32(4096));
-    w.set("llama.embedding_length", gguf::Value::u32(static_cast<std::uint32_t>(width)));
-    w.set("llama.block_count", gguf::Value::u32(static_cast<std::uint32_t>(layers)));
-    w.set("llama.feed_forward_length", gguf::Value::u32(static_cast<std::uint32_t>(ffn)));
-    w.set("llama.attention.head_count", gguf::Value::u32(static_cast<std::uint32_t>(heads)));
-    w.set("llama.attention.head_count_kv", gguf::Value::u32(static_cast<std::uint32_t>(kv_heads)));
-    w.set("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
-    w.set("llama.rope.freq_base", gguf::Value::f32(10000.0f));
+    w.set("general.architecture", gguf::Value::string(a));
+    w.set("general.name", gguf::Value::string("synthetic " + a + " " + type_name));
+    w.set(a + ".context_length", gguf::Value::u32(4096));
+    w.set(a + ".embedding_length", gguf::Value::u32(static_cast<std::uint32_t>(width)));
+    w.set(a + ".block_count", gguf::Value::u32(static_cast<std::uint32_t>(layers)));
+    w.set(a + ".feed_forward_length", gguf::Value::u32(static_cast<std::uint32_t>(ffn)));
+    w.set(a + ".attention.head_count", gguf::Value::u32(static_cast<std::uint32_t>(heads)));
+    w.set(a + ".attention.head_count_kv", gguf::Value::u32(static_cast<std::uint32_t>(kv_heads)));
+    if (shape.head_dim > 0) {
+        w.set(a + ".attention.key_length", gguf::Value::u32(static_cast<std::uint32_t>(head_dim)));
+        w.set(a + ".attention.value_length", gguf::Value::u32(static_cast<std::uint32_t>(head_dim)));
+    }
+    w.set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
+    w.set(a + ".rope.freq_base", gguf::Value::f32(10000.0f));
     tokenizer::write_vocabulary(w, synthetic_vocabulary(vocab));
 
     std::mt19937_64 rng(seed);
@@ -94,20 +103,45 @@ void write_synthetic_llama(const std::string& out, tensor::Type type, const Synt
         for (auto& th : pool) th.join();
         w.add_tensor(name, type, {cols, rows}, data);
     };
-    auto norm = [&](const std::string& name, std::int64_t n) {
-        std::vector<float> ones(static_cast<std::size_t>(n), 1.0f);
-        w.add_tensor(name, tensor::Type::F32, {n}, {reinterpret_cast<const std::uint8_t*>(ones.data()), ones.size() * 4});
+    auto f32 = [&](const std::string& name, const std::vector<float>& values) {
+        w.add_tensor(name, tensor::Type::F32, {static_cast<std::int64_t>(values.size())},
+                     {reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * 4});
+    };
+    auto norm = [&](const std::string& name, std::int64_t n) { f32(name, std::vector<float>(static_cast<std::size_t>(n), 1.0f)); };
+    // Random vectors for the biases (N(0, 0.5)) and the q/k norms (N(1, 0.1)): a bias or norm
+    // applied to the wrong rows must change the result.
+    auto random_vector = [&](const std::string& name, std::int64_t n, float mean, float sigma) {
+        std::mt19937 vrng(static_cast<std::uint32_t>(rng()));
+        std::normal_distribution<float> normal(mean, sigma);
+        std::vector<float> v(static_cast<std::size_t>(n));
+        for (float& x : v) x = normal(vrng);
+        f32(name, v);
     };
     matrix("token_embd.weight", vocab, width);
     norm("output_norm.weight", width);
     matrix("output.weight", vocab, width);
+    if (shape.rope_freqs) {
+        // Factors rising from 1 (fast pairs) to 8 (slow pairs), the shape of Llama 3.1's.
+        std::vector<float> factors(static_cast<std::size_t>(head_dim / 2));
+        for (std::size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(factors.size() - 1);
+        f32("rope_freqs.weight", factors);
+    }
     for (std::int64_t l = 0; l < layers; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         norm(p + "attn_norm.weight", width);
-        matrix(p + "attn_q.weight", width, width);
+        matrix(p + "attn_q.weight", heads * head_dim, width);
         matrix(p + "attn_k.weight", kv_heads * head_dim, width);
         matrix(p + "attn_v.weight", kv_heads * head_dim, width);
-        matrix(p + "attn_output.weight", width, width);
+        matrix(p + "attn_output.weight", width, heads * head_dim);
+        if (a == "qwen2") {
+            random_vector(p + "attn_q.bias", heads * head_dim, 0.0f, 0.5f);
+            random_vector(p + "attn_k.bias", kv_heads * head_dim, 0.0f, 0.5f);
+            random_vector(p + "attn_v.bias", kv_heads * head_dim, 0.0f, 0.5f);
+        }
+        if (a == "qwen3") {
+            random_vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.1f);
+            random_vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.1f);
+        }
         norm(p + "ffn_norm.weight", width);
         matrix(p + "ffn_gate.weight", ffn, width);
         matrix(p + "ffn_up.weight", ffn, width);
@@ -118,7 +152,7 @@ void write_synthetic_llama(const std::string& out, tensor::Type type, const Synt
 
 int run_make_model(int argc, char** argv, int first) {
     const Arguments args("make-model",
-                         {{"out"}, {"type"}, {"width"}, {"layers"}, {"heads"}, {"kv-heads"}, {"ffn"}, {"vocab"}, {"seed"}},
+                         {{"out"}, {"type"}, {"arch"}, {"head-dim"}, {"rope-freqs", false}, {"width"}, {"layers"}, {"heads"}, {"kv-heads"}, {"ffn"}, {"vocab"}, {"seed"}},
                          argc, argv, first);
     const std::string out = args.required("out");
     const std::string type_name = args.value("type").value_or("q8_0");
@@ -139,15 +173,21 @@ int run_make_model(int argc, char** argv, int first) {
     shape.ffn = number("ffn", 2816);
     shape.vocab = number("vocab", 32000);
     shape.seed = static_cast<std::uint64_t>(number("seed", 1));
-    if (shape.width % shape.heads || shape.heads % shape.kv_heads) {
-        throw InvalidArgument("'make-model': width must divide by heads and heads by kv-heads");
+    shape.architecture = args.value("arch").value_or("llama");
+    if (args.value("head-dim")) shape.head_dim = number("head-dim", 0);
+    shape.rope_freqs = args.flag("rope-freqs");
+    if ((shape.head_dim == 0 && shape.width % shape.heads) || shape.heads % shape.kv_heads) {
+        throw InvalidArgument("'make-model': width must divide by heads (or give --head-dim) and heads by kv-heads");
     }
-    write_synthetic_llama(out, *type, shape);
+    if (shape.architecture != "llama" && shape.architecture != "qwen2" && shape.architecture != "qwen3") {
+        throw InvalidArgument("'make-model': option '--arch' must be llama, qwen2 or qwen3, got '" + shape.architecture + "'");
+    }
+    write_synthetic_model(out, *type, shape);
     const double params = static_cast<double>(shape.vocab * shape.width * 2 +
                                               shape.layers * (2 * shape.width * shape.width +
                                                               2 * shape.kv_heads * (shape.width / shape.heads) * shape.width +
                                                               3 * shape.ffn * shape.width));
-    std::printf("%s: llama, %.0fM parameters, %s weights\n", out.c_str(), params / 1e6, tensor::type_name(*type));
+    std::printf("%s: %s, %.0fM parameters, %s weights\n", out.c_str(), shape.architecture.c_str(), params / 1e6, tensor::type_name(*type));
     return 0;
 }
 

@@ -171,8 +171,29 @@ int run_selftest(int argc, char** argv, int first) {
     tiny.vocab = 1000;
     for (const auto& [type, tolerance] : {std::pair{tensor::Type::F16, 2e-2}, std::pair{tensor::Type::Q8_0, 0.1}, std::pair{tensor::Type::Q4_K, 0.1}}) {
         const std::string path = (dir / (std::string("tiny-") + tensor::type_name(type) + ".gguf")).string();
-        write_synthetic_llama(path, type, tiny);
+        write_synthetic_model(path, type, tiny);
         compare_models(path, std::string("tiny llama ") + tensor::type_name(type), tolerance, rows);
+    }
+    // One model per architecture feature beyond Llama 2, same tolerances: Qwen 2's q/k/v
+    // biases, Qwen 3's per-head q/k RMSNorm with heads wider than width / heads (4 x 128 on
+    // 256, as Qwen3-0.6B's 16 x 128 on 1024), Llama 3.x rope_freqs factors.
+    struct Variant {
+        const char* name;
+        const char* architecture;
+        std::int64_t head_dim;
+        bool rope_freqs;
+    };
+    for (const Variant& v : {Variant{"qwen2", "qwen2", 0, false}, Variant{"qwen3", "qwen3", 128, false},
+                             Variant{"llama3-rope-freqs", "llama", 0, true}}) {
+        for (const auto& [type, tolerance] : {std::pair{tensor::Type::F16, 2e-2}, std::pair{tensor::Type::Q8_0, 0.1}}) {
+            SyntheticShape shape = tiny;
+            shape.architecture = v.architecture;
+            shape.head_dim = v.head_dim;
+            shape.rope_freqs = v.rope_freqs;
+            const std::string path = (dir / (std::string("tiny-") + v.name + "-" + tensor::type_name(type) + ".gguf")).string();
+            write_synthetic_model(path, type, shape);
+            compare_models(path, std::string("tiny ") + v.name + " " + tensor::type_name(type), tolerance, rows);
+        }
     }
     // A Q8 KV cache on both sides, and the decode graph with the one-block-per-head attention
     // kernel instead of split-K (CPU and GPU quantize the cache rows the same way).

@@ -1,6 +1,8 @@
 #pragma once
-// Synthetic Llama-architecture models with seeded random weights in any format we can write:
-// benchmarks at realistic sizes (`make-model`) and the CUDA self-test's whole-model checks.
+// Synthetic models with seeded random weights in any format we can write: Llama-architecture
+// ones for benchmarks at realistic sizes (`make-model`), and one of each supported feature
+// (Qwen 2 biases, Qwen 3 q/k norms, Llama 3.x rope_freqs) for the CUDA self-test's
+// whole-model checks.
 #include <cstdint>
 #include <string>
 
@@ -16,9 +18,12 @@ struct SyntheticShape {
     std::int64_t ffn = 2816;
     std::int64_t vocab = 32000;
     std::uint64_t seed = 1;
+    std::string architecture = "llama";  // "llama", "qwen2" (q/k/v biases) or "qwen3" (q/k norms)
+    std::int64_t head_dim = 0;           // 0: width / heads; else written as attention.key_length
+    bool rope_freqs = false;             // a rope_freqs.weight tensor (Llama 3.x scaling factors)
 };
 
 // Throws InvalidArgument for an inconsistent shape, IoError when the file cannot be written.
-void write_synthetic_llama(const std::string& path, tensor::Type type, const SyntheticShape& shape);
+void write_synthetic_model(const std::string& path, tensor::Type type, const SyntheticShape& shape);
 
 }  // namespace tokenscope::cli

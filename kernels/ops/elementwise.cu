@@ -30,7 +30,21 @@ __global__ void scale_kernel(float* x, float s, std::int64_t n) {
     }
 }
 
+__global__ void add_rows_kernel(float* x, const float* bias, std::int64_t total, std::int64_t n) {
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+    for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += stride) {
+        x[i] += bias[i % n];
+    }
+}
+
 }  // namespace
+
+void add_rows(float* x, const float* bias, std::int64_t rows, std::int64_t n, cudaStream_t s) {
+    if (rows <= 0 || n <= 0) return;
+    add_rows_kernel<<<grid_for(rows * n), kThreads, 0, s>>>(x, bias, rows * n, n);
+    TOKENSCOPE_CUDA_CHECK_LAUNCH("add_rows_kernel");
+}
 
 void add(float* x, const float* y, std::int64_t n, cudaStream_t s) {
     if (n <= 0) return;

@@ -134,24 +134,32 @@ void check_rope(Rng& rng, std::vector<OpCheck>& out) {
     constexpr int kTokens = 5, kHeads = 3, kHeadDim = 64, kRopeDims = 48;
     const std::vector<std::int32_t> pos = {0, 7, 100, 4095, 32000};
     const float base = 10000.0f, linear = 2.0f;
-    std::vector<float> inv(kRopeDims / 2);
-    for (std::size_t i = 0; i < inv.size(); ++i)
-        inv[i] = static_cast<float>(std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / kRopeDims));
+    // Llama 3.x-like per-pair factors (1 for the fast pairs, up to 8 for the slow ones).
+    std::vector<float> factors(kRopeDims / 2);
+    for (std::size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + 7.0f * static_cast<float>(i) / (kRopeDims / 2 - 1);
     DeviceBuffer<std::int32_t> d_pos(pos);
-    for (const bool neox : {false, true}) {
-        const std::vector<float> x = rng.values(kTokens * kHeads * kHeadDim);
-        std::vector<float> want = x;
-        for (int t = 0; t < kTokens; ++t) {
-            const double p = static_cast<double>(pos[t]) / linear;
-            for (int h = 0; h < kHeads; ++h)
-                runtime::ops::rope(want.data() + (t * kHeads + h) * kHeadDim, kRopeDims, p, inv.data(), neox);
+    DeviceBuffer<float> d_factors(factors);
+    for (const bool with_factors : {false, true}) {
+        std::vector<float> inv(kRopeDims / 2);
+        for (std::size_t i = 0; i < inv.size(); ++i) {
+            const double f = std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / kRopeDims);
+            inv[i] = static_cast<float>(with_factors ? f / factors[i] : f);
         }
-        DeviceBuffer<float> d_x(x);
-        ops::rope(d_x.get(), kTokens, kHeads, kHeadDim, kRopeDims, d_pos.get(), base, linear, neox,
-                  nullptr);
-        sync();
-        out.push_back(make_check(neox ? "rope (neox)" : "rope (normal)", "f32",
-                                 rel_error(d_x.download(), want), kF32));
+        for (const bool neox : {false, true}) {
+            const std::vector<float> x = rng.values(kTokens * kHeads * kHeadDim);
+            std::vector<float> want = x;
+            for (int t = 0; t < kTokens; ++t) {
+                const double p = static_cast<double>(pos[t]) / linear;
+                for (int h = 0; h < kHeads; ++h)
+                    runtime::ops::rope(want.data() + (t * kHeads + h) * kHeadDim, kRopeDims, p, inv.data(), neox);
+            }
+            DeviceBuffer<float> d_x(x);
+            ops::rope(d_x.get(), kTokens, kHeads, kHeadDim, kRopeDims, d_pos.get(), base, linear, neox,
+                      with_factors ? d_factors.get() : nullptr, nullptr);
+            sync();
+            const std::string name = std::string(neox ? "rope (neox" : "rope (normal") + (with_factors ? ", rope_freqs)" : ")");
+            out.push_back(make_check(name, "f32", rel_error(d_x.download(), want), kF32));
+        }
     }
 }
 
@@ -182,6 +190,16 @@ void check_elementwise(Rng& rng, std::vector<OpCheck>& out) {
     ops::scale(d_a.get(), -0.37f, kN, nullptr);
     sync();
     out.push_back(make_check("scale", "f32", rel_error(d_a.download(), want), kExact));
+    // Bias rows (Qwen 2's q/k/v biases): the CPU adds the bias to each token's row.
+    constexpr std::int64_t kRows = 7, kWidth = 587;
+    const std::vector<float> rows = rng.values(kRows * kWidth, 4.0f);
+    const std::vector<float> bias = rng.values(kWidth, 1.0f);
+    std::vector<float> want_rows = rows;
+    for (std::int64_t r = 0; r < kRows; ++r) runtime::ops::add(want_rows.data() + r * kWidth, bias.data(), kWidth);
+    DeviceBuffer<float> d_rows(rows), d_bias(bias);
+    ops::add_rows(d_rows.get(), d_bias.get(), kRows, kWidth, nullptr);
+    sync();
+    out.push_back(make_check("add_rows (bias)", "f32", rel_error(d_rows.download(), want_rows), kExact));
 }
 
 // Device cache of one layer with the KvStorage layout.
