@@ -10,6 +10,7 @@ int run_devices(int argc, char** argv, int first);
 int run_run(int argc, char** argv, int first);
 int run_chat(int argc, char** argv, int first);
 int run_bench(int argc, char** argv, int first);
+int run_bench_tokenizer(int argc, char** argv, int first);
 int run_ppl(int argc, char** argv, int first);
 int run_make_model(int argc, char** argv, int first);
 int run_selftest(int argc, char** argv, int first);

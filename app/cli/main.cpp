@@ -32,6 +32,8 @@ const char* const kUsage =
     "  bench     --model FILE [--prompt-lengths 128,512] [--n-decode 64] [--decode-contexts 16,4096]\n"
     "            [--concurrency 1,8,32,64] [engine options as for run] [--json]\n"
     "            prefill and decode speed against the machine's measured ceilings\n"
+    "  bench-tokenizer --model FILE --file TEXT [--seconds S] [--json]\n"
+    "            tokenizer encode/decode speed over a text file, in MB/s\n"
     "  kernel-lab [--op gemv|attention] [--json]\n"
     "            every variant of a CUDA kernel timed on the same inputs\n"
     "  ppl       --model FILE --file TEXT [--ctx N] [--json]\n"
@@ -75,7 +77,7 @@ int dispatch(int argc, char** argv) {
     tokenscope::log::configure(log_level);
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, kernel-lab, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, ppl, make-model, selftest, kernel-lab, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
@@ -84,12 +86,13 @@ int dispatch(int argc, char** argv) {
     if (command == "run") return tokenscope::cli::run_run(argc, argv, first + 1);
     if (command == "chat") return tokenscope::cli::run_chat(argc, argv, first + 1);
     if (command == "bench") return tokenscope::cli::run_bench(argc, argv, first + 1);
+    if (command == "bench-tokenizer") return tokenscope::cli::run_bench_tokenizer(argc, argv, first + 1);
     if (command == "ppl") return tokenscope::cli::run_ppl(argc, argv, first + 1);
     if (command == "make-model") return tokenscope::cli::run_make_model(argc, argv, first + 1);
     if (command == "selftest") return tokenscope::cli::run_selftest(argc, argv, first + 1);
     if (command == "kernel-lab") return tokenscope::cli::run_kernel_lab(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, chat, bench, ppl, make-model, selftest, kernel-lab, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, ppl, make-model, selftest, kernel-lab, devices; see --help)");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #include "tokenizer/bpe_model.h"
 
 #include <algorithm>
-#include <queue>
+#include <atomic>
 
 #include <fmt/format.h>
 
@@ -37,11 +37,27 @@ struct Candidate {
     }
 };
 
+struct WordCache {
+    std::uint64_t serial = 0;
+    bool ignore_merges = false;
+    std::unordered_map<std::string, std::vector<std::int32_t>> words;
+};
+
+WordCache& word_cache() {
+    thread_local WordCache cache;
+    return cache;
+}
+
+std::uint64_t next_serial() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+}
+
 }  // namespace
 
 BpeModel::BpeModel(const Vocabulary& vocabulary, const PieceIds& piece_ids,
                    const std::string& origin)
-    : vocabulary_(&vocabulary), piece_ids_(&piece_ids) {
+    : vocabulary_(&vocabulary), piece_ids_(&piece_ids), serial_(next_serial()) {
     const auto& spellings = byte_level::byte_spellings();
     for (int b = 0; b < 256; ++b) {
         const auto it = piece_ids.find(spellings[static_cast<std::size_t>(b)]);
@@ -81,8 +97,8 @@ BpeModel::BpeModel(const Vocabulary& vocabulary, const PieceIds& piece_ids,
     }
 }
 
-void BpeModel::encode_word(std::string_view word, bool ignore_merges,
-                           std::vector<std::int32_t>& out) const {
+void BpeModel::merge_word(std::string_view word, bool ignore_merges,
+                          std::vector<std::int32_t>& out) const {
     if (word.empty()) return;
     if (ignore_merges && word.size() > 1) {
         const auto it = piece_ids_->find(byte_level::encode(word));
@@ -93,30 +109,36 @@ void BpeModel::encode_word(std::string_view word, bool ignore_merges,
         }
     }
 
-    std::vector<Symbol> symbols(word.size());
+    // Scratch space reused across words and calls (per thread: the model is shared): most
+    // words are short, and allocating per word would cost more than the merging.
+    thread_local std::vector<Symbol> symbols;
+    thread_local std::vector<Candidate> queue;
+    symbols.resize(word.size());
+    queue.clear();
     for (std::size_t i = 0; i < word.size(); ++i) {
         symbols[i] = Symbol{byte_ids_[static_cast<unsigned char>(word[i])],
                             static_cast<std::int32_t>(i) - 1, static_cast<std::int32_t>(i) + 1, 1};
     }
     symbols.back().next = -1;
 
-    std::priority_queue<Candidate> queue;
     const auto consider = [&](std::int32_t left, std::int32_t right) {
         if (left < 0 || right < 0) return;
         const std::int32_t left_id = symbols[static_cast<std::size_t>(left)].id;
         const std::int32_t right_id = symbols[static_cast<std::size_t>(right)].id;
         if (left_id < 0 || right_id < 0) return;
         const auto it = merges_.find(pair_key(left_id, right_id));
-        if (it != merges_.end())
-            queue.push(
-                Candidate{it->second.rank, left, right, left_id, right_id, it->second.result});
+        if (it == merges_.end()) return;
+        queue.push_back(
+            Candidate{it->second.rank, left, right, left_id, right_id, it->second.result});
+        std::push_heap(queue.begin(), queue.end());
     };
     for (std::size_t i = 0; i + 1 < symbols.size(); ++i)
         consider(static_cast<std::int32_t>(i), static_cast<std::int32_t>(i + 1));
 
     while (!queue.empty()) {
-        const Candidate c = queue.top();
-        queue.pop();
+        std::pop_heap(queue.begin(), queue.end());
+        const Candidate c = queue.back();
+        queue.pop_back();
         Symbol& left = symbols[static_cast<std::size_t>(c.left)];
         Symbol& right = symbols[static_cast<std::size_t>(c.right)];
         // Stale when either side has been merged since the candidate was queued.
@@ -140,6 +162,46 @@ void BpeModel::encode_word(std::string_view word, bool ignore_merges,
         else if (vocabulary_->unk_id >= 0)
             out.push_back(vocabulary_->unk_id);
     }
+    // Keep the scratch space of ordinary words, not that of one huge word.
+    constexpr std::size_t kKeep = std::size_t{1} << 16;
+    if (symbols.capacity() > kKeep) std::vector<Symbol>().swap(symbols);
+    if (queue.capacity() > kKeep) std::vector<Candidate>().swap(queue);
+}
+
+void BpeModel::encode_word(std::string_view word, bool ignore_merges,
+                           std::vector<std::int32_t>& out) const {
+    // Running text repeats its words, and a word's tokens depend on nothing but the word, so
+    // short words are remembered: a cache per thread (no locking), for one model at a time
+    // (identified by serial number, not address, which a later model could reuse).
+    constexpr std::size_t kMaxCachedWordBytes = 32;
+    constexpr std::size_t kMaxCachedWords = 16384;
+    WordCache& cache = word_cache();
+    if (word.size() > kMaxCachedWordBytes) {
+        merge_word(word, ignore_merges, out);
+        return;
+    }
+    if (cache.serial != serial_ || cache.ignore_merges != ignore_merges ||
+        cache.words.size() >= kMaxCachedWords) {
+        cache.words.clear();
+        cache.serial = serial_;
+        cache.ignore_merges = ignore_merges;
+    }
+    thread_local std::string key;
+    key.assign(word);
+    if (const auto it = cache.words.find(key); it != cache.words.end()) {
+        out.insert(out.end(), it->second.begin(), it->second.end());
+        return;
+    }
+    const std::size_t first = out.size();
+    merge_word(word, ignore_merges, out);
+    cache.words.emplace(key, std::vector<std::int32_t>(
+                                 out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+}
+
+void BpeModel::clear_thread_cache() {
+    WordCache& cache = word_cache();
+    cache.words.clear();
+    cache.serial = 0;
 }
 
 }  // namespace tokenscope::tokenizer

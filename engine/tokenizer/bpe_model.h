@@ -33,7 +33,14 @@ class BpeModel {
 
     std::size_t merge_count() const { return merges_.size(); }
 
+    // encode_word remembers the tokens of short words, per thread; this forgets the calling
+    // thread's (benchmarks use it to measure text never seen before).
+    static void clear_thread_cache();
+
   private:
+    // encode_word without the cache.
+    void merge_word(std::string_view word, bool ignore_merges,
+                    std::vector<std::int32_t>& out) const;
     struct Merge {
         std::uint32_t rank;
         std::int32_t result;
@@ -46,6 +53,7 @@ class BpeModel {
     const Vocabulary* vocabulary_;
     const PieceIds* piece_ids_;
     std::unordered_map<std::uint64_t, Merge> merges_;
+    std::uint64_t serial_;        // tells this model's word cache from any other's (encode_word)
     std::int32_t byte_ids_[256];  // the token spelling each single byte, -1 when absent
 };
 

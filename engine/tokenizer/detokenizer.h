@@ -1,7 +1,9 @@
 #pragma once
 // Turns a stream of generated token ids into text that is always complete, well-formed UTF-8.
-// A character may arrive split over several byte-fallback tokens (<0xE4><0xBD><0xA0>); its
-// first bytes are held back until it is complete. Bytes that can never become part of a
+// A character may arrive split over several tokens: sentencepiece byte-fallback tokens
+// (<0xE4><0xBD><0xA0>) or byte-level BPE pieces that each spell part of its UTF-8 bytes (GPT-2,
+// Llama 3, Qwen: an emoji is often two or three tokens). Its first bytes are held back until it
+// is complete. Bytes that can never become part of a
 // well-formed sequence come out as U+FFFD at once.
 //
 // Concatenating every push() and the final flush() gives exactly Tokenizer::decode() of the

@@ -141,15 +141,15 @@ void PreTokenizer::Impl::split_one(const pcre2_code* code, std::string_view piec
         const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.data.get());
         const std::size_t start = ovector[0];
         const std::size_t end = ovector[1];
-        if (start > gap_start) out.push_back(piece.substr(gap_start, start - gap_start));
-        if (end > start) {
-            out.push_back(piece.substr(start, end - start));
-            gap_start = pos = end;
-        } else {
+        if (end == start) {
             // An empty match splits nothing; step over one character so the loop moves on.
-            gap_start = start;
+            if (start >= piece.size()) break;
             pos = start + utf8_char_length(static_cast<unsigned char>(piece[start]));
+            continue;
         }
+        if (start > gap_start) out.push_back(piece.substr(gap_start, start - gap_start));
+        out.push_back(piece.substr(start, end - start));
+        gap_start = pos = end;
     }
     if (gap_start < piece.size()) out.push_back(piece.substr(gap_start));
 }

@@ -262,6 +262,8 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text, EncodeOptions
     return out;
 }
 
+void Tokenizer::clear_thread_caches() { BpeModel::clear_thread_cache(); }
+
 std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
     std::string raw;
     bool at_start = true;

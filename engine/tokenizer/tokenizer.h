@@ -47,6 +47,9 @@ public:
     ~Tokenizer();
 
     std::vector<std::int32_t> encode(std::string_view text, EncodeOptions options = {}) const;
+    // Byte-level BPE caches the tokens of short words per thread (running text repeats them);
+    // this empties the calling thread's cache, so a benchmark can time text never seen.
+    static void clear_thread_caches();
     // Control tokens decode to nothing; byte pieces are joined and any ill-formed UTF-8 that
     // results becomes U+FFFD. Throws InvalidArgument on an id out of range.
     std::string decode(std::span<const std::int32_t> ids) const;

@@ -3,6 +3,7 @@
 // a hang.
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -232,6 +233,67 @@ class TestCli : public QObject {
         write_file(path, QByteArray(reinterpret_cast<const char*>(bytes.data()),
                                     static_cast<qsizetype>(bytes.size())));
         expect_error({"tokenize", "--model", path, "--text", "hi"}, {path, "tokenizer.ggml.model"});
+    }
+
+    void tokenizeByteLevelBpe() {
+        const std::string vocab = test::shared_testdata("bpe/ggml-vocab-gpt-2.gguf");
+        if (vocab.empty()) QSKIP("../shared/testdata/bpe is absent");
+        const QString model = QString::fromStdString(vocab);
+        // Line 12 of ggml-vocab-gpt-2.gguf.out ("Hello world"), from the reference tokenizer.
+        QCOMPARE(run_cli({"tokenize", "--model", model, "--text", "Hello world"}).out,
+                 QString("15496 995\n"));
+        const Result json =
+            run_cli({"tokenize", "--model", model, "--text", "Hello world", "--json"});
+        const QJsonObject doc = QJsonDocument::fromJson(json.out.toUtf8()).object();
+        QCOMPARE(doc["pieces"].toArray()[1].toString(), QString::fromUtf8("\u0120world"));
+    }
+
+    void benchTokenizer() {
+        const std::string vocab = test::shared_testdata("bpe/ggml-vocab-qwen2.gguf");
+        if (vocab.empty()) QSKIP("../shared/testdata/bpe is absent");
+        const QString text =
+            QString::fromStdString(test::source_file("resources/text/tokenizer_cjk.txt"));
+        QVERIFY(!text.isEmpty());
+        const Result r = run_cli({"bench-tokenizer", "--model", QString::fromStdString(vocab),
+                                  "--file", text, "--seconds", "0.2", "--json"},
+                                 120000);
+        QVERIFY2(r.exit_code == 0, qPrintable(describe(r)));
+        const QJsonObject doc = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QCOMPARE(doc["tokenizer"].toString(), QString("gpt2"));
+        QCOMPARE(doc["pre"].toString(), QString("qwen2"));
+        QCOMPARE(doc["bytes"].toInteger(), QFileInfo(text).size());
+        QVERIFY(doc["tokens"].toInteger() > 0);
+        // A CJK character is 3 UTF-8 bytes; Qwen's vocabulary has whole words of them.
+        QVERIFY(doc["tokens"].toInteger() < doc["bytes"].toInteger() / 2);
+        QVERIFY(doc["encode_runs"].toInteger() >= 3);
+        QVERIFY(doc["encode_mb_per_s"].toDouble() > 0.0);
+        QVERIFY(doc["round_trip"].toBool());
+        expect_error({"bench-tokenizer", "--model", QString::fromStdString(vocab), "--file",
+                      dir_ + "/missing.txt"},
+                     {"missing.txt", "cannot open"});
+    }
+
+    void tokenizeUnknownPreTokenizer() {
+        const QString path = dir_ + "/unknown_pre.gguf";
+        gguf::Writer w;
+        w.set("general.architecture", gguf::Value::string("llama"));
+        w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
+        w.set("tokenizer.ggml.pre", gguf::Value::string("brand-new-pre"));
+        w.set("tokenizer.ggml.tokens", gguf::Value::strings({"a", "b", "ab"}));
+        w.set("tokenizer.ggml.merges", gguf::Value::strings({"a b"}));
+        const auto bytes = w.to_bytes();
+        write_file(path, QByteArray(reinterpret_cast<const char*>(bytes.data()),
+                                    static_cast<qsizetype>(bytes.size())));
+        expect_error({"tokenize", "--model", path, "--text", "hi"},
+                     {path, "tokenizer.ggml.pre", "'brand-new-pre'"});
+        // A merge naming a piece that is not in the vocabulary: file, key and index.
+        w.set("tokenizer.ggml.pre", gguf::Value::string("gpt-2"));
+        w.set("tokenizer.ggml.merges", gguf::Value::strings({"a b", "ab c"}));
+        const auto bad_merge = w.to_bytes();
+        write_file(path, QByteArray(reinterpret_cast<const char*>(bad_merge.data()),
+                                    static_cast<qsizetype>(bad_merge.size())));
+        expect_error({"tokenize", "--model", path, "--text", "hi"},
+                     {path, "tokenizer.ggml.merges", "entry 1", "'c'"});
     }
 
     void tokenizeGemmaControlTokens() {
