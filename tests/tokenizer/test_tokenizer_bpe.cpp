@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "gguf/file.h"
 #include "gguf/writer.h"
@@ -197,6 +198,35 @@ class TestTokenizerBpe : public QObject {
         QCOMPARE(matches, static_cast<int>(texts.size()));
         QCOMPARE(round_trips, static_cast<int>(texts.size()));
         QCOMPARE(streamed, static_cast<int>(texts.size()));
+
+        // Again, now that the word cache holds every word, and after emptying it.
+        int cached = 0, cleared = 0;
+        for (std::size_t i = 0; i < texts.size(); ++i)
+            if (tok->encode(texts[i]) == expected[i]) ++cached;
+        Tokenizer::clear_thread_caches();
+        for (std::size_t i = 0; i < texts.size(); ++i)
+            if (tok->encode(texts[i]) == expected[i]) ++cleared;
+        QCOMPARE(cached, static_cast<int>(texts.size()));
+        QCOMPARE(cleared, static_cast<int>(texts.size()));
+    }
+
+    void concurrentEncoding() {
+        // One tokenizer, two threads (each with its own match state and word cache).
+        const auto tok = load("qwen2");
+        const std::string base = dir_ + "/ggml-vocab-qwen2.gguf";
+        const auto texts = read_texts(base + ".inp");
+        const auto expected = read_ids(base + ".out");
+        int good[2] = {0, 0};
+        const auto work = [&](int t) {
+            for (int round = 0; round < 20; ++round)
+                for (std::size_t i = 0; i < texts.size(); ++i)
+                    if (tok->encode(texts[i]) == expected[i]) ++good[t];
+        };
+        std::thread a(work, 0), b(work, 1);
+        a.join();
+        b.join();
+        QCOMPARE(good[0], static_cast<int>(20 * texts.size()));
+        QCOMPARE(good[1], static_cast<int>(20 * texts.size()));
     }
 
     void llama3Metadata() {
