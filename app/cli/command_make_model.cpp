@@ -1,5 +1,5 @@
-// `tokenscope-cli make-model`: writes a Llama-architecture GGUF (or, with --arch, a Qwen 2 / Qwen 3
-// one; --rope-freqs adds Llama 3.x rope factors) with seeded random weights in
+// `tokenscope-cli make-model`: writes a Llama-architecture GGUF (or, with --arch, a Qwen 2 / Qwen 3 /
+// Phi-3 one; --rope-freqs adds Llama 3.x rope factors) with seeded random weights in
 // a chosen format, for benchmarks at realistic sizes (the default shape is ~250M parameters:
 // width 1024, 16 layers, 16 heads, 4 KV heads, FFN 2816, 32000 tokens). Its vocabulary is
 // synthetic: BOS/EOS/UNK, the 256 byte pieces and made-up words, enough for the tokenizer to
@@ -60,7 +60,7 @@ void write_synthetic_model(const std::string& out, tensor::Type type, const Synt
     const std::int64_t kv_heads = shape.kv_heads, ffn = shape.ffn, vocab = shape.vocab;
     const std::uint64_t seed = shape.seed;
     const std::string& a = shape.architecture;
-    if (a != "llama" && a != "qwen2" && a != "qwen3") throw InvalidArgument("synthetic model: architecture '" + a + "' cannot be written");
+    if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "phi3") throw InvalidArgument("synthetic model: architecture '" + a + "' cannot be written");
     if (heads % kv_heads || (shape.head_dim == 0 && width % heads)) {
         throw InvalidArgument("synthetic model: width must divide by heads and heads by kv-heads");
     }
@@ -129,9 +129,13 @@ void write_synthetic_model(const std::string& out, tensor::Type type, const Synt
     for (std::int64_t l = 0; l < layers; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         norm(p + "attn_norm.weight", width);
-        matrix(p + "attn_q.weight", heads * head_dim, width);
-        matrix(p + "attn_k.weight", kv_heads * head_dim, width);
-        matrix(p + "attn_v.weight", kv_heads * head_dim, width);
+        if (a == "phi3") {
+            matrix(p + "attn_qkv.weight", (heads + 2 * kv_heads) * head_dim, width);  // q, k, v rows
+        } else {
+            matrix(p + "attn_q.weight", heads * head_dim, width);
+            matrix(p + "attn_k.weight", kv_heads * head_dim, width);
+            matrix(p + "attn_v.weight", kv_heads * head_dim, width);
+        }
         matrix(p + "attn_output.weight", width, heads * head_dim);
         if (a == "qwen2") {
             random_vector(p + "attn_q.bias", heads * head_dim, 0.0f, 0.5f);
@@ -143,8 +147,12 @@ void write_synthetic_model(const std::string& out, tensor::Type type, const Synt
             random_vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.1f);
         }
         norm(p + "ffn_norm.weight", width);
-        matrix(p + "ffn_gate.weight", ffn, width);
-        matrix(p + "ffn_up.weight", ffn, width);
+        if (a == "phi3") {
+            matrix(p + "ffn_up.weight", 2 * ffn, width);  // gate rows, then up rows
+        } else {
+            matrix(p + "ffn_gate.weight", ffn, width);
+            matrix(p + "ffn_up.weight", ffn, width);
+        }
         matrix(p + "ffn_down.weight", width, ffn);
     }
     w.write(out);
@@ -179,8 +187,9 @@ int run_make_model(int argc, char** argv, int first) {
     if ((shape.head_dim == 0 && shape.width % shape.heads) || shape.heads % shape.kv_heads) {
         throw InvalidArgument("'make-model': width must divide by heads (or give --head-dim) and heads by kv-heads");
     }
-    if (shape.architecture != "llama" && shape.architecture != "qwen2" && shape.architecture != "qwen3") {
-        throw InvalidArgument("'make-model': option '--arch' must be llama, qwen2 or qwen3, got '" + shape.architecture + "'");
+    if (shape.architecture != "llama" && shape.architecture != "qwen2" && shape.architecture != "qwen3" &&
+        shape.architecture != "phi3") {
+        throw InvalidArgument("'make-model': option '--arch' must be llama, qwen2, qwen3 or phi3, got '" + shape.architecture + "'");
     }
     write_synthetic_model(out, *type, shape);
     const double params = static_cast<double>(shape.vocab * shape.width * 2 +

@@ -176,14 +176,15 @@ int run_selftest(int argc, char** argv, int first) {
     }
     // One model per architecture feature beyond Llama 2, same tolerances: Qwen 2's q/k/v
     // biases, Qwen 3's per-head q/k RMSNorm with heads wider than width / heads (4 x 128 on
-    // 256, as Qwen3-0.6B's 16 x 128 on 1024), Llama 3.x rope_freqs factors.
+    // 256, as Qwen3-0.6B's 16 x 128 on 1024), Phi-3's fused qkv and gate+up (bound as row
+    // ranges, uploaded as separate matrices), Llama 3.x rope_freqs factors.
     struct Variant {
         const char* name;
         const char* architecture;
         std::int64_t head_dim;
         bool rope_freqs;
     };
-    for (const Variant& v : {Variant{"qwen2", "qwen2", 0, false}, Variant{"qwen3", "qwen3", 128, false},
+    for (const Variant& v : {Variant{"qwen2", "qwen2", 0, false}, Variant{"qwen3", "qwen3", 128, false}, Variant{"phi3", "phi3", 0, false},
                              Variant{"llama3-rope-freqs", "llama", 0, true}}) {
         for (const auto& [type, tolerance] : {std::pair{tensor::Type::F16, 2e-2}, std::pair{tensor::Type::Q8_0, 0.1}}) {
             SyntheticShape shape = tiny;

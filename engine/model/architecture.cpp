@@ -13,6 +13,7 @@ constexpr ArchitectureSpec kArchitectures[] = {
     {"gemma3", configure_gemma3},
     {"qwen2", configure_qwen2},
     {"qwen3", configure_qwen3},
+    {"phi3", configure_phi3},
 };
 }  // namespace
 

@@ -30,12 +30,13 @@ struct ArchitectureSpec {
 };
 
 std::span<const ArchitectureSpec> supported_architectures();
-std::string supported_architecture_names();  // "llama, gemma3, qwen2, qwen3"
+std::string supported_architecture_names();  // "llama, gemma3, qwen2, qwen3, phi3"
 
 // Defined in the arch files.
 void configure_llama(const HyperparameterReader& keys, ModelConfig& config);
 void configure_gemma3(const HyperparameterReader& keys, ModelConfig& config);
 void configure_qwen2(const HyperparameterReader& keys, ModelConfig& config);
 void configure_qwen3(const HyperparameterReader& keys, ModelConfig& config);
+void configure_phi3(const HyperparameterReader& keys, ModelConfig& config);
 
 }  // namespace tokenscope::model

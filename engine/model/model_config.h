@@ -51,6 +51,7 @@ struct ModelConfig {
     float attention_scale = 0.0f;  // multiplies q·k; 1/sqrt(head_dim) unless the arch says otherwise
     bool qk_norm = false;          // RMSNorm over each head of q and k (Gemma 3, Qwen 3)
     bool attention_bias = false;   // q, k and v projections add a bias (Qwen 2)
+    bool fused_gate_up = false;    // ffn_up.weight holds gate (first half) and up rows (Phi-3)
     bool post_norms = false;       // RMSNorm after attention and after the FFN (Gemma 2/3)
     // Gemma's RMSNorm multiplies by (1 + w). llama.cpp's converter stores 1 + w in the GGUF,
     // so for GGUF files this stays 0; the flag exists for weights stored unshifted.

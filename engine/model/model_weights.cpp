@@ -61,6 +61,18 @@ private:
     std::vector<std::string> missing_;
 };
 
+// Rows [first, first + count) of a bound matrix, in place: fused tensors (Phi-3's attn_qkv and
+// gate+up) become the separate matrices the backends multiply with, without a copy.
+WeightMatrix row_slice(const WeightMatrix& m, std::int64_t first, std::int64_t count) {
+    if (!m.data) return m;  // missing: already reported by the binder
+    const std::uint64_t row_bytes = m.bytes / static_cast<std::uint64_t>(m.rows);
+    WeightMatrix s = m;
+    s.rows = count;
+    s.data = m.row(first);
+    s.bytes = row_bytes * static_cast<std::uint64_t>(count);
+    return s;
+}
+
 }  // namespace
 
 ModelWeights bind_weights(const gguf::File& file, ModelConfig& config) {
@@ -90,9 +102,18 @@ ModelWeights bind_weights(const gguf::File& file, ModelConfig& config) {
         const std::string p = "blk." + std::to_string(l) + ".";
         LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
         L.attn_norm = bind.vector(p + "attn_norm.weight", width);
-        L.wq = bind.matrix(p + "attn_q.weight", config.q_dim(), width);
-        L.wk = bind.matrix(p + "attn_k.weight", config.kv_dim(), width);
-        L.wv = bind.matrix(p + "attn_v.weight", config.v_dim(), width);
+        if (file.find_tensor(p + "attn_qkv.weight")) {
+            // Fused q, k, v rows in that order (Phi-3; llama.cpp accepts it for any architecture).
+            const WeightMatrix qkv =
+                bind.matrix(p + "attn_qkv.weight", config.q_dim() + config.kv_dim() + config.v_dim(), width);
+            L.wq = row_slice(qkv, 0, config.q_dim());
+            L.wk = row_slice(qkv, config.q_dim(), config.kv_dim());
+            L.wv = row_slice(qkv, config.q_dim() + config.kv_dim(), config.v_dim());
+        } else {
+            L.wq = bind.matrix(p + "attn_q.weight", config.q_dim(), width);
+            L.wk = bind.matrix(p + "attn_k.weight", config.kv_dim(), width);
+            L.wv = bind.matrix(p + "attn_v.weight", config.v_dim(), width);
+        }
         L.wo = bind.matrix(p + "attn_output.weight", width, config.heads * config.value_dim);
         if (config.attention_bias) {
             L.bq = bind.vector(p + "attn_q.bias", config.q_dim());
@@ -108,8 +129,14 @@ ModelWeights bind_weights(const gguf::File& file, ModelConfig& config) {
             L.post_ffn_norm = bind.vector(p + "post_ffw_norm.weight", width);
         }
         L.ffn_norm = bind.vector(p + "ffn_norm.weight", width);
-        L.w_gate = bind.matrix(p + "ffn_gate.weight", config.ffn_length, width);
-        L.w_up = bind.matrix(p + "ffn_up.weight", config.ffn_length, width);
+        if (config.fused_gate_up) {
+            const WeightMatrix gate_up = bind.matrix(p + "ffn_up.weight", 2 * config.ffn_length, width);
+            L.w_gate = row_slice(gate_up, 0, config.ffn_length);
+            L.w_up = row_slice(gate_up, config.ffn_length, config.ffn_length);
+        } else {
+            L.w_gate = bind.matrix(p + "ffn_gate.weight", config.ffn_length, width);
+            L.w_up = bind.matrix(p + "ffn_up.weight", config.ffn_length, width);
+        }
         L.w_down = bind.matrix(p + "ffn_down.weight", width, config.ffn_length);
     }
     // Optional for every architecture, as in llama.cpp: only files converted from a model with

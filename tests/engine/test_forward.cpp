@@ -60,6 +60,12 @@ TinyModelSpec spec_named(const QString& name) {
         s.rope_base = 1000000.0f;
         s.norm_eps = 1e-6f;
     }
+    if (name == "phi3") {
+        s.architecture = "phi3";
+        s.heads = 4;
+        s.kv_heads = 4;  // Phi-3-mini: no grouping
+        s.sliding_window = 6;  // Phi-3-mini-4k: 2047, on every layer
+    }
     if (name == "llama3_rope") {
         // Base 100 and an original context of 64 put the 8 pairs' wavelengths (6 to 350
         // positions) in all three bands of the llama3 scaling, and make the slowed-down
@@ -131,6 +137,8 @@ private slots:
         QTest::newRow("qwen2, separate output") << "qwen2_untied" << 64;
         QTest::newRow("qwen3 (q/k norm), one chunk") << "qwen3" << 64;
         QTest::newRow("qwen3 (q/k norm), chunks of 3") << "qwen3" << 3;
+        QTest::newRow("phi3 (fused qkv, gate+up; window 6), one chunk") << "phi3" << 64;
+        QTest::newRow("phi3 (fused qkv, gate+up; window 6), chunks of 3") << "phi3" << 3;
         QTest::newRow("llama 3.x rope_freqs, one chunk") << "llama3_rope" << 64;
         QTest::newRow("llama 3.x rope_freqs, token by token") << "llama3_rope" << 1;
         QTest::newRow("smollm2 shape (llama, 9/3 heads, tied)") << "smollm2" << 64;

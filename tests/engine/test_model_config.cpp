@@ -99,7 +99,7 @@ private slots:
             w.set("general.architecture", gguf::Value::string("gpt2"));
         }, [](const std::string&) { return true; });
         const QString e = error_of(path);
-        QVERIFY2(e.contains("architecture 'gpt2' is not supported (supported: llama, gemma3, qwen2, qwen3)"), qPrintable(e));
+        QVERIFY2(e.contains("architecture 'gpt2' is not supported (supported: llama, gemma3, qwen2, qwen3, phi3)"), qPrintable(e));
         QVERIFY(e.startsWith(QString::fromStdString(path)));
         QVERIFY(!e.contains('\n'));  // one line
     }
@@ -144,6 +144,34 @@ private slots:
         }, "cfg_qwen3_plain", spec_of("qwen3"));
         const QString e = error_of(path);
         QVERIFY2(e.contains("missing tensors: blk.0.attn_q_norm.weight, blk.1.attn_k_norm.weight"), qPrintable(e));
+    }
+
+    // Phi-3: the fused matrices are bound as row ranges (no copy); LongRoPE files are refused
+    // by name; a missing fused tensor is named.
+    void phi3Configuration() {
+        const std::string path = test::tiny_model_path("cfg_phi3", spec_of("phi3"));
+        const Loaded l = load(path);
+        QCOMPARE(l.config.rope_style, model::RopeStyle::NeoX);
+        QVERIFY(l.config.fused_gate_up);
+        const auto& L = l.weights.layers[0];
+        QCOMPARE(L.wq.rows, std::int64_t{64});
+        QCOMPARE(L.wk.rows, std::int64_t{32});
+        QCOMPARE(L.wv.rows, std::int64_t{32});
+        QCOMPARE(static_cast<const std::uint8_t*>(L.wk.data), static_cast<const std::uint8_t*>(L.wq.data) + 64 * 64 * 4);
+        QCOMPARE(static_cast<const std::uint8_t*>(L.wv.data), static_cast<const std::uint8_t*>(L.wk.data) + 32 * 64 * 4);
+        QCOMPARE(L.w_gate.rows, std::int64_t{128});
+        QCOMPARE(static_cast<const std::uint8_t*>(L.w_up.data), static_cast<const std::uint8_t*>(L.w_gate.data) + 128 * 64 * 4);
+        const std::string longrope = variant("phi3_longrope", [](const gguf::File&, gguf::Writer& w) {
+            std::vector<float> ones(8, 1.0f);
+            w.add_tensor("rope_factors_long.weight", tensor::Type::F32, {8}, {reinterpret_cast<const std::uint8_t*>(ones.data()), 32});
+        }, [](const std::string&) { return true; }, "cfg_phi3", spec_of("phi3"));
+        QString e = error_of(longrope);
+        QVERIFY2(e.contains("tensor 'rope_factors_long.weight': Phi-3 LongRoPE scaling is not supported"), qPrintable(e));
+        const std::string missing = variant("phi3_noqkv", [](const gguf::File&, gguf::Writer&) {}, [](const std::string& n) {
+            return n != "blk.0.attn_qkv.weight";
+        }, "cfg_phi3", spec_of("phi3"));
+        e = error_of(missing);
+        QVERIFY2(e.contains("missing tensors: blk.0.attn_q.weight, blk.0.attn_k.weight, blk.0.attn_v.weight"), qPrintable(e));
     }
 
     // Llama 3.x: rope_freqs.weight is read (rope_dims / 2 factors); a wrong length is named.

@@ -30,6 +30,11 @@ Mat load_matrix(const gguf::File& f, const std::string& name) {
 
 Vec load_vector(const gguf::File& f, const std::string& name) { return load_matrix(f, name).at(0); }
 
+// Rows [first, first + count) of m: Phi-3's fused matrices taken apart.
+Mat rows_of(const Mat& m, std::size_t first, std::size_t count) {
+    return Mat(m.begin() + static_cast<std::ptrdiff_t>(first), m.begin() + static_cast<std::ptrdiff_t>(first + count));
+}
+
 Vec matvec(const Mat& w, const Vec& x) {
     Vec y(w.size(), 0.0);
     for (std::size_t r = 0; r < w.size(); ++r) {
@@ -75,7 +80,8 @@ ReferenceOutput reference_forward(const std::string& gguf_path, const TinyModelS
     const gguf::File f = gguf::File::open(gguf_path);
     const bool gemma = spec.architecture == "gemma3";
     const bool qwen2 = spec.architecture == "qwen2", qwen3 = spec.architecture == "qwen3";
-    const bool halves = gemma || qwen2 || qwen3;  // RoPE pairs (i, i + d/2)
+    const bool phi3 = spec.architecture == "phi3";
+    const bool halves = gemma || qwen2 || qwen3 || phi3;  // RoPE pairs (i, i + d/2)
     const bool qk_norm = gemma || qwen3;
     const Vec rope_factors = f.find_tensor("rope_freqs.weight") ? load_vector(f, "rope_freqs.weight") : Vec{};
     const auto n = static_cast<std::int64_t>(tokens.size());
@@ -95,9 +101,24 @@ ReferenceOutput reference_forward(const std::string& gguf_path, const TinyModelS
     out.attention.resize(static_cast<std::size_t>(spec.layers));
     for (std::int64_t l = 0; l < spec.layers; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
-        const Mat wq = load_matrix(f, p + "attn_q.weight"), wk = load_matrix(f, p + "attn_k.weight");
-        const Mat wv = load_matrix(f, p + "attn_v.weight"), wo = load_matrix(f, p + "attn_output.weight");
-        const Mat wg = load_matrix(f, p + "ffn_gate.weight"), wu = load_matrix(f, p + "ffn_up.weight");
+        Mat wq, wk, wv, wg, wu;
+        if (phi3) {
+            // attn_qkv: q, k, v rows in that order; ffn_up: gate rows, then up rows.
+            const Mat qkv = load_matrix(f, p + "attn_qkv.weight"), gate_up = load_matrix(f, p + "ffn_up.weight");
+            const auto q_rows = static_cast<std::size_t>(spec.heads * hd), kv_rows = static_cast<std::size_t>(spec.kv_heads * hd);
+            wq = rows_of(qkv, 0, q_rows);
+            wk = rows_of(qkv, q_rows, kv_rows);
+            wv = rows_of(qkv, q_rows + kv_rows, kv_rows);
+            wg = rows_of(gate_up, 0, static_cast<std::size_t>(spec.ffn));
+            wu = rows_of(gate_up, static_cast<std::size_t>(spec.ffn), static_cast<std::size_t>(spec.ffn));
+        } else {
+            wq = load_matrix(f, p + "attn_q.weight");
+            wk = load_matrix(f, p + "attn_k.weight");
+            wv = load_matrix(f, p + "attn_v.weight");
+            wg = load_matrix(f, p + "ffn_gate.weight");
+            wu = load_matrix(f, p + "ffn_up.weight");
+        }
+        const Mat wo = load_matrix(f, p + "attn_output.weight");
         const Mat wd = load_matrix(f, p + "ffn_down.weight");
         const Vec attn_norm = load_vector(f, p + "attn_norm.weight"), ffn_norm = load_vector(f, p + "ffn_norm.weight");
         // Gemma 3: five sliding-window layers, then one global layer; local RoPE base 10 000.

@@ -5,7 +5,8 @@
 // the latter against gguf-py), then everything is double.
 //
 //   x0 = E[token] (* sqrt(d) for Gemma)
-//   per layer: h = RMSNorm(x); q, k, v = Wq h, Wk h, Wv h (Qwen 2: + bq, bk, bv);
+//   per layer: h = RMSNorm(x); q, k, v = Wq h, Wk h, Wv h (Qwen 2: + bq, bk, bv; Phi-3: the
+//              three are row ranges of one matrix, as Wg and Wu are of ffn_up);
 //              (Gemma, Qwen 3: RMSNorm per head of q, k)
 //              RoPE(q, k) (Llama 3.x: each pair's frequency divided by rope_freqs);
 //              a = softmax(q k^T * scale + causal/window mask) v; o = Wo a

@@ -89,6 +89,7 @@ std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec
     const bool gemma = spec.architecture == "gemma3";
     const bool qwen2 = spec.architecture == "qwen2";
     const bool qwen3 = spec.architecture == "qwen3";
+    const bool phi3 = spec.architecture == "phi3";
     const std::string a = spec.architecture;
     gguf::Writer w;
     w.set("general.architecture", gguf::Value::string(a));
@@ -99,12 +100,12 @@ std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec
     w.set(a + ".feed_forward_length", gguf::Value::u32(static_cast<std::uint32_t>(spec.ffn)));
     w.set(a + ".attention.head_count", gguf::Value::u32(static_cast<std::uint32_t>(spec.heads)));
     w.set(a + ".attention.head_count_kv", gguf::Value::u32(static_cast<std::uint32_t>(spec.kv_heads)));
-    // Qwen 2's converter leaves the head size to width / heads; the others write it.
-    if (!qwen2) {
+    // Qwen 2's and Phi-3's converters leave the head size to width / heads; the others write it.
+    if (!qwen2 && !phi3) {
         w.set(a + ".attention.key_length", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
         w.set(a + ".attention.value_length", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
     }
-    if (a == "llama") w.set(a + ".rope.dimension_count", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
+    if (a == "llama" || phi3) w.set(a + ".rope.dimension_count", gguf::Value::u32(static_cast<std::uint32_t>(spec.head_dim)));
     w.set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(spec.norm_eps));
     w.set(a + ".rope.freq_base", gguf::Value::f32(spec.rope_base));
     if (spec.sliding_window > 0) {
@@ -121,9 +122,13 @@ std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec
     for (std::int64_t l = 0; l < spec.layers; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         weights.norm(p + "attn_norm.weight", spec.width);
-        weights.matrix(p + "attn_q.weight", spec.heads * spec.head_dim, spec.width);
-        weights.matrix(p + "attn_k.weight", spec.kv_heads * spec.head_dim, spec.width);
-        weights.matrix(p + "attn_v.weight", spec.kv_heads * spec.head_dim, spec.width);
+        if (phi3) {
+            weights.matrix(p + "attn_qkv.weight", (spec.heads + 2 * spec.kv_heads) * spec.head_dim, spec.width);
+        } else {
+            weights.matrix(p + "attn_q.weight", spec.heads * spec.head_dim, spec.width);
+            weights.matrix(p + "attn_k.weight", spec.kv_heads * spec.head_dim, spec.width);
+            weights.matrix(p + "attn_v.weight", spec.kv_heads * spec.head_dim, spec.width);
+        }
         weights.matrix(p + "attn_output.weight", spec.width, spec.heads * spec.head_dim);
         if (qwen2) {
             weights.bias(p + "attn_q.bias", spec.heads * spec.head_dim);
@@ -139,8 +144,12 @@ std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec
             weights.norm(p + "post_ffw_norm.weight", spec.width);
         }
         weights.norm(p + "ffn_norm.weight", spec.width);
-        weights.matrix(p + "ffn_gate.weight", spec.ffn, spec.width);
-        weights.matrix(p + "ffn_up.weight", spec.ffn, spec.width);
+        if (phi3) {
+            weights.matrix(p + "ffn_up.weight", 2 * spec.ffn, spec.width);  // gate rows, then up rows
+        } else {
+            weights.matrix(p + "ffn_gate.weight", spec.ffn, spec.width);
+            weights.matrix(p + "ffn_up.weight", spec.ffn, spec.width);
+        }
         weights.matrix(p + "ffn_down.weight", spec.width, spec.ffn);
     }
     w.write(path);

@@ -10,7 +10,7 @@
 namespace tokenscope::test {
 
 struct TinyModelSpec {
-    std::string architecture = "llama";  // "llama", "gemma3", "qwen2" or "qwen3"
+    std::string architecture = "llama";  // "llama", "gemma3", "qwen2", "qwen3", "phi3"
     std::int64_t width = 64;
     std::int64_t layers = 2;
     std::int64_t heads = 4;
@@ -18,7 +18,7 @@ struct TinyModelSpec {
     std::int64_t head_dim = 16;
     std::int64_t ffn = 128;
     std::int64_t context = 512;
-    std::int64_t sliding_window = 0;  // llama: every layer; gemma3: the local layers
+    std::int64_t sliding_window = 0;  // llama, phi3: every layer; gemma3: the local layers
     float rope_base = 10000.0f;
     float norm_eps = 1e-5f;
     tensor::Type weight_type = tensor::Type::F32;  // for every matrix (norms stay F32)
