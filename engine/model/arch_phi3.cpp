@@ -15,11 +15,13 @@ void configure_phi3(const HyperparameterReader& keys, ModelConfig& config) {
     config.activation = FfnActivation::SiLU;
     config.fused_gate_up = true;
     config.sliding_window = keys.optional("attention.sliding_window", 0);
-    config.layer_uses_window.assign(static_cast<std::size_t>(config.layers), config.sliding_window > 0);
+    config.layer_uses_window.assign(static_cast<std::size_t>(config.layers),
+                                    config.sliding_window > 0);
     for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
         if (keys.file().find_tensor(name)) {
-            throw FormatError(keys.file().path() + ": tensor '" + name +
-                              "': Phi-3 LongRoPE scaling is not supported (the 4k-context models are)");
+            throw FormatError(
+                keys.file().path() + ": tensor '" + name +
+                "': Phi-3 LongRoPE scaling is not supported (the 4k-context models are)");
         }
     }
 }
