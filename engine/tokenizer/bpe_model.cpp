@@ -92,8 +92,8 @@ BpeModel::BpeModel(const Vocabulary& vocabulary, const PieceIds& piece_ids,
         merged.assign(left).append(right);
         const std::int32_t result = id_of(i, entry, merged);
         // A repeated pair keeps its first (best) rank, as a rank table built in order would.
-        merges_.try_emplace(pair_key(left_id, right_id),
-                            Merge{static_cast<std::uint32_t>(i), result});
+        merges_.insert_if_absent(MergeTable::key(left_id, right_id),
+                                 MergeTable::Merge{static_cast<std::uint32_t>(i), result});
     }
 }
 
@@ -126,10 +126,9 @@ void BpeModel::merge_word(std::string_view word, bool ignore_merges,
         const std::int32_t left_id = symbols[static_cast<std::size_t>(left)].id;
         const std::int32_t right_id = symbols[static_cast<std::size_t>(right)].id;
         if (left_id < 0 || right_id < 0) return;
-        const auto it = merges_.find(pair_key(left_id, right_id));
-        if (it == merges_.end()) return;
-        queue.push_back(
-            Candidate{it->second.rank, left, right, left_id, right_id, it->second.result});
+        const MergeTable::Merge* it = merges_.find(MergeTable::key(left_id, right_id));
+        if (it == nullptr) return;
+        queue.push_back(Candidate{it->rank, left, right, left_id, right_id, it->result});
         std::push_heap(queue.begin(), queue.end());
     };
     for (std::size_t i = 0; i + 1 < symbols.size(); ++i)

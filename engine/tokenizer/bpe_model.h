@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/merge_table.h"
+
 namespace tokenscope::tokenizer {
 
 struct Vocabulary;
@@ -41,18 +43,10 @@ class BpeModel {
     // encode_word without the cache.
     void merge_word(std::string_view word, bool ignore_merges,
                     std::vector<std::int32_t>& out) const;
-    struct Merge {
-        std::uint32_t rank;
-        std::int32_t result;
-    };
-    static std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
-        return (std::uint64_t{static_cast<std::uint32_t>(left)} << 32) |
-               static_cast<std::uint32_t>(right);
-    }
 
     const Vocabulary* vocabulary_;
     const PieceIds* piece_ids_;
-    std::unordered_map<std::uint64_t, Merge> merges_;
+    MergeTable merges_;
     std::uint64_t serial_;        // tells this model's word cache from any other's (encode_word)
     std::int32_t byte_ids_[256];  // the token spelling each single byte, -1 when absent
 };
