@@ -4,10 +4,12 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDesktopServices>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -25,12 +27,15 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolButton>
+#include <QUrl>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 #include <utility>
 
 #include "attention_heatmap.h"
 #include "chat_view.h"
 #include "conversation_list.h"
+#include "inspect/model_card.h"
 #include "kv_cache_view.h"
 #include "memory_budget_view.h"
 #include "metrics_view.h"
@@ -360,6 +365,10 @@ void MainWindow::build_menus() {
     });
     recent_menu_ = file->addMenu(tr("Open &recent"));
     rebuild_recent_menu();
+    models_menu_ = file->addMenu(tr("&Models"));
+    models_menu_->setToolTipsVisible(true);
+    connect(models_menu_, &QMenu::aboutToShow, this, &MainWindow::scan_models_folder);
+    rebuild_models_menu();
     // The KV cache element type is fixed when a model loads: choosing one reloads the model.
     QMenu* kv_type = file->addMenu(tr("&KV cache type"));
     auto* kv_group = new QActionGroup(kv_type);
@@ -860,6 +869,66 @@ void MainWindow::rebuild_recent_menu() {
             ->setToolTip(path);
     }
     recent_menu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::scan_models_folder() {
+    if (models_scanning_) return;
+    models_scanning_ = true;
+    const std::filesystem::path dir = paths::models_dir();
+    // Each file is mapped and its metadata validated (a 262k-token vocabulary takes tens of
+    // milliseconds): off the GUI thread, the menu fills in when done.
+    auto* watcher = new QFutureWatcher<QVector<ModelEntry>>(this);
+    connect(watcher, &QFutureWatcher<QVector<ModelEntry>>::finished, this, [this, watcher] {
+        models_ = watcher->result();
+        watcher->deleteLater();
+        models_scanning_ = false;
+        rebuild_models_menu();
+        emit modelsScanned();
+    });
+    watcher->setFuture(QtConcurrent::run([dir] {
+        QVector<ModelEntry> entries;
+        for (const inspect::ModelCard& card : inspect::scan_model_folder(dir)) {
+            ModelEntry e;
+            e.path = QString::fromStdString(card.path.string());
+            e.name = QString::fromStdString(card.name);
+            e.error = QString::fromStdString(card.error);
+            e.instruct = card.instruct;
+            if (e.error.isEmpty()) {
+                e.details =
+                    QStringLiteral("%1 · %2 · %3 · %4")
+                        .arg(QString::fromStdString(card.architecture),
+                             QString::fromStdString(card.quantization),
+                             QString::fromStdString(inspect::format_file_size(card.file_bytes)),
+                             card.instruct ? tr("instruct") : tr("base"));
+            }
+            entries.push_back(std::move(e));
+        }
+        return entries;
+    }));
+}
+
+void MainWindow::rebuild_models_menu() {
+    models_menu_->clear();
+    const QString folder = QString::fromStdString(paths::models_dir().string());
+    if (models_.isEmpty()) {
+        QAction* none = models_menu_->addAction(
+            models_scanning_ ? tr("Scanning %1…").arg(folder) : tr("No models in %1").arg(folder));
+        none->setEnabled(false);
+    }
+    for (const ModelEntry& m : models_) {
+        QAction* a = models_menu_->addAction(m.error.isEmpty()
+                                                 ? QStringLiteral("%1 — %2").arg(m.name, m.details)
+                                                 : tr("%1 — cannot be read").arg(m.name));
+        a->setToolTip(m.error.isEmpty() ? m.path : m.error);
+        a->setCheckable(true);
+        a->setChecked(m.path == model_path_);
+        a->setEnabled(m.error.isEmpty());
+        a->setData(m.path);
+        connect(a, &QAction::triggered, this, [this, path = m.path] { openModel(path); });
+    }
+    models_menu_->addSeparator();
+    models_menu_->addAction(tr("Open models folder"), this,
+                            [folder] { QDesktopServices::openUrl(QUrl::fromLocalFile(folder)); });
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

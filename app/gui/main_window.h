@@ -80,6 +80,9 @@ class MainWindow : public QMainWindow {
     InferenceWorker* worker() const { return worker_; }
     // The model line of the status bar.
     QString statusText() const;
+    // File > Models (filled when it opens; tests call scanModels() and wait for modelsScanned).
+    QMenu* modelsMenu() const { return models_menu_; }
+    void scanModels() { scan_models_folder(); }
     // True when the constructor restored a saved window geometry.
     bool restoredGeometry() const { return restored_geometry_; }
     // The window at a size that fits the screen's available area (at most 1500x950).
@@ -107,6 +110,7 @@ class MainWindow : public QMainWindow {
   signals:
     void modelReadyChanged(bool ready);
     void generationDone();
+    void modelsScanned();
 
   protected:
     void closeEvent(QCloseEvent* event) override;
@@ -138,6 +142,9 @@ class MainWindow : public QMainWindow {
     void show_error(const QString& title, const QString& message);
     void remember_recent(const QString& path);
     void rebuild_recent_menu();
+    // File > Models: the models folder, scanned off the GUI thread each time the menu opens.
+    void scan_models_folder();
+    void rebuild_models_menu();
     QVector<ChatTurn> turns_for(qint64 conversation);
 
     MainWindowOptions options_;
@@ -167,6 +174,13 @@ class MainWindow : public QMainWindow {
     QProgressBar* load_progress_ = nullptr;
     QToolButton* load_cancel_ = nullptr;
     QMenu* recent_menu_ = nullptr;
+    QMenu* models_menu_ = nullptr;
+    bool models_scanning_ = false;
+    struct ModelEntry {
+        QString path, name, details, error;
+        bool instruct = false;
+    };
+    QVector<ModelEntry> models_;  // the last scan
     QToolButton* undo_button_ = nullptr;
     QAction* undo_action_ = nullptr;
     QTimer* undo_timer_ = nullptr;

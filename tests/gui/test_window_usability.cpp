@@ -5,6 +5,7 @@
 // the status line after a failed model load, and the edit banner. A tiny random model and a
 // scratch database; each test starts from empty QSettings.
 #include <QAbstractButton>
+#include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -493,6 +494,50 @@ class TestWindowUsability : public QObject {
         QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 60000);
         QTest::qWait(50);
         QCOMPARE(store.messages(conversation).size(), 2);
+    }
+
+    // Issue 12 (models people have): File > Models lists the models folder with architecture,
+    // quantization, size and instruct/base, and switches to the one chosen.
+    void modelsMenuListsTheFolderAndSwitches() {
+        const QString dir = QString::fromStdString(test::scratch_dir()) + "/models-menu";
+        QDir().mkpath(dir);
+        QVERIFY(QFile::copy(model_, dir + "/tiny-chat-instruct.gguf"));
+        QVERIFY(QFile::copy(long_model_, dir + "/tiny-base.gguf"));
+        QFile broken(dir + "/broken.gguf");
+        QVERIFY(broken.open(QIODevice::WriteOnly));
+        broken.write("nope");
+        broken.close();
+        const QByteArray before = qgetenv("TOKENSCOPE_MODELS");
+        qputenv("TOKENSCOPE_MODELS", dir.toUtf8());
+        auto w = open_window(fresh_store());
+        QSignalSpy scanned(w.get(), &MainWindow::modelsScanned);
+        w->scanModels();
+        QTRY_VERIFY_WITH_TIMEOUT(scanned.count() == 1, 20000);
+        QList<QAction*> models;
+        for (QAction* a : w->modelsMenu()->actions())
+            if (a->isCheckable()) models << a;
+        QCOMPARE(models.size(), 3);
+        QVERIFY2(models[0]->text().contains("cannot be read") && !models[0]->isEnabled(),
+                 qPrintable(models[0]->text()));
+        QVERIFY2(models[1]->text().contains("llama · F32") && models[1]->text().contains("base"),
+                 qPrintable(models[1]->text()));
+        QVERIFY2(models[2]->text().contains("instruct"), qPrintable(models[2]->text()));
+        QSignalSpy ready(w.get(), &MainWindow::modelReadyChanged);
+        models[1]->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() >= 1, 20000);
+        w->scanModels();
+        QTRY_VERIFY_WITH_TIMEOUT(scanned.count() == 2, 20000);
+        int checked = 0;
+        for (QAction* a : w->modelsMenu()->actions())
+            if (a->isChecked()) {
+                ++checked;
+                QCOMPARE(a->data().toString(), dir + "/tiny-base.gguf");
+            }
+        QCOMPARE(checked, 1);
+        if (before.isNull())
+            qunsetenv("TOKENSCOPE_MODELS");
+        else
+            qputenv("TOKENSCOPE_MODELS", before);
     }
 
     void stoppedReplySaysSo() {
