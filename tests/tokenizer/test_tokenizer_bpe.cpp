@@ -210,6 +210,24 @@ class TestTokenizerBpe : public QObject {
         QCOMPARE(cleared, static_cast<int>(texts.size()));
     }
 
+    void smollmSplitsLikeStarcoder() {
+        // SmolLM2's GGUFs say "smollm"; its tokenizer.json has StarCoder's pre-tokenizer (the
+        // shared README says so), so the StarCoder vectors must hold under that name too.
+        const std::string base = dir_ + "/ggml-vocab-starcoder.gguf";
+        const auto file = gguf::File::open(base);
+        Vocabulary v = tokenizer::vocabulary_from_gguf(file);
+        QCOMPARE(v.pre, std::string("starcoder"));
+        v.pre = "smollm";
+        const Tokenizer tok = Tokenizer::from_vocabulary(std::move(v), base);
+        QCOMPARE(tok.pre_tokenizer(), std::string("smollm"));
+        const auto texts = read_texts(base + ".inp");
+        const auto expected = read_ids(base + ".out");
+        int matches = 0;
+        for (std::size_t i = 0; i < texts.size(); ++i)
+            if (tok.encode(texts[i]) == expected[i]) ++matches;
+        QCOMPARE(matches, static_cast<int>(texts.size()));
+    }
+
     void concurrentEncoding() {
         // One tokenizer, two threads (each with its own match state and word cache).
         const auto tok = load("qwen2");
