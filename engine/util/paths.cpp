@@ -51,7 +51,15 @@ std::filesystem::path models_dir() {
 }
 
 std::filesystem::path default_model() {
-    return models_dir() / kDefaultModelFile;
+    const std::filesystem::path instruct = models_dir() / kDefaultModelFile;
+    std::error_code ec;
+    if (!std::filesystem::exists(instruct, ec) && std::filesystem::exists(gemma_model(), ec))
+        return gemma_model();
+    return instruct;
+}
+
+std::filesystem::path gemma_model() {
+    return models_dir() / kGemmaModelFile;
 }
 
 }  // namespace tokenscope::paths

@@ -187,7 +187,7 @@ class TestCli : public QObject {
     }
 
     void inspectGemma() {
-        const std::string model = test::default_model();
+        const std::string model = test::gemma_model();
         if (model.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         const Result r =
             run_cli({"inspect", "--model", QString::fromStdString(model), "--ram-gib", "2"});
@@ -297,7 +297,7 @@ class TestCli : public QObject {
     }
 
     void tokenizeGemmaControlTokens() {
-        const std::string model = test::default_model();
+        const std::string model = test::gemma_model();
         if (model.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         const QString m = QString::fromStdString(model);
         // <start_of_turn> is id 105 and <end_of_turn> id 106 in this vocabulary (its token list).
@@ -383,7 +383,7 @@ class TestCli : public QObject {
     }
 
     void truncatedGemmaHeaders() {
-        const std::string model = test::default_model();
+        const std::string model = test::gemma_model();
         if (model.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         QFile in(QString::fromStdString(model));
         QVERIFY(in.open(QIODevice::ReadOnly));

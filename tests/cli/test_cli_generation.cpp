@@ -202,7 +202,7 @@ private slots:
     // Independent value: llama.cpp (llama-cpp-python 0.3.36) gives 20.19 on the same 797
     // tokens (docs/benchmarks.md); ours must be within 5% of it.
     void gemmaPerplexity() {
-        const std::string gemma = test::default_model();
+        const std::string gemma = test::gemma_model();
         if (gemma.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         const Result r = run_cli({"ppl", "--model", QString::fromStdString(gemma), "--file",
                                   QString::fromStdString(test::source_file("resources/text/perplexity_english.txt")), "--ctx",

@@ -20,7 +20,7 @@ class TestGemmaModel : public QObject {
 
 private slots:
     void initTestCase() {
-        model_ = test::default_model();
+        model_ = test::gemma_model();
         if (model_.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         runtime::EngineOptions o;
         o.threads = 2;

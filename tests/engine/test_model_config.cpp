@@ -66,7 +66,7 @@ class TestModelConfig : public QObject {
 
 private slots:
     void gemma3Hyperparameters() {
-        const std::string path = test::default_model();
+        const std::string path = test::gemma_model();
         if (path.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         gguf::File f = gguf::File::open(path);
         model::ModelConfig c = model::load_model_config(f);

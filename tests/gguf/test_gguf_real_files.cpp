@@ -31,7 +31,7 @@ class TestGgufRealFiles : public QObject {
     }
 
     void gemmaModel() {
-        const std::string path = test::default_model();
+        const std::string path = test::gemma_model();
         if (path.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         const gguf::File file = gguf::File::open(path);
         QCOMPARE(file.version(), 3u);

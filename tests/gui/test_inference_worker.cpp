@@ -70,7 +70,7 @@ class TestInferenceWorker : public QObject {
     // Cancel while the weights are being read: the default model is large enough for the
     // read to be in progress when the flag is set.
     void cancelLoad() {
-        const std::string big = test::default_model();
+        const std::string big = test::gemma_model();
         if (big.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
         QSignalSpy cancelled(worker_, &InferenceWorker::loadCancelled);
         QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);

@@ -325,7 +325,7 @@ class TestChatTemplate : public QObject {
     }
 
     void defaultModelIsGemma() {
-        const std::string path = test::default_model();
+        const std::string path = test::gemma_model();
         if (path.empty())
             QSKIP(
                 "the default model gemma-3-270m-q4_k_m.gguf is not installed (tools/setup-deps "

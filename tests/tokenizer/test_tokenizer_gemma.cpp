@@ -33,7 +33,7 @@ class TestTokenizerGemma : public QObject {
 
 private slots:
     void initTestCase() {
-        const std::string path = test::default_model();
+        const std::string path = test::gemma_model();
         if (path.empty())
             QSKIP("the default model gemma-3-270m-q4_k_m.gguf is not installed (tools/setup-deps "
                   "installs it); skipping the Gemma tokenizer tests");

@@ -19,8 +19,13 @@ std::string source_file(const std::string& relative) {
     return (fs::path(TOKENSCOPE_SOURCE_DIR) / relative).string();
 }
 
-std::string default_model() {
-    const fs::path model = paths::default_model();
+std::string gemma_model() {
+    const fs::path model = paths::gemma_model();
+    return fs::exists(model) ? model.string() : std::string();
+}
+
+std::string smollm2_model() {
+    const fs::path model = paths::models_dir() / paths::kDefaultModelFile;
     return fs::exists(model) ? model.string() : std::string();
 }
 

@@ -10,9 +10,11 @@ namespace tokenscope::test {
 std::string shared_testdata(const std::string& relative);
 // <source>/<relative> (resources/, tests/data/).
 std::string source_file(const std::string& relative);
-// The default model (gemma-3-270m-q4_k_m.gguf) under $TOKENSCOPE_MODELS or the XDG data dir,
-// or "" when it is not installed.
-std::string default_model();
+// Gemma 3 270M (gemma-3-270m-q4_k_m.gguf) under $TOKENSCOPE_MODELS or the XDG data dir, or ""
+// when it is not installed. (It was the default model before SmolLM2-135M-Instruct.)
+std::string gemma_model();
+// SmolLM2-135M-Instruct (the default model), or "" when it is not installed.
+std::string smollm2_model();
 // A fresh directory for this test process, removed at exit.
 std::string scratch_dir();
 
