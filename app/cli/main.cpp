@@ -21,6 +21,7 @@ const char* const kUsage =
     "            metadata, tensors and the memory budget of a GGUF file\n"
     "  tokenize  --model FILE --text TEXT [--bos] [--parse-special] [--json]\n"
     "            token ids of TEXT (space separated), or ids and pieces as JSON\n"
+    "  tokenize  --model FILE --inp FILE.inp   ids of each llama.cpp test string, one line each\n"
     "  run       --model FILE --prompt TEXT [--chat [--template NAME]] [--n-predict N] [--json]\n"
     "            [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window N --seed S]\n"
     "            [--threads N --ctx N --kv-type f16|f32|q8 --batch N --device cpu|cuda|auto]\n"

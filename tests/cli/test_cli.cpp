@@ -246,6 +246,16 @@ class TestCli : public QObject {
             run_cli({"tokenize", "--model", model, "--text", "Hello world", "--json"});
         const QJsonObject doc = QJsonDocument::fromJson(json.out.toUtf8()).object();
         QCOMPARE(doc["pieces"].toArray()[1].toString(), QString::fromUtf8("\u0120world"));
+        // --inp: every test string of the file, one line of ids each, as the .out file has
+        // them (it writes a leading space per line, hence the trimming).
+        const Result all = run_cli({"tokenize", "--model", model, "--inp", model + ".inp"});
+        QVERIFY2(all.exit_code == 0, qPrintable(describe(all)));
+        QFile out(model + ".out");
+        QVERIFY(out.open(QIODevice::ReadOnly));
+        const QStringList expected = QString::fromUtf8(out.readAll()).split('\n');
+        const QStringList got = all.out.split('\n');
+        QCOMPARE(got.size(), expected.size());
+        for (qsizetype i = 0; i < got.size(); ++i) QCOMPARE(got[i].trimmed(), expected[i].trimmed());
     }
 
     void benchTokenizer() {
