@@ -29,7 +29,7 @@ constexpr qint64 kPanelIntervalMs = 100;
 constexpr std::int64_t kCaptureContext = 2048;
 constexpr int kCandidates = 20;
 
-ui::TokenData to_token_data(const runtime::TokenEvent& e) {
+ui::TokenData to_token_data(const runtime::TokenEvent& e, const tokenizer::Tokenizer& tokenizer) {
     ui::TokenData t;
     t.id = e.token;
     t.text = QString::fromStdString(e.text);
@@ -37,9 +37,9 @@ ui::TokenData to_token_data(const runtime::TokenEvent& e) {
     t.logprob = e.logprob;
     t.step_ms = e.timings.token_ms;
     for (const auto& c : e.before)
-        t.before.push_back({c.id, display_piece(c.piece), c.probability, c.logit});
+        t.before.push_back({c.id, display_token(tokenizer, c.id), c.probability, c.logit});
     for (const auto& c : e.after)
-        t.after.push_back({c.id, display_piece(c.piece), c.probability, c.logit});
+        t.after.push_back({c.id, display_token(tokenizer, c.id), c.probability, c.logit});
     return t;
 }
 }  // namespace
@@ -144,7 +144,7 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         request.capture.max_context = kCaptureContext;
 
         labels_.clear();
-        for (auto id : request.prompt) labels_ << display_piece(engine_->tokenizer().piece(id));
+        for (auto id : request.prompt) labels_ << display_token(engine_->tokenizer(), id);
         current_conversation_ = conversation;
         emit generationStarted(conversation, static_cast<int>(request.prompt.size()));
         current_request_ = engine_->submit(std::move(request));
@@ -160,8 +160,8 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
             if (stop_requested_.load()) engine_->cancel(current_request_);
             for (const auto& e : engine_->step()) {
                 if (e.token >= 0) {
-                    labels_ << display_piece(engine_->tokenizer().piece(e.token));
-                    ui::TokenData token = to_token_data(e);
+                    labels_ << display_token(engine_->tokenizer(), e.token);
+                    ui::TokenData token = to_token_data(e, engine_->tokenizer());
                     text += token.text;
                     emit tokenGenerated(conversation, token);
                     metrics.token_ms.push_back(e.timings.token_ms);

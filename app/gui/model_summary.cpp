@@ -1,5 +1,6 @@
 #include "model_summary.h"
 
+#include <QStringDecoder>
 #include <map>
 
 #include "inspect/model_cost.h"
@@ -12,6 +13,23 @@ QString display_piece(const std::string& piece) {
     QString text = QString::fromStdString(piece);
     text.replace(QChar(0x2581), QChar(' '));
     return text;
+}
+
+QString display_token(const tokenizer::Tokenizer& tokenizer, std::int32_t id) {
+    if (id < 0 || id >= tokenizer.vocab_size()) return {};
+    if (tokenizer.is_control(id)) return QString::fromStdString(tokenizer.piece(id));
+    const std::string_view bytes = tokenizer.token_bytes(id, false);
+    QStringDecoder utf8(QStringDecoder::Utf8, QStringDecoder::Flag::Stateless);
+    const QString text =
+        utf8.decode(QByteArrayView(bytes.data(), static_cast<qsizetype>(bytes.size())));
+    if (!utf8.hasError()) return text;
+    QString hex;
+    for (const char b : bytes)
+        hex += QStringLiteral("<0x%1>")
+                   .arg(static_cast<unsigned char>(b), 2, 16, QChar('0'))
+                   .toUpper()
+                   .replace("0X", "0x");
+    return hex;
 }
 
 std::uint64_t available_ram_bytes() {
@@ -47,9 +65,10 @@ ui::ModelInfoData model_info(const runtime::Engine& engine, const QString& chat_
     info.kv_heads = c.kv_heads;
     info.embedding_length = c.embedding_length;
     info.vocab_size = c.vocab_size;
-    info.tokenizer = QString("sentencepiece (%1), %2 tokens")
-                         .arg(QString::fromStdString(file.optional_string("tokenizer.ggml.model", "?")))
-                         .arg(engine.tokenizer().vocab_size());
+    info.tokenizer =
+        QString("sentencepiece (%1), %2 tokens")
+            .arg(QString::fromStdString(file.optional_string("tokenizer.ggml.model", "?")))
+            .arg(engine.tokenizer().vocab_size());
     info.chat_template = chat_template;
     info.backend = QString::fromStdString(engine.backend_name());
     info.weight_bytes = file.tensor_bytes();
@@ -103,7 +122,8 @@ ui::AttentionData attention_matrix(const inspect::AttentionCapture& capture, int
     d.labels = labels.mid(0, static_cast<qsizetype>(rows));
     d.rows.reserve(static_cast<qsizetype>(rows));
     for (qint64 q = 0; q < rows; ++q) {
-        const std::vector<float> row = head < 0 ? capture.mean_row(layer, q) : capture.row(layer, head, q);
+        const std::vector<float> row =
+            head < 0 ? capture.mean_row(layer, q) : capture.row(layer, head, q);
         d.rows.push_back(QVector<float>(row.begin(), row.end()));
     }
     return d;

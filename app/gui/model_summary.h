@@ -17,6 +17,11 @@ ui::AttentionData attention_matrix(const inspect::AttentionCapture& capture, int
                                    const QStringList& labels);
 // The token as the UI shows it: "▁" as a space, control pieces kept, bytes as <0xNN>.
 QString display_piece(const std::string& piece);
+// What a token looks like in text, for labels and candidate lists: the text it decodes to
+// (SentencePiece's "▁" and byte-level BPE's "Ġ"/"Ċ" as the space and newline they stand for);
+// a control token as its piece ("<|im_end|>"); a byte that is only part of a UTF-8 character
+// as "<0xE4>".
+QString display_token(const tokenizer::Tokenizer& tokenizer, std::int32_t id);
 // system_memory::available_bytes(): "available RAM", the same quantity the CLI prints.
 std::uint64_t available_ram_bytes();
 

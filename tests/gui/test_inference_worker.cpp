@@ -5,8 +5,11 @@
 #include <QThread>
 #include <QtTest>
 
+#include "gguf/file.h"
 #include "inference_worker.h"
+#include "model_summary.h"
 #include "reference/tiny_model.h"
+#include "tokenizer/tokenizer.h"
 #include "util/test_paths.h"
 
 using namespace tokenscope;
@@ -37,6 +40,45 @@ class TestInferenceWorker : public QObject {
     }
 
   private slots:
+    // Token labels and candidates show text, not vocabulary pieces: byte-level BPE's "Ġ"/"Ċ"
+    // become a space and a newline, SentencePiece's "▁" a space, control tokens keep their
+    // name, and a byte that is only part of a character shows as <0x..>. Expected strings are
+    // the pieces' meaning under the GPT-2 byte mapping and SentencePiece's convention.
+    void displayTokenShowsText() {
+        const std::string bpe_path = test::shared_testdata("bpe/ggml-vocab-llama-bpe.gguf");
+        const std::string spm_path = test::shared_testdata("llama-spm/ggml-vocab-llama-spm.gguf");
+        if (bpe_path.empty() || spm_path.empty()) QSKIP("../shared/testdata is absent");
+        const auto bpe_file = gguf::File::open(bpe_path);
+        const auto bpe = tokenizer::Tokenizer::from_gguf(bpe_file);
+        const auto world = bpe.encode(" world", {});
+        QCOMPARE(world.size(), std::size_t(1));
+        QCOMPARE(QString::fromStdString(bpe.piece(world[0])), QString::fromUtf8("\u0120world"));
+        QCOMPARE(app::display_token(bpe, world[0]), QStringLiteral(" world"));
+        const auto newline = bpe.encode("\n", {});
+        QCOMPARE(app::display_token(bpe, newline[0]), QStringLiteral("\n"));
+        // "€" is three bytes; llama-bpe has a token for the whole character, but a lone
+        // continuation byte token (0x82) is a part of one.
+        const auto part = bpe.encode("\xe2\x82\xac", {});
+        QCOMPARE(part.size(), std::size_t(1));
+        QCOMPARE(app::display_token(bpe, part[0]), QString::fromUtf8("\xe2\x82\xac"));
+        bool found_partial = false;
+        for (std::int32_t id = 0; id < 300 && !found_partial; ++id) {
+            if (bpe.token_bytes(id, false) == std::string_view("\x82", 1)) {
+                QCOMPARE(app::display_token(bpe, id), QStringLiteral("<0x82>"));
+                found_partial = true;
+            }
+        }
+        QVERIFY(found_partial);
+        const auto control = bpe.encode("<|begin_of_text|>", {.parse_special = true});
+        QCOMPARE(control.size(), std::size_t(1));
+        QCOMPARE(app::display_token(bpe, control[0]), QStringLiteral("<|begin_of_text|>"));
+
+        const auto spm_file = gguf::File::open(spm_path);
+        const auto spm = tokenizer::Tokenizer::from_gguf(spm_file);
+        const auto hello = spm.encode(" Hello", {});
+        QCOMPARE(app::display_token(spm, hello.back()), QStringLiteral(" Hello"));
+    }
+
     void initTestCase() {
         app::register_worker_types();
         model_ =
