@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
         }
     }
 
+    // A screenshot has a fixed size unless asked otherwise, so that screenshots compare.
+    if (!initial_size.isValid() && parser.isSet(screenshot)) initial_size = QSize(1500, 950);
+
     QApplication app(argc, argv);
 
     try {
