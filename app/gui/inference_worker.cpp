@@ -17,11 +17,12 @@ namespace tokenscope::app {
 namespace {
 // Attention matrices are O(n^2) to gather, copy and render: while tokens stream they are resent
 // at most every 250 ms, and less often as the context grows, so that their cost per second
-// stays about that of a 1,000-token matrix every 250 ms (2,000 tokens: once a second). The
-// final matrix is always sent when the reply ends.
+// stays about that of a 700-token matrix every 250 ms (2,000 tokens: every 2 s). On two cores
+// the engine, the heatmap render and the GUI thread compete, and at long contexts a faster
+// rate stalled the GUI thread past 50 ms. The final matrix is always sent when the reply ends.
 qint64 attention_interval_ms(qsizetype context_tokens) {
     const double n = static_cast<double>(context_tokens);
-    return std::max<qint64>(250, static_cast<qint64>(250.0 * n * n / 1.0e6));
+    return std::max<qint64>(250, static_cast<qint64>(500.0 * n * n / 1.0e6));
 }
 // The other panels are refreshed at most this often: a fast model makes hundreds of steps a
 // second and the GUI only needs a few frames' worth of updates.

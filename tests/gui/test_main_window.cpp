@@ -12,35 +12,12 @@
 #include "conversation_store.h"
 #include "main_window.h"
 #include "reference/tiny_model.h"
+#include "stall_meter.h"
 #include "util/test_paths.h"
 
 using namespace tokenscope;
 using app::MainWindow;
 using app::Role;
-
-namespace {
-// Measures the longest gap between event-loop iterations while it runs.
-class StallMeter : public QObject {
-public:
-    StallMeter() {
-        timer_.start();
-        total_.start();
-        connect(&tick_, &QTimer::timeout, this, [this] {
-            const qint64 gap = timer_.restart();
-            if (gap > 30 && qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG")) qInfo("stall of %lld ms ending at %lld ms", gap, total_.elapsed());
-            worst_ = std::max(worst_, gap);
-        });
-        tick_.start(0);
-    }
-    qint64 worst() const { return worst_; }
-
-private:
-    QTimer tick_;
-    QElapsedTimer timer_;
-    QElapsedTimer total_;
-    qint64 worst_ = 0;
-};
-}  // namespace
 
 class TestMainWindow : public QObject {
     Q_OBJECT
@@ -49,7 +26,8 @@ class TestMainWindow : public QObject {
     int store_counter_ = 0;
 
     std::filesystem::path fresh_store() {
-        return std::filesystem::path(test::scratch_dir()) / ("store" + std::to_string(++store_counter_) + ".sqlite");
+        return std::filesystem::path(test::scratch_dir()) /
+               ("store" + std::to_string(++store_counter_) + ".sqlite");
     }
 
     std::unique_ptr<MainWindow> open_window(const std::filesystem::path& store) {
@@ -64,10 +42,11 @@ class TestMainWindow : public QObject {
         return w;
     }
 
-private slots:
+  private slots:
     void initTestCase() {
         QStandardPaths::setTestModeEnabled(true);  // QSettings and data dirs of their own
-        model_ = QString::fromStdString(test::tiny_model_path("window_llama", test::TinyModelSpec{}));
+        model_ =
+            QString::fromStdString(test::tiny_model_path("window_llama", test::TinyModelSpec{}));
     }
 
     void sendStreamsAndCommits() {
@@ -75,19 +54,27 @@ private slots:
         auto w = open_window(store_path);
         QVERIFY(w->modelReady());
         QSignalSpy done(w.get(), &MainWindow::generationDone);
-        StallMeter meter;
+        test::StallMeter meter;
         QElapsedTimer clock;
         clock.start();
-        connect(w.get(), &MainWindow::generationDone, this, [&] { if (qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG")) qInfo("done at %lld ms", clock.elapsed()); });
+        connect(w.get(), &MainWindow::generationDone, this, [&] {
+            if (qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG"))
+                qInfo("done at %lld ms", clock.elapsed());
+        });
         w->sendMessage("Tell me a story");
-        if (qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG")) qInfo("sent at %lld ms", clock.elapsed());
+        if (qEnvironmentVariableIsSet("TOKENSCOPE_STALL_LOG"))
+            qInfo("sent at %lld ms", clock.elapsed());
         QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 60000);
-        qInfo("longest event-loop stall while generating: %lld ms", static_cast<long long>(meter.worst()));
+        qInfo(
+            "longest event-loop stall while generating: %lld ms of the app's own work or blocking "
+            "(%lld ms with "
+            "preemption by other threads and processes)",
+            static_cast<long long>(meter.worstOwn()), static_cast<long long>(meter.worst()));
 #if defined(__SANITIZE_ADDRESS__)
         // ASan makes every allocation several times slower; the 50 ms bound is for real builds.
         qInfo("AddressSanitizer build: the stall bound is not asserted");
 #else
-        QVERIFY2(meter.worst() < 50, qPrintable(QString::number(meter.worst())));
+        QVERIFY2(meter.worstOwn() < 50, qPrintable(QString::number(meter.worstOwn())));
 #endif
         QCOMPARE(w->chatView()->messageCount(), 2);
         app::ConversationStore store(store_path);
@@ -145,7 +132,8 @@ private slots:
         f.close();
         w->openModel(bad);
         QMessageBox* box = nullptr;
-        QTRY_VERIFY_WITH_TIMEOUT((box = w->findChild<QMessageBox*>("errorDialog")) != nullptr, 10000);
+        QTRY_VERIFY_WITH_TIMEOUT((box = w->findChild<QMessageBox*>("errorDialog")) != nullptr,
+                                 10000);
         QVERIFY2(box->text().contains(bad + ": offset 0: bad magic"), qPrintable(box->text()));
         box->accept();
         QVERIFY(w->modelReady());  // the previous model stays usable
@@ -190,9 +178,11 @@ private slots:
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert("QT_QPA_PLATFORM", "offscreen");
         app.setProcessEnvironment(env);
-        app.start(TOKENSCOPE_APP, {"--model", model_, "--store", QString::fromStdString(store_path.string()), "--threads",
-                                   "1", "--screenshot", QString::fromStdString(test::scratch_dir()) + "/never.png", "--prompt",
-                                   "Please keep talking"});
+        app.start(
+            TOKENSCOPE_APP,
+            {"--model", model_, "--store", QString::fromStdString(store_path.string()), "--threads",
+             "1", "--screenshot", QString::fromStdString(test::scratch_dir()) + "/never.png",
+             "--prompt", "Please keep talking"});
         QVERIFY(app.waitForStarted(10000));
         // Poll the database until the user's message is committed, then kill at once.
         bool committed = false;
