@@ -674,6 +674,14 @@ qint64 ConversationStore::append_message(qint64 conversation_id, Role role, cons
                                          bool complete, int token_count) {
     check_thread();
     Transaction transaction(*this);
+    const qint64 id = insert_message(conversation_id, role, content, complete,
+                                     ReplyStats{QString(), token_count, 0.0, 0.0});
+    transaction.commit();
+    return id;
+}
+
+qint64 ConversationStore::insert_message(qint64 conversation_id, Role role, const QString& content,
+                                         bool complete, const ReplyStats& stats) {
     const qint64 now = next_timestamp();
     touch(conversation_id, now);
 
@@ -686,18 +694,21 @@ qint64 ConversationStore::append_message(qint64 conversation_id, Role role, cons
 
     QSqlQuery insert = prepare(QStringLiteral(
         "INSERT INTO messages (conversation_id, position, role, content, complete, token_count, "
-        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+        "created_at, finish_reason, decode_tokens_per_s, ttft_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.addBindValue(conversation_id);
     insert.addBindValue(position);
     insert.addBindValue(role_name(role));
     insert.addBindValue(not_null(content));
     insert.addBindValue(complete ? 1 : 0);
-    insert.addBindValue(token_count);
+    insert.addBindValue(stats.token_count);
     insert.addBindValue(now);
+    insert.addBindValue(not_null(stats.finish_reason));
+    insert.addBindValue(stats.decode_tokens_per_s);
+    insert.addBindValue(stats.ttft_ms);
     run(insert, "cannot save the message");
     const qint64 id = insert.lastInsertId().toLongLong();
     insert.finish();
-    transaction.commit();
     return id;
 }
 
@@ -760,30 +771,7 @@ qint64 ConversationStore::append_reply(qint64 conversation_id, const QString& co
     check_thread();
     RelaxedSync relaxed(*this);
     Transaction transaction(*this);
-    const qint64 now = next_timestamp();
-    touch(conversation_id, now);
-    QSqlQuery next = prepare(QStringLiteral(
-        "SELECT coalesce(max(position) + 1, 0) FROM messages WHERE conversation_id = ?"));
-    next.addBindValue(conversation_id);
-    run(next, "cannot read the next position");
-    const qint64 position = next.next() ? next.value(0).toLongLong() : 0;
-    next.finish();
-    QSqlQuery insert = prepare(QStringLiteral(
-        "INSERT INTO messages (conversation_id, position, role, content, complete, token_count, "
-        "created_at, finish_reason, decode_tokens_per_s, ttft_ms) "
-        "VALUES (?, ?, 'assistant', ?, ?, ?, ?, ?, ?, ?)"));
-    insert.addBindValue(conversation_id);
-    insert.addBindValue(position);
-    insert.addBindValue(not_null(content));
-    insert.addBindValue(complete ? 1 : 0);
-    insert.addBindValue(stats.token_count);
-    insert.addBindValue(now);
-    insert.addBindValue(not_null(stats.finish_reason));
-    insert.addBindValue(stats.decode_tokens_per_s);
-    insert.addBindValue(stats.ttft_ms);
-    run(insert, "cannot save the reply");
-    const qint64 id = insert.lastInsertId().toLongLong();
-    insert.finish();
+    const qint64 id = insert_message(conversation_id, Role::Assistant, content, complete, stats);
     transaction.commit();
     return id;
 }

@@ -185,6 +185,9 @@ class ConversationStore {
     void run(QSqlQuery& query, const char* what);
     void check_thread() const;
     void touch(qint64 conversation_id, qint64 now_ms);
+    // The row at the next position, inside the caller's transaction; returns its id.
+    qint64 insert_message(qint64 conversation_id, Role role, const QString& content, bool complete,
+                          const ReplyStats& stats);
     void require_message(qint64 message_id);
     [[noreturn]] void fail(const QString& what, const QString& sql_error) const;
 
