@@ -12,6 +12,7 @@ int run_chat(int argc, char** argv, int first);
 int run_bench(int argc, char** argv, int first);
 int run_bench_tokenizer(int argc, char** argv, int first);
 int run_ppl(int argc, char** argv, int first);
+int run_render_template(int argc, char** argv, int first);
 int run_make_model(int argc, char** argv, int first);
 int run_selftest(int argc, char** argv, int first);
 int run_kernel_lab(int argc, char** argv, int first);

@@ -37,6 +37,8 @@ const char* const kUsage =
     "            tokenizer encode/decode speed over a text file, in MB/s\n"
     "  kernel-lab [--op gemv|attention] [--json]\n"
     "            every variant of a CUDA kernel timed on the same inputs\n"
+    "  render-template (--template FILE.jinja | --model FILE.gguf) --context FILE.json [--date YYYY-MM-DD]\n"
+    "            the prompt text a chat template makes of a JSON context (messages, ...)\n"
     "  ppl       --model FILE --file TEXT [--ctx N] [--json]\n"
     "            perplexity over a text file\n"
     "  make-model --out FILE [--type f16|q8_0|q4_k|...] [--width 1024 --layers 16 --heads 16\n"
@@ -78,7 +80,7 @@ int dispatch(int argc, char** argv) {
     tokenscope::log::configure(log_level);
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, ppl, make-model, selftest, kernel-lab, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, render-template, ppl, make-model, selftest, kernel-lab, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
@@ -88,12 +90,13 @@ int dispatch(int argc, char** argv) {
     if (command == "chat") return tokenscope::cli::run_chat(argc, argv, first + 1);
     if (command == "bench") return tokenscope::cli::run_bench(argc, argv, first + 1);
     if (command == "bench-tokenizer") return tokenscope::cli::run_bench_tokenizer(argc, argv, first + 1);
+    if (command == "render-template") return tokenscope::cli::run_render_template(argc, argv, first + 1);
     if (command == "ppl") return tokenscope::cli::run_ppl(argc, argv, first + 1);
     if (command == "make-model") return tokenscope::cli::run_make_model(argc, argv, first + 1);
     if (command == "selftest") return tokenscope::cli::run_selftest(argc, argv, first + 1);
     if (command == "kernel-lab") return tokenscope::cli::run_kernel_lab(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, ppl, make-model, selftest, kernel-lab, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, render-template, ppl, make-model, selftest, kernel-lab, devices; see --help)");
 }
 
 }  // namespace

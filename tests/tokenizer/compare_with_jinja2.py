@@ -13,8 +13,8 @@ every named context of chat_templates/conversations.json twice:
     separators=..., sort_keys=False), and a `strftime_now(fmt)` global, here formatting the
     fixed date 2026-12-01 (00:00:00);
   - by `tokenscope-cli render-template --template F --context C --date 2026-12-01`, which
-    prints the rendered text to stdout exactly (exit 0), or one line starting with `error:` to
-    stderr (exit 1) when the template fails.
+    prints the rendered text to stdout exactly (exit 0), or one line starting with
+    `tokenscope-cli: error:` to stderr (exit 1) when the template fails.
 
 The bytes must be identical, or both sides must fail. A context's `expect_error` lists the
 templates on which jinja2 itself is expected to fail (a check of the test data: a template that
@@ -47,6 +47,9 @@ HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
 TEMPLATE_DIR = HERE.parent / "chat_templates"
 CONVERSATIONS = TEMPLATE_DIR / "conversations.json"
+# Small templates that each exercise one part of the language (filters, tests, loops, scoping,
+# whitespace control, errors), rendered by both sides like the chat templates.
+FEATURES = TEMPLATE_DIR / "features.json"
 BPE_DIR = ROOT.parent / "shared" / "testdata" / "bpe"
 MODELS_DIR = Path(os.environ.get("TOKENSCOPE_MODELS") or
                   Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
@@ -106,7 +109,7 @@ def render_cli(cli: str, template: Path, context_file: Path):
     stderr = p.stderr.decode("utf-8", "replace")
     if p.returncode == 0:
         return ("ok", p.stdout)
-    if p.returncode == 1 and stderr.startswith("error:"):
+    if p.returncode == 1 and stderr.startswith("tokenscope-cli: error:") and stderr.count("\n") == 1:
         return ("error", stderr.strip())
     return ("broken", f"exit {p.returncode}, stderr {stderr[-300:]!r}")
 
@@ -270,8 +273,42 @@ def main() -> int:
             print(f"{name}: {t_matched}/{len(conversations)} match"
                   + (f" ({t_errors} of them both fail)" if t_errors else ""))
 
+        features = json.loads(FEATURES.read_text(encoding="utf-8"))
+        if args.only:
+            features = [f for f in features if args.only in f["name"]]
+        f_matched = f_errors = 0
+        for i, feature in enumerate(features):
+            path = tmp / f"feature-{i}.jinja"
+            path.write_bytes(feature["template"].encode("utf-8"))
+            context_file = tmp / f"feature-{i}.json"
+            context_file.write_text(json.dumps(feature["context"], ensure_ascii=False), encoding="utf-8")
+            ref = render_reference(env, feature["template"], feature["context"])
+            got = render_cli(args.cli, path, context_file)
+            expected_error = feature["name"].startswith("error_")
+            if (ref[0] == "error") != expected_error:
+                problems += 1
+                print(f"TEST DATA: feature {feature['name']}: jinja2 gives {ref[0]}, "
+                      f"the name says {'error' if expected_error else 'ok'}")
+            if (ref[0] == "ok" and got[0] == "ok" and ref[1] == got[1]) or (ref[0] == got[0] == "error"):
+                f_matched += 1
+                f_errors += ref[0] == "error"
+                if args.verbose:
+                    print(f"  ok   feature {feature['name']}")
+                continue
+            problems += 1
+            print(f"MISMATCH feature {feature['name']}")
+            if got[0] == "broken":
+                print(f"    cli broke: {got[1]}")
+            elif ref[0] == "error":
+                print(f"    jinja2 fails ({ref[1]}), cli rendered {got[1][:200]!r}")
+            elif got[0] == "error":
+                print(f"    cli fails ({got[1]}), jinja2 rendered {ref[1][:200]!r}")
+            else:
+                print(describe_difference(ref[1], got[1]))
+
     print(f"{matched}/{total} template x conversation pairs match "
           f"({len(templates)} templates, {len(conversations)} conversations)")
+    print(f"{f_matched}/{len(features)} feature templates match ({f_errors} of them fail on both sides)")
     return 1 if problems else 0
 
 
