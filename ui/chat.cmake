@@ -1,6 +1,7 @@
 # Chat view, token inspector, sampling panel, distribution chart, conversation list.
 target_sources(tokenscope_ui PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/message_document.h ${CMAKE_CURRENT_LIST_DIR}/message_document.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/think_section.h ${CMAKE_CURRENT_LIST_DIR}/think_section.cpp
   ${CMAKE_CURRENT_LIST_DIR}/chat_view.h ${CMAKE_CURRENT_LIST_DIR}/chat_view.cpp
   ${CMAKE_CURRENT_LIST_DIR}/token_inspector.h ${CMAKE_CURRENT_LIST_DIR}/token_inspector.cpp
   ${CMAKE_CURRENT_LIST_DIR}/distribution_chart.h ${CMAKE_CURRENT_LIST_DIR}/distribution_chart.cpp

@@ -1,6 +1,7 @@
 #include "chat_view.h"
 
 #include <QAbstractTextDocumentLayout>
+#include <QAction>
 #include <QApplication>
 #include <QCheckBox>
 #include <QElapsedTimer>
@@ -20,6 +21,7 @@
 #include <QTextLayout>
 #include <QTimer>
 #include <QToolTip>
+#include <QUrl>
 #include <QVBoxLayout>
 #include <limits>
 
@@ -115,7 +117,17 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
     transcript_->setDocument(doc_->document());
     transcript_->setOpenLinks(false);
     transcript_->setPlaceholderText(tr("Start a conversation below."));
-    transcript_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+    // Links: the fold headers of reasoning sections (the only anchors in the document). Queued,
+    // so that the message is laid out again after the text control's own mouse handling.
+    transcript_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard |
+                                         Qt::LinksAccessibleByMouse);
+    connect(
+        transcript_, &QTextBrowser::anchorClicked, this,
+        [this](const QUrl& link) {
+            const int message = MessageDocument::thinkingLinkMessage(link);
+            if (message >= 0) toggleThinking(message);
+        },
+        Qt::QueuedConnection);
     transcript_->setContextMenuPolicy(Qt::CustomContextMenu);
     transcript_->viewport()->installEventFilter(this);
     transcript_->installEventFilter(this);
@@ -361,6 +373,16 @@ void ChatView::cancelEdit() {
     updateButtons();
 }
 
+void ChatView::toggleThinking(int message_index) {
+    // The document must hold every received token before a message is laid out again.
+    flushPendingTokens();
+    if (!doc_->hasThinking(message_index)) return;
+    // Keep what the reader is looking at in place (the scroll value), instead of jumping to a
+    // streaming answer's end; scrolling back to the bottom follows again.
+    follow_ = false;
+    doc_->setThinkingExpanded(message_index, !doc_->thinkingExpanded(message_index));
+}
+
 // --- tokens ----------------------------------------------------------------------------------
 
 bool ChatView::colorByProbability() const {
@@ -431,6 +453,24 @@ QRect ChatView::tokenRect(TokenRef ref) const {
     return r.toAlignedRect();
 }
 
+QRect ChatView::thinkingHeaderRect(int message) const {
+    const auto [start, end] = doc_->thinkingHeaderRange(message);
+    if (start < 0 || start >= end) return {};
+    const QTextBlock block = doc_->document()->findBlock(start);
+    if (!block.isValid() || !block.layout()) return {};
+    const QTextLayout* layout = block.layout();
+    const QTextLine line = layout->lineForTextPosition(start - block.position());
+    if (!line.isValid()) return {};
+    const qreal x0 = line.cursorToX(start - block.position());
+    const qreal x1 = line.cursorToX(
+        std::min(end, block.position() + line.textStart() + line.textLength()) - block.position());
+    const QPointF origin = layout->position();
+    const QRectF r(origin.x() + std::min(x0, x1) - transcript_->horizontalScrollBar()->value(),
+                   origin.y() + line.y() - transcript_->verticalScrollBar()->value(),
+                   std::abs(x1 - x0), line.height());
+    return r.toAlignedRect();
+}
+
 const TokenData* ChatView::tokenData(TokenRef ref) const {
     if (ref.message < 0 || ref.message >= doc_->messageCount()) return nullptr;
     const ChatMessage& m = doc_->message(ref.message);
@@ -473,9 +513,17 @@ bool ChatView::eventFilter(QObject* watched, QEvent* event) {
             case QEvent::ToolTip: {
                 auto* help = static_cast<QHelpEvent*>(event);
                 const TokenRef ref = tokenAt(help->pos());
+                const int pos = characterAt(help->pos());
+                const int fold = pos < 0 ? -1 : doc_->thinkingHeaderAt(pos);
                 if (ref.valid() && tokenData(ref))
                     QToolTip::showText(help->globalPos(), tokenToolTip(ref),
                                        transcript_->viewport(), tokenRect(ref));
+                else if (fold >= 0)
+                    QToolTip::showText(help->globalPos(),
+                                       doc_->thinkingExpanded(fold)
+                                           ? tr("Hide the model's reasoning")
+                                           : tr("Show the model's reasoning"),
+                                       transcript_->viewport(), thinkingHeaderRect(fold));
                 else
                     QToolTip::hideText();
                 return true;
@@ -507,7 +555,13 @@ bool ChatView::eventFilter(QObject* watched, QEvent* event) {
             return true;
         }
         if (key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) {
-            // Keyboard users inspect the token right after the text cursor.
+            // Keyboard users inspect the token right after the text cursor, or open the
+            // reasoning whose header it is on.
+            const int fold = doc_->thinkingHeaderAt(transcript_->textCursor().position());
+            if (fold >= 0) {
+                toggleThinking(fold);
+                return true;
+            }
             const TokenRef ref = doc_->tokenAtPosition(transcript_->textCursor().position());
             if (const TokenData* t = tokenData(ref)) {
                 emit tokenClicked(ref.message, ref.token);
@@ -531,6 +585,11 @@ void ChatView::changeEvent(QEvent* event) {
 void ChatView::showContextMenu(const QPoint& pos) {
     QMenu* menu = transcript_->createStandardContextMenu(pos);
     menu->setAttribute(Qt::WA_DeleteOnClose);
+    // The only links are fold headers: copying their internal address means nothing to a reader.
+    const QString copy_link =
+        QCoreApplication::translate("QWidgetTextControl", "Copy &Link Location");
+    for (QAction* action : menu->actions())
+        if (action->text() == copy_link) menu->removeAction(action);
     const QPointF p(pos.x() + transcript_->horizontalScrollBar()->value(),
                     pos.y() + transcript_->verticalScrollBar()->value());
     const int doc_pos = doc_->document()->documentLayout()->hitTest(p, Qt::FuzzyHit);
@@ -545,6 +604,12 @@ void ChatView::showContextMenu(const QPoint& pos) {
                 emit tokenSelected(copy);
             });
         }
+        const int at = characterAt(pos);
+        const int fold = at < 0 ? -1 : doc_->thinkingHeaderAt(at);
+        if (fold >= 0)
+            menu->addAction(
+                doc_->thinkingExpanded(fold) ? tr("Hide reasoning") : tr("Show reasoning"), this,
+                [this, fold] { toggleThinking(fold); });
         const MessageRole role = doc_->message(message).role;
         if (role == MessageRole::User && !generating_)
             menu->addAction(tr("Edit message…"), this, [this, message] { beginEdit(message); });

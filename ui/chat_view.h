@@ -14,6 +14,11 @@
 // character under it (never the nearest gap, so the right half of a character is still that
 // character) and then binary-searches the message's token start positions.
 //
+// Reasoning of thinking models: MessageDocument folds it under a header that is a link; a click
+// on it (QTextBrowser's anchorClicked) or Enter with the text cursor on it unfolds or folds that
+// message's reasoning. Toggling stops following, so that the reasoning the reader opened is not
+// scrolled away by the answer still streaming below it.
+//
 // Following: while the reader is at the bottom of the transcript, streamed text keeps it there
 // (also when the layout grows the scroll range after the insertion); scrolling up stops that
 // until the reader returns to the bottom.
@@ -84,6 +89,8 @@ class ChatView : public QWidget {
     int characterAt(const QPoint& viewport_pos) const;
     // The viewport rectangle of a token's first character; empty when it has none.
     QRect tokenRect(TokenRef ref) const;
+    // The viewport rectangle of a message's reasoning fold header; empty when it has none.
+    QRect thinkingHeaderRect(int message) const;
     const TokenData* tokenData(TokenRef ref) const;
     // Rich-text tooltip for a token: text, probability, logprob, top-10 before and after.
     QString tokenToolTip(TokenRef ref) const;
@@ -112,6 +119,8 @@ class ChatView : public QWidget {
     // Loads a user message into the input box for editing; Enter emits editRequested().
     void beginEdit(int message_index);
     void cancelEdit();
+    // Unfolds a message's folded reasoning, or folds it again.
+    void toggleThinking(int message_index);
 
   signals:
     void sendRequested(const QString& text);

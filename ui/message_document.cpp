@@ -4,6 +4,7 @@
 #include <QTextBlock>
 #include <QTextCursor>
 #include <QTextDocument>
+#include <QUrl>
 #include <algorithm>
 #include <cmath>
 
@@ -34,6 +35,13 @@ QString roleTitle(MessageRole role) {
             return MessageDocument::tr("Assistant");
     }
     return {};
+}
+
+// The scheme of a fold header's link; the path is the message index.
+constexpr QLatin1StringView kThinkScheme("tokenscope-think");
+
+QString tokenCount(int n) {
+    return n == 1 ? MessageDocument::tr("1 token") : MessageDocument::tr("%1 tokens").arg(n);
 }
 
 }  // namespace
@@ -140,6 +148,33 @@ QTextCharFormat MessageDocument::bodyFormat(const Entry& entry, bool code, int t
     return f;
 }
 
+QTextCharFormat MessageDocument::thinkingFormat(const Entry& entry, int token) const {
+    QTextCharFormat f = bodyFormat(entry, false, token);
+    f.setFontItalic(true);
+    f.setForeground(mix(palette_.color(QPalette::Text), palette_.color(QPalette::Base), 0.42));
+    return f;
+}
+
+QTextBlockFormat MessageDocument::thinkingBlockFormat() const {
+    QTextBlockFormat f;
+    f.setLineHeight(110, QTextBlockFormat::ProportionalHeight);
+    // A faint band, inset like the user turns, marks where the reasoning ends and the answer
+    // begins.
+    f.setBackground(mix(palette_.color(QPalette::Base), palette_.color(QPalette::Text), 0.035));
+    f.setLeftMargin(10);
+    f.setRightMargin(6);
+    return f;
+}
+
+QTextCharFormat MessageDocument::foldFormat(int index) const {
+    QTextCharFormat f;
+    f.setAnchor(true);
+    f.setAnchorHref(QString(kThinkScheme) + u':' + QString::number(index));
+    f.setFontPointSize(doc_->defaultFont().pointSizeF() * 0.92);
+    f.setForeground(mix(palette_.color(QPalette::Text), palette_.color(QPalette::Base), 0.35));
+    return f;
+}
+
 void MessageDocument::insertHeader(QTextCursor& cursor, Entry& entry) {
     QTextBlockFormat header;
     header.setTopMargin(entries_.size() > 1 ? 14 : 0);
@@ -162,7 +197,6 @@ void MessageDocument::insertHeader(QTextCursor& cursor, Entry& entry) {
 
 void MessageDocument::insertBodyText(QTextCursor& cursor, Entry& entry, const QString& text,
                                      int token) {
-    if (token >= 0) entry.token_starts.push_back(cursor.position());
     qsizetype i = 0;
     for (;;) {
         const qsizetype nl = text.indexOf(u'\n', i);
@@ -194,7 +228,214 @@ void MessageDocument::insertBodyText(QTextCursor& cursor, Entry& entry, const QS
                            bodyFormat(entry, entry.in_code, token));
         i = nl + 1;
     }
-    entry.body_end = cursor.position();
+}
+
+void MessageDocument::insertThinkingText(QTextCursor& cursor, Entry& entry, const QString& text,
+                                         int token) {
+    // No code blocks inside the reasoning: it is shown as a quiet aside, and fence state left
+    // open by it must not leak into the answer.
+    const QTextCharFormat format = thinkingFormat(entry, token);
+    qsizetype i = 0;
+    for (;;) {
+        const qsizetype nl = text.indexOf(u'\n', i);
+        const QString segment = text.mid(i, (nl < 0 ? text.size() : nl) - i);
+        if (!segment.isEmpty()) cursor.insertText(segment, format);
+        if (nl < 0) break;
+        cursor.insertBlock(thinkingBlockFormat(), format);
+        i = nl + 1;
+    }
+}
+
+void MessageDocument::insertFoldHeader(QTextCursor& cursor, int index) {
+    Entry& e = entries_[index];
+    QTextBlockFormat block;
+    block.setTopMargin(2);
+    block.setBottomMargin(4);
+    cursor.setBlockFormat(block);
+    e.fold_label = foldLabel(e);
+    e.fold_start = cursor.position();
+    cursor.insertText(e.fold_label, foldFormat(index));
+    e.fold_end = cursor.position();
+}
+
+QString MessageDocument::foldLabel(const Entry& e) const {
+    int tokens = -1;  // unknown for a message restored without its tokens
+    if (!e.token_offsets.isEmpty()) {
+        // Tokens between the tags; while the section is open, not those held back as a
+        // possible "</think>".
+        const int end = e.think.closeTagBegin() >= 0 ? e.think.closeTagBegin() : e.think.decided();
+        tokens = int(std::lower_bound(e.token_offsets.begin(), e.token_offsets.end(), end) -
+                     std::lower_bound(e.token_offsets.begin(), e.token_offsets.end(),
+                                      e.think.sectionBegin()));
+    }
+    QString what;
+    if (e.think.closeTagBegin() >= 0)
+        what = tokens >= 0 ? tr("Thought for %1").arg(tokenCount(tokens)) : tr("Thoughts");
+    else if (!e.think.complete())
+        what = tokens >= 0 ? tr("Thinking… (%1)").arg(tokenCount(tokens)) : tr("Thinking…");
+    else  // the reply ended inside its reasoning (stopped, or out of tokens)
+        what = tokens >= 0 ? tr("Thinking stopped after %1").arg(tokenCount(tokens))
+                           : tr("Thinking stopped");
+    return (e.think_expanded ? QStringLiteral("▾ ") : QStringLiteral("▸ ")) + what;
+}
+
+void MessageDocument::insertDecided(QTextCursor& cursor, int index) {
+    Entry& e = entries_[index];
+    const int decided = e.think.decided();
+    // A token's start is recorded when its first shown character goes in. The fold header
+    // belongs to no token; the line break that starts the reasoning or the answer belongs to
+    // the (hidden) tokens before it, so that shown tokens span exactly their text.
+    auto record = [&](int offset) {
+        while (e.token_starts.size() < e.token_offsets.size() &&
+               e.token_offsets[e.token_starts.size()] <= offset)
+            e.token_starts.push_back(cursor.position());
+    };
+    while (e.laid_out < decided) {
+        const int from = e.laid_out;
+        const ThinkSplitter::Part part = e.think.partAt(from);
+        // A run: one part, one token (its format), all decided.
+        int token = -1;
+        int to = decided;
+        if (!e.token_offsets.isEmpty()) {
+            token = int(std::upper_bound(e.token_offsets.begin(), e.token_offsets.end(), from) -
+                        e.token_offsets.begin()) -
+                    1;
+            if (token + 1 < e.token_offsets.size())
+                to = std::min(to, int(e.token_offsets[token + 1]));
+        }
+        int end = from + 1;
+        while (end < to && e.think.partAt(end) == part) ++end;
+        e.laid_out = end;
+        const QString text = e.msg.text.mid(from, end - from);
+        if (part == ThinkSplitter::Part::Thinking) {
+            if (e.fold_start < 0) insertFoldHeader(cursor, index);
+            if (!e.think_expanded) continue;
+            if (!e.thinking_shown) {
+                record(from - 1);
+                cursor.insertBlock(thinkingBlockFormat(), thinkingFormat(e, -1));
+                e.thinking_shown = true;
+            }
+            record(from);
+            insertThinkingText(cursor, e, text, token);
+        } else if (part == ThinkSplitter::Part::Answer) {
+            if (!e.answer_begun && e.fold_start >= 0) {
+                record(from - 1);
+                QTextBlockFormat block = blockFormat(e, false);
+                if (e.thinking_shown) block.setTopMargin(6);  // clear of the reasoning's band
+                cursor.insertBlock(block, bodyFormat(e, false, -1));
+            }
+            e.answer_begun = true;
+            record(from);
+            insertBodyText(cursor, e, text, token);
+        }
+    }
+    // Tokens with nothing shown after them (a reply that ends in folded reasoning or a tag).
+    if (e.think.complete() && e.laid_out == e.msg.text.size()) record(int(e.msg.text.size()));
+    e.body_end = cursor.position();
+}
+
+void MessageDocument::renderMore(int index) {
+    Entry& e = entries_[index];
+    QTextCursor cursor(doc_);
+    cursor.beginEditBlock();
+    if (e.think.restarted()) {
+        rerenderBody(index);
+    } else {
+        const int old_end = e.body_end;
+        cursor.setPosition(e.body_end);
+        insertDecided(cursor, index);
+        shiftEntriesAfter(index, e.body_end - old_end);
+    }
+    refreshFoldHeader(index);
+    cursor.endEditBlock();
+}
+
+void MessageDocument::rerenderBody(int index) {
+    Entry& e = entries_[index];
+    QTextCursor cursor(doc_);
+    cursor.beginEditBlock();
+    const int old_end = e.body_end;
+    cursor.setPosition(e.body_start);
+    cursor.setPosition(e.body_end, QTextCursor::KeepAnchor);
+    cursor.removeSelectedText();
+    // What is left is one empty block; it may have kept the format of a header or code line.
+    cursor.setBlockFormat(blockFormat(e, false));
+    cursor.setBlockCharFormat(bodyFormat(e, false, -1));
+    e.token_starts.clear();
+    e.laid_out = 0;
+    e.in_code = e.line_is_fence = false;
+    e.line.clear();
+    e.thinking_shown = e.answer_begun = false;
+    e.fold_start = e.fold_end = -1;
+    e.fold_label.clear();
+    e.body_end = e.body_start;
+    insertDecided(cursor, index);
+    shiftEntriesAfter(index, e.body_end - old_end);
+    cursor.endEditBlock();
+}
+
+void MessageDocument::refreshFoldHeader(int index) {
+    Entry& e = entries_[index];
+    if (e.fold_start < 0) return;
+    const QString label = foldLabel(e);
+    if (label == e.fold_label) return;
+    QTextCursor cursor(doc_);
+    cursor.setPosition(e.fold_start);
+    cursor.setPosition(e.fold_end, QTextCursor::KeepAnchor);
+    cursor.insertText(label, foldFormat(index));
+    const int delta = int(label.size() - e.fold_label.size());
+    e.fold_label = label;
+    e.fold_end += delta;
+    e.body_end += delta;
+    for (int& start : e.token_starts) start += delta;  // none lies before the header's end
+    shiftEntriesAfter(index, delta);
+}
+
+void MessageDocument::shiftEntriesAfter(int index, int delta) {
+    if (delta == 0) return;
+    for (qsizetype i = index + 1; i < entries_.size(); ++i) {
+        Entry& e = entries_[i];
+        e.header_start += delta;
+        e.body_start += delta;
+        e.body_end += delta;
+        if (e.fold_start >= 0) {
+            e.fold_start += delta;
+            e.fold_end += delta;
+        }
+        for (int& start : e.token_starts) start += delta;
+    }
+}
+
+bool MessageDocument::hasThinking(int message) const {
+    return message >= 0 && message < entries_.size() && entries_[message].fold_start >= 0;
+}
+
+bool MessageDocument::thinkingExpanded(int message) const {
+    return hasThinking(message) && entries_[message].think_expanded;
+}
+
+void MessageDocument::setThinkingExpanded(int message, bool expanded) {
+    if (!hasThinking(message) || entries_[message].think_expanded == expanded) return;
+    entries_[message].think_expanded = expanded;
+    rerenderBody(message);
+}
+
+QPair<int, int> MessageDocument::thinkingHeaderRange(int message) const {
+    if (!hasThinking(message)) return {-1, -1};
+    return {entries_[message].fold_start, entries_[message].fold_end};
+}
+
+int MessageDocument::thinkingHeaderAt(int pos) const {
+    const int m = messageAtPosition(pos);
+    if (!hasThinking(m)) return -1;
+    return pos >= entries_[m].fold_start && pos <= entries_[m].fold_end ? m : -1;
+}
+
+int MessageDocument::thinkingLinkMessage(const QUrl& link) {
+    if (link.scheme() != kThinkScheme) return -1;
+    bool ok = false;
+    const int m = link.path().toInt(&ok);
+    return ok ? m : -1;
 }
 
 void MessageDocument::insertNote(QTextCursor& cursor, const Entry& entry) {
@@ -225,24 +466,50 @@ void MessageDocument::setMessageNote(int index, const QString& note) {
     cursor.endEditBlock();
 }
 
-int MessageDocument::addMessage(MessageRole role, const QString& text) {
+MessageDocument::Entry MessageDocument::makeEntry(const ChatMessage& message) {
+    Entry e;
+    e.msg = message;
+    e.think = ThinkSplitter(message.role == MessageRole::Assistant);
+    if (!message.tokens.isEmpty()) {
+        e.msg.text.clear();
+        e.token_offsets.reserve(message.tokens.size());
+        for (const TokenData& t : message.tokens) {
+            e.token_offsets.push_back(int(e.msg.text.size()));
+            e.msg.text += t.text;
+        }
+    }
+    return e;
+}
+
+void MessageDocument::renderEntry(QTextCursor& cursor, int index, bool complete) {
+    Entry& e = entries_[index];
+    insertHeader(cursor, e);
+    e.think.advance(e.msg.text, complete);
+    insertDecided(cursor, index);
+    insertNote(cursor, e);
+}
+
+int MessageDocument::appendEntry(MessageRole role, const QString& text, bool complete) {
     if (streaming_) finishAssistantMessage();
-    Entry entry;
-    entry.msg.role = role;
-    entry.msg.text = text;
-    entries_.push_back(entry);
-    Entry& e = entries_.back();
+    ChatMessage message;
+    message.role = role;
+    message.text = text;
+    entries_.push_back(makeEntry(message));
+    const int index = int(entries_.size()) - 1;
     QTextCursor cursor(doc_);
     cursor.movePosition(QTextCursor::End);
     cursor.beginEditBlock();
-    insertHeader(cursor, e);
-    insertBodyText(cursor, e, text, -1);
+    renderEntry(cursor, index, complete);
     cursor.endEditBlock();
-    return int(entries_.size()) - 1;
+    return index;
+}
+
+int MessageDocument::addMessage(MessageRole role, const QString& text) {
+    return appendEntry(role, text, true);
 }
 
 int MessageDocument::beginAssistantMessage() {
-    const int index = addMessage(MessageRole::Assistant, {});
+    const int index = appendEntry(MessageRole::Assistant, {}, false);
     streaming_ = true;
     return index;
 }
@@ -250,35 +517,31 @@ int MessageDocument::beginAssistantMessage() {
 void MessageDocument::appendTokens(std::span<const TokenData> tokens) {
     if (tokens.empty()) return;
     if (!streaming_) beginAssistantMessage();
-    Entry& e = entries_.back();
-    QTextCursor cursor(doc_);
-    cursor.movePosition(QTextCursor::End);
-    cursor.beginEditBlock();
+    const int index = int(entries_.size()) - 1;
+    Entry& e = entries_[index];
     for (const TokenData& t : tokens) {
+        e.token_offsets.push_back(int(e.msg.text.size()));
         e.msg.tokens.push_back(t);
         e.msg.text += t.text;
-        insertBodyText(cursor, e, t.text, int(e.msg.tokens.size()) - 1);
     }
-    cursor.endEditBlock();
+    e.think.advance(e.msg.text, false);
+    renderMore(index);
 }
 
 void MessageDocument::finishAssistantMessage() {
+    if (!streaming_) return;
     streaming_ = false;
+    // What was held back as a possible tag is now known not to be one.
+    const int index = int(entries_.size()) - 1;
+    entries_[index].think.advance(entries_[index].msg.text, true);
+    renderMore(index);
 }
 
 void MessageDocument::setMessages(const QVector<ChatMessage>& messages) {
     streaming_ = false;
     entries_.clear();
     entries_.reserve(messages.size());
-    for (const ChatMessage& m : messages) {
-        Entry e;
-        e.msg = m;
-        if (!m.tokens.isEmpty()) {
-            e.msg.text.clear();
-            for (const TokenData& t : m.tokens) e.msg.text += t.text;
-        }
-        entries_.push_back(e);
-    }
+    for (const ChatMessage& m : messages) entries_.push_back(makeEntry(m));
     rebuild();
 }
 
@@ -294,22 +557,10 @@ void MessageDocument::rebuild() {
     doc_->clear();
     QTextCursor cursor(doc_);
     cursor.beginEditBlock();
-    for (const Entry& o : old) {
-        Entry e;
-        e.msg.role = o.msg.role;
-        e.msg.text = o.msg.text;
-        e.msg.tokens = o.msg.tokens;
-        e.msg.note = o.msg.note;
-        entries_.push_back(e);
-        Entry& n = entries_.back();
-        insertHeader(cursor, n);
-        if (n.msg.tokens.isEmpty()) {
-            insertBodyText(cursor, n, n.msg.text, -1);
-        } else {
-            for (int t = 0; t < n.msg.tokens.size(); ++t)
-                insertBodyText(cursor, n, n.msg.tokens[t].text, t);
-        }
-        insertNote(cursor, n);
+    for (qsizetype i = 0; i < old.size(); ++i) {
+        entries_.push_back(makeEntry(old[i].msg));
+        entries_.back().think_expanded = old[i].think_expanded;
+        renderEntry(cursor, int(i), !(streaming_ && i == old.size() - 1));
     }
     cursor.endEditBlock();
 }
@@ -367,6 +618,7 @@ TokenRef MessageDocument::tokenAtPosition(int pos) const {
     if (m < 0) return {};
     const Entry& e = entries_[m];
     if (pos < e.body_start || pos >= e.body_end || e.token_starts.isEmpty()) return {};
+    if (thinkingHeaderAt(pos) >= 0) return {};  // the header stands for no token
     const auto it = std::upper_bound(e.token_starts.begin(), e.token_starts.end(), pos);
     if (it == e.token_starts.begin()) return {};
     return {m, int(it - e.token_starts.begin()) - 1};

@@ -14,6 +14,17 @@
 // Fenced code blocks (```): the fence lines stay in the text, styled as part of the code block
 // and dimmed. Hiding them would give the fence tokens zero-width spans, and a token-level
 // inspector should be able to show that the model spent tokens on them.
+//
+// Thinking models: the reasoning at the start of a reply (<think>…</think>, found by
+// ThinkSplitter) is a section folded under a header line, "▸ Thinking… (12 tokens)" while it
+// streams and "▸ Thought for 40 tokens" once closed; the header is a link (ChatView toggles the
+// section on a click). Unlike code fences, the tags and the whitespace around them are not
+// shown: they are markup, and the header already says how many tokens the reasoning took. The
+// message text keeps everything; only the document leaves text out. A token with no shown text
+// (a tag, folded reasoning) has no text in its range: it starts where the next shown text goes
+// (folded reasoning: at the end of the header), and at most holds the line break put before the
+// reasoning or the answer. The header belongs to no token, so a click on it never inspects one.
+// Unfolding lays out that one message again and moves the positions of the messages after it.
 #include <QColor>
 #include <QObject>
 #include <QPalette>
@@ -23,9 +34,11 @@
 #include <span>
 
 #include "panel_data.h"
+#include "think_section.h"
 
 class QTextDocument;
 class QTextCursor;
+class QUrl;
 
 namespace tokenscope::ui {
 
@@ -88,10 +101,24 @@ class MessageDocument : public QObject {
     TokenRef tokenAtPosition(int pos) const;
     // The message whose header or body contains position `pos`, or -1.
     int messageAtPosition(int pos) const;
-    // [start, end) document positions of a token's text; {-1, -1} when out of range.
+    // [start, end) document positions of a token's text; {-1, -1} when out of range, and for
+    // the last tokens of a streaming reply while their text may still be a "</think>".
     QPair<int, int> tokenRange(TokenRef ref) const;
     // [start, end) of a message's body text.
     QPair<int, int> messageBodyRange(int message) const;
+
+    // --- reasoning of thinking models (see above); assistant messages only
+    // The message shows a fold header (it has non-empty reasoning).
+    bool hasThinking(int message) const;
+    bool thinkingExpanded(int message) const;
+    // Unfolds or folds a message's reasoning (folded by default); lays out only that message.
+    void setThinkingExpanded(int message, bool expanded);
+    // [start, end) of the fold header's text; {-1, -1} when the message has none.
+    QPair<int, int> thinkingHeaderRange(int message) const;
+    // The message whose fold header contains position `pos` (its end included), or -1.
+    int thinkingHeaderAt(int pos) const;
+    // The message a fold header's link stands for; -1 for any other link.
+    static int thinkingLinkMessage(const QUrl& link);
 
     void setColorByProbability(bool on);
     bool colorByProbability() const { return color_by_probability_; }
@@ -113,20 +140,54 @@ class MessageDocument : public QObject {
         int header_start = 0;
         int body_start = 0;
         int body_end = 0;
-        QVector<int> token_starts;  // document position where each token's text begins
+        // Document position where each token's text begins. Recorded when the token's first
+        // shown character is inserted, so a token whose text is still held back (a possible
+        // tag) or hidden has none yet; all have one once the reply is complete.
+        QVector<int> token_starts;
+        QVector<int> token_offsets;  // offset in msg.text where each token begins
         // Fence parser state, carried across tokens (a fence may arrive split over tokens).
         bool in_code = false;
         bool line_is_fence = false;
         QString line;  // the current line's text so far
+        // Thinking section: where it lies in the text, how much of the text has been laid out
+        // (shown or hidden), and the fold header.
+        ThinkSplitter think;
+        int laid_out = 0;
+        bool think_expanded = false;
+        bool thinking_shown = false;  // reasoning text is in the document (unfolded)
+        bool answer_begun = false;
+        int fold_start = -1;  // document range of the fold header's text; -1: none
+        int fold_end = -1;
+        QString fold_label;
     };
 
+    static Entry makeEntry(const ChatMessage& message);
+    int appendEntry(MessageRole role, const QString& text, bool complete);
+    // Header, body and note of a message at the cursor (used for the whole document).
+    void renderEntry(QTextCursor& cursor, int index, bool complete);
     void insertHeader(QTextCursor& cursor, Entry& entry);
     void insertNote(QTextCursor& cursor, const Entry& entry);
-    // Inserts `text` at the end of the document as part of `entry`'s body; `token` is the token
-    // index inside the message, or -1 for plain message text.
+    // Lays out the text the splitter has decided since the last call, at the cursor.
+    void insertDecided(QTextCursor& cursor, int index);
+    // Lays out what the last advance() of the splitter decided, at the end of the body.
+    void renderMore(int index);
+    // Lays out a message's body again in place (fold toggled, or found to be reasoning).
+    void rerenderBody(int index);
+    void insertFoldHeader(QTextCursor& cursor, int index);
+    // Updates the fold header's text (token count, streaming/closed, arrow) in place.
+    void refreshFoldHeader(int index);
+    QString foldLabel(const Entry& entry) const;
+    // Moves the document positions of the messages after `index` by `delta`.
+    void shiftEntriesAfter(int index, int delta);
+    // Inserts `text` at the cursor as part of `entry`'s body; `token` is the token index inside
+    // the message, or -1 for plain message text.
     void insertBodyText(QTextCursor& cursor, Entry& entry, const QString& text, int token);
+    void insertThinkingText(QTextCursor& cursor, Entry& entry, const QString& text, int token);
     QTextCharFormat bodyFormat(const Entry& entry, bool code, int token) const;
     QTextBlockFormat blockFormat(const Entry& entry, bool code) const;
+    QTextCharFormat thinkingFormat(const Entry& entry, int token) const;
+    QTextBlockFormat thinkingBlockFormat() const;
+    QTextCharFormat foldFormat(int index) const;
     void restyleTokens();
     void restyleAll();
     void rebuild();

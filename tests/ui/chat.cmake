@@ -1,5 +1,8 @@
 # Chat view, sampling panel + distribution chart, conversation list + token inspector.
 tokenscope_add_qtest(test_chat_view ${CMAKE_CURRENT_SOURCE_DIR}/test_chat_view.cpp LIBS tokenscope::ui LABELS ui)
+# Reasoning of thinking models: the splitter alone, and folded in the chat view.
+tokenscope_add_qtest(test_think_section ${CMAKE_CURRENT_SOURCE_DIR}/test_think_section.cpp LIBS tokenscope::ui LABELS ui)
+tokenscope_add_qtest(test_chat_thinking ${CMAKE_CURRENT_SOURCE_DIR}/test_chat_thinking.cpp LIBS tokenscope::ui LABELS ui)
 tokenscope_add_qtest(test_sampling_panel ${CMAKE_CURRENT_SOURCE_DIR}/test_sampling_panel.cpp LIBS tokenscope::ui LABELS ui)
 tokenscope_add_qtest(test_conversation_list ${CMAKE_CURRENT_SOURCE_DIR}/test_conversation_list.cpp LIBS tokenscope::ui LABELS ui)
 # It measures the event loop's longest stall while tokens stream: alone on the machine, so a
