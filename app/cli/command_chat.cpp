@@ -16,18 +16,22 @@ namespace tokenscope::cli {
 
 int run_chat(int argc, char** argv, int first) {
     const Arguments args("chat",
-                         join(join({{"model"}, {"system"}, {"template"}, {"n-predict"}}, engine_option_specs()),
+                         join(join({{"model"}, {"system"}, {"template"}, {"think"}, {"n-predict"}}, engine_option_specs()),
                               sampling_option_specs()),
                          argc, argv, first);
     const runtime::SamplingParams sampling = sampling_params(args);
     auto engine = runtime::Engine::load(args.required("model"), engine_options(args));
-    const runtime::PromptBuilder builder(*engine, args.value("template"));
+    runtime::PromptBuilder builder(*engine, args.value("template"));
+    if (auto think = args.value("think")) {
+        if (*think != "on" && *think != "off") throw InvalidArgument("'chat': option '--think' must be on or off");
+        builder.set_enable_thinking(*think == "on");
+    }
     const auto n_predict = static_cast<int>(args.number("n-predict").value_or(512));
     std::vector<tokenizer::ChatMessage> messages;
     if (auto system = args.value("system")) messages.push_back({"system", *system});
 
-    std::fprintf(stderr, "tokenscope chat: %s (%s template, %s). Type /quit to leave, /reset to start over.\n",
-                 engine->config().name.c_str(), builder.chat_template().name(), engine->backend_name().c_str());
+    std::fprintf(stderr, "tokenscope chat: %s (template: %s; %s). Type /quit to leave, /reset to start over.\n",
+                 engine->config().name.c_str(), builder.description().c_str(), engine->backend_name().c_str());
     const std::string conversation = "terminal";
     std::string line;
     for (;;) {
@@ -42,7 +46,9 @@ int run_chat(int argc, char** argv, int first) {
         }
         if (line.empty()) continue;
         messages.push_back({"user", line});
-        runtime::Request request = builder.chat(messages);
+        std::string warning;
+        runtime::Request request = builder.chat(messages, &warning);
+        if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
         request.sampling = sampling;
         request.max_tokens = n_predict;
         request.conversation = conversation;

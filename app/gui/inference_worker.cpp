@@ -102,7 +102,9 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
         labels_.clear();
         send_panels(false);
         emit loadProgress(100, tr("Ready"));
-        emit modelLoaded(model_info(*engine_, QString::fromUtf8(prompts_->chat_template().name())));
+        emit modelLoaded(model_info(*engine_, QString::fromStdString(prompts_->description())));
+        if (!prompts_->template_problem().empty())
+            emit promptNotice(QString::fromStdString(prompts_->template_problem()));
     } catch (const std::exception& e) {
         emit loadFailed(QString::fromUtf8(e.what()));
     }
@@ -127,7 +129,9 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         std::vector<tokenizer::ChatMessage> messages;
         for (const auto& t : turns)
             messages.push_back({t.role.toStdString(), t.content.toStdString()});
-        runtime::Request request = prompts_->chat(messages);
+        std::string template_warning;
+        runtime::Request request = prompts_->chat(messages, &template_warning);
+        if (!template_warning.empty()) emit promptNotice(QString::fromStdString(template_warning));
         request.sampling.temperature = settings.temperature;
         request.sampling.top_k = settings.top_k;
         request.sampling.top_p = settings.top_p;

@@ -67,6 +67,9 @@ signals:
     // complete = false when the user stopped it; text is everything generated.
     void generationFinished(qint64 conversation, const QString& text, const QString& reason, bool complete);
     void generationFailed(qint64 conversation, const QString& message);
+    // The model's own chat template could not be used (it failed to parse, or refused this
+    // conversation) and the built-in family format was used instead: one line for the user.
+    void promptNotice(const QString& message);
 
     void metricsChanged(const tokenscope::ui::MetricsData& metrics);
     void kvChanged(const tokenscope::ui::KvBlockMapData& kv);

@@ -54,6 +54,8 @@ constexpr int kMaxRecent = 8;
 // How long the status bar offers Undo after a deletion (Edit > Undo delete stays until the
 // next deletion).
 constexpr int kUndoOfferMs = 20000;
+// How long a note about the chat template (fallback format used) stays in the status bar.
+constexpr int kPromptNoticeMs = 15000;
 // Below this the default layout puts every panel on the right, in two tab groups.
 constexpr int kCompactWidth = 1500;
 constexpr int kCompactHeight = 900;
@@ -464,7 +466,7 @@ void MainWindow::connect_worker() {
         model_info_->setData(info);
         attention_->setModelShape(static_cast<int>(info.layers), static_cast<int>(info.heads));
         set_model_status(
-            tr("%1 — %2 (%3 template)").arg(info.name, info.backend, info.chat_template));
+            tr("%1 — %2 — template: %3").arg(info.name, info.backend, info.chat_template));
         remember_recent(info.path);
         emit modelReadyChanged(true);
     });
@@ -497,6 +499,8 @@ void MainWindow::connect_worker() {
             });
     connect(worker_, &InferenceWorker::generationFinished, this,
             &MainWindow::on_generation_finished);
+    connect(worker_, &InferenceWorker::promptNotice, this,
+            [this](const QString& message) { statusBar()->showMessage(message, kPromptNoticeMs); });
     connect(
         worker_, &InferenceWorker::generationFailed, this,
         [this](qint64, const QString& message) { show_error(tr("Generation failed"), message); });

@@ -91,8 +91,8 @@ class TestSmolLM2Model : public QObject {
         // quadrature. SmolLM2 has 30 layers x 7 quantized products against Gemma's 18 x 7, so
         // Gemma's bounds (0.12 any position, 0.05 the last) scale by sqrt(210/126) = 1.29:
         // 0.155 and 0.065. (Gemma's own 0.05 was tried first and failed at 0.060.) Measured
-        // 2026-12-01: worst 0.088, last 0.060, same argmax. A comparison with llama.cpp on this
-        // file is still to be made (issue 12).
+        // 2026-12-01: worst 0.088, last 0.060, same argmax. Perplexity against llama.cpp on this
+        // file: docs/benchmarks.md (within 0.7 %).
         QVERIFY2(worst <= 0.155, qPrintable(QString::number(worst)));
         QVERIFY2(test::relative_error(got.back(), ref.logits.back()) <= 0.065, "last position");
         QCOMPARE(our_top, ref_top);
@@ -101,7 +101,18 @@ class TestSmolLM2Model : public QObject {
     void greedyThreeTurnChat() {
         runtime::PromptBuilder prompts(*engine_, std::nullopt);
         QCOMPARE(QString::fromUtf8(prompts.chat_template().name()), QStringLiteral("chatml"));
-        std::vector<tokenizer::ChatMessage> messages = {{"user", "What is the capital of France?"}};
+        // The file's own template renders the chat, with the default system prompt it carries
+        // (read from the GGUF's tokenizer.chat_template by hand).
+        QVERIFY(prompts.uses_model_template());
+        const std::vector<tokenizer::ChatMessage> probe = {{"user", "Hi"}};
+        QVERIFY(prompts.render(probe).rfind("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n", 0) == 0);
+        // With the template's default system prompt this 135M model, decoded greedily, answers
+        // the first question with a French list ("L'Étoile, la Mars...") in llama.cpp too
+        // (llama-simple, same file, same prompt tokens; 2026-12-01), so the conversation gives
+        // its own short system prompt, with which llama.cpp answers "The capital of France is
+        // Paris."
+        std::vector<tokenizer::ChatMessage> messages = {{"system", "You are a helpful assistant."},
+                                                        {"user", "What is the capital of France?"}};
         auto ask = [&](const std::string& conversation) {
             runtime::Request r = prompts.chat(messages);
             r.sampling.temperature = 0.0f;

@@ -112,7 +112,14 @@ std::int64_t write_tiny_model(const std::string& path, const TinyModelSpec& spec
         w.set(a + ".attention.sliding_window", gguf::Value::u32(static_cast<std::uint32_t>(spec.sliding_window)));
     }
     tokenizer::write_vocabulary(w, vocab);
-    if (gemma) w.set("tokenizer.chat_template", gguf::Value::string("{{ '<start_of_turn>' + role }}"));
+    std::string chat_template = spec.chat_template;
+    if (chat_template.empty() && gemma)
+        chat_template =
+            "{{ bos_token }}{% for message in messages %}"
+            "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+            "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
+            "{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}";
+    if (!chat_template.empty()) w.set("tokenizer.chat_template", gguf::Value::string(chat_template));
 
     WeightWriter weights(w, spec);
     weights.matrix("token_embd.weight", n_vocab, spec.width);

@@ -23,6 +23,9 @@ struct TinyModelSpec {
     float norm_eps = 1e-5f;
     tensor::Type weight_type = tensor::Type::F32;  // for every matrix (norms stay F32)
     bool tied_output = false;  // llama only; gemma3 is always tied
+    // tokenizer.chat_template. Empty: none, except gemma3, which gets a small Gemma-style
+    // template (the format of the real Gemma 3 instruct models, without their system folding).
+    std::string chat_template;
     std::uint64_t seed = 1;
     // Llama 3.x rope scaling as llama.cpp's converter stores it: a rope_freqs.weight tensor of
     // per-pair factors computed from these (Hugging Face rope_scaling "llama3"). factor 0: none.
