@@ -197,6 +197,45 @@ class TestInferenceWorker : public QObject {
         QVERIFY(!finished.at(0).at(3).toBool());
         QVERIFY(tokens.count() < 100000);
     }
+
+    // A model whose chat template cannot be parsed, or refuses a conversation: the user gets
+    // one line (promptNotice), the built-in format is used, and the reply still comes.
+    void badChatTemplatesFallBackAndSaySo() {
+        test::TinyModelSpec broken;
+        broken.chat_template = "<|im_start|>{% for m in messages %}{{ m.content }}";
+        QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);
+        QSignalSpy notices(worker_, &InferenceWorker::promptNotice);
+        QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+        load(QString::fromStdString(test::tiny_model_path("worker_broken_template", broken)));
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(notices.count() == 1, 5000);
+        QString notice = notices.at(0).at(0).toString();
+        QVERIFY2(notice.contains("line 1") && notice.contains("endfor") && !notice.contains('\n'), qPrintable(notice));
+        QVERIFY(loaded.at(0).at(0).value<ui::ModelInfoData>().chat_template.contains("failed"));
+        generate(10, {{"user", "Hi"}}, 3);
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 20000);
+        QVERIFY(finished.at(0).at(3).toBool());
+
+        test::TinyModelSpec raising;
+        raising.chat_template =
+            "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+        loaded.clear();
+        notices.clear();
+        finished.clear();
+        load(QString::fromStdString(test::tiny_model_path("worker_raising_template", raising)));
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 20000);
+        QCOMPARE(loaded.at(0).at(0).value<ui::ModelInfoData>().chat_template, QStringLiteral("model's own (chatml family)"));
+        generate(11, {{"user", "Hi"}}, 3);
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 20000);
+        QCOMPARE(notices.count(), 0);  // accepted: no notice
+        generate(12, {{"system", "Be brief."}, {"user", "Hi"}}, 3);
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 2, 20000);
+        QCOMPARE(notices.count(), 1);
+        notice = notices.at(0).at(0).toString();
+        QVERIFY2(notice.contains("System role not supported") && notice.contains("chatml"), qPrintable(notice));
+        QVERIFY(finished.at(1).at(3).toBool());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestInferenceWorker)
