@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 
 #include <spdlog/spdlog.h>
@@ -17,6 +19,8 @@
 #include "ops/activation.cuh"
 #include "ops/attention.cuh"
 #include "ops/attention_gemm.cuh"
+#include "ops/attention_gqa.cuh"
+#include "ops/attention_gqa_plan.h"
 #include "ops/elementwise.cuh"
 #include "ops/embedding.cuh"
 #include "ops/kv_append.cuh"
@@ -82,6 +86,16 @@ struct CudaBackend::State {
     // it) and scratch for up to kSplitMaxTokens queries, allocated once.
     int attention_splits = 1;
     DeviceBuffer split_scratch;
+    // GQA split-K attention (ops/attention_gqa.cuh), used instead of the above for decode when the
+    // shape allows it and TOKENSCOPE_CUDA_ATTENTION is not "split": its share count depends on
+    // the SM count and the number of queries (gqa::splits_for), fixed for a given T, so the
+    // batch-1 graph replays one shape.
+    bool gqa_attention = false;
+    int sm_count = 1;
+    DeviceBuffer gqa_scratch;
+    int gqa_splits(int T) const {
+        return ops::gqa::splits_for(sm_count, static_cast<int>(config.kv_heads), T, kv::capacity_tokens(shape));
+    }
     // The batch-1 decode step as a CUDA graph, and the buffer addresses it was recorded with: a
     // buffer that grew since (a longer prefill) invalidates it.
     cudaGraphExec_t decode_graph = nullptr;
@@ -109,7 +123,7 @@ struct CudaBackend::State {
     std::vector<const void*> buffer_addresses() const {
         std::vector<const void*> key;
         for (const DeviceBuffer* b : {&tokens, &positions, &slots, &slot_begin, &slot_table, &x, &xn, &q, &k, &v, &attn,
-                                      &proj, &gate, &up, &logits_in, &logits, &split_scratch}) {
+                                      &proj, &gate, &up, &logits_in, &logits, &split_scratch, &gqa_scratch}) {
             key.push_back(b->data());
         }
         return key;
@@ -230,6 +244,24 @@ CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWei
     }
     s.attention_splits = options.split_k_attention ? ops::attention_splits_for(kv::capacity_tokens(shape)) : 1;
     if (options.split_k_attention) {
+        s.sm_count = ops::device_sm_count();
+        const char* choice = std::getenv("TOKENSCOPE_CUDA_ATTENTION");
+        s.gqa_attention = !(choice != nullptr && std::strcmp(choice, "split") == 0);
+        for (int l = 0; l < shape.layers && s.gqa_attention; ++l) {
+            s.gqa_attention = ops::attention_gqa_supports(shape.type, static_cast<int>(config.heads),
+                                                          static_cast<int>(config.kv_heads), static_cast<int>(config.head_dim),
+                                                          s.k_layer(l), s.v_layer(l));
+        }
+        if (s.gqa_attention) {
+            std::size_t floats = 0;
+            for (int T = 1; T <= kSplitMaxTokens; ++T) {
+                floats = std::max(floats, ops::gqa::scratch_floats(T, static_cast<int>(config.heads),
+                                                                   static_cast<int>(config.head_dim), s.gqa_splits(T)));
+            }
+            s.gqa_scratch.grow(floats * sizeof(float), "GQA attention scratch");
+        }
+    }
+    if (options.split_k_attention && !s.gqa_attention) {
         s.split_scratch.grow(ops::attention_split_scratch_floats(kSplitMaxTokens, static_cast<int>(config.heads),
                                                                  static_cast<int>(config.head_dim), s.attention_splits) *
                                  sizeof(float),
@@ -240,8 +272,10 @@ CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWei
     // context grows.
     grow_for<std::int64_t>(s.slot_table, kv::capacity_tokens(shape), "slot table");
     TOKENSCOPE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-    spdlog::info("cuda backend: {} ({} MiB of weights, {} MiB of KV cache, {} attention shares, decode graphs {})",
-                 s.device_name, s.weight_bytes >> 20, kv::capacity_bytes(shape) >> 20, s.attention_splits,
+    spdlog::info("cuda backend: {} ({} MiB of weights, {} MiB of KV cache, {}, decode graphs {})", s.device_name,
+                 s.weight_bytes >> 20, kv::capacity_bytes(shape) >> 20,
+                 s.gqa_attention ? "GQA attention, " + std::to_string(s.gqa_splits(1)) + " shares at batch 1"
+                                 : std::to_string(s.attention_splits) + " attention shares",
                  options.decode_graphs ? "on" : "off");
 }
 
@@ -285,6 +319,11 @@ void CudaBackend::State::enqueue(int T, const std::vector<std::int64_t>& logit_r
                                 k_scale_layer(l), v_scale_layer(l), shape.type, c.attention_scale, window,
                                 gemm_attention_block, gemm_attention_scratch.data(), attn.as<float>(),
                                 workspace.cublas(), stream);
+        } else if (!capturing && gqa_attention && T <= kSplitMaxTokens) {
+            ops::attention_gqa(q.as<float>(), T, heads, kv_heads, head_dim, positions.as<std::int32_t>(),
+                               slot_begin.as<std::int32_t>(), slot_table.as<std::int64_t>(), k_layer(l), v_layer(l),
+                               k_scale_layer(l), v_scale_layer(l), shape.type, c.attention_scale, window, gqa_splits(T),
+                               gqa_scratch.as<float>(), attn.as<float>(), stream);
         } else if (!capturing && options.split_k_attention && T <= kSplitMaxTokens) {
             ops::attention_split(q.as<float>(), T, heads, kv_heads, head_dim, positions.as<std::int32_t>(),
                                  slot_begin.as<std::int32_t>(), slot_table.as<std::int64_t>(), k_layer(l), v_layer(l),
@@ -333,7 +372,7 @@ runtime::BackendMemory CudaBackend::memory() const {
     m.weight_bytes = s.weight_bytes;
     m.kv_cache_bytes = kv::capacity_bytes(s.shape);
     for (const DeviceBuffer* b : {&s.x, &s.xn, &s.q, &s.k, &s.v, &s.attn, &s.proj, &s.gate, &s.up, &s.logits, &s.capture,
-                                  &s.split_scratch, &s.gemm_attention_scratch}) {
+                                  &s.split_scratch, &s.gqa_scratch, &s.gemm_attention_scratch}) {
         m.activation_bytes += b->bytes();
     }
     std::size_t free_bytes = 0, total_bytes = 0;

@@ -9,6 +9,8 @@
 #include "matmul/matmul.cuh"
 #include "ops/attention.cuh"
 #include "ops/attention_gemm.cuh"
+#include "ops/attention_gqa.cuh"
+#include "ops/attention_gqa_plan.h"
 #include "ops/check.h"
 #include "ops/kv_append.cuh"
 #include "tensor/type.h"
@@ -146,6 +148,21 @@ void attention_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, Even
             });
             out.push_back({op, "split-K, " + std::to_string(splits) + " shares", split * 1e6, bytes / split * 1e-9,
                            rel_error(download(o, q_host.size(), s), reference)});
+            // GQA: one block per (KV head, share) for the 4 query heads of each KV head, the share
+            // count the backend picks for this GPU (and one share, to show what splitting buys).
+            const int gqa_splits = ops::gqa::splits_for(ops::device_sm_count(), kKvHeads, 1, context);
+            DeviceBuffer gqa_scratch(ops::gqa::scratch_floats(1, kHeads, kHeadDim, ops::gqa::kMaxSplits) * sizeof(float),
+                                     "lab GQA scratch");
+            for (const int n : {gqa_splits, 1}) {
+                const double gqa = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                    ops::attention_gqa(q.as<float>(), 1, kHeads, kKvHeads, kHeadDim, d_pos.as<std::int32_t>(),
+                                       d_begin.as<std::int32_t>(), d_slots.as<std::int64_t>(), k_cache.data(),
+                                       v_cache.data(), k_scales.as<float>(), v_scales.as<float>(), type, scale, 0, n,
+                                       gqa_scratch.as<float>(), o.as<float>(), s);
+                });
+                out.push_back({op, "GQA split-K (KV head read once per group), " + std::to_string(n) + " shares",
+                               gqa * 1e6, bytes / gqa * 1e-9, rel_error(download(o, q_host.size(), s), reference)});
+            }
         }
     }
 }

@@ -13,6 +13,8 @@
 #include "ops/activation.cuh"
 #include "ops/attention.cuh"
 #include "ops/attention_gemm.cuh"
+#include "ops/attention_gqa.cuh"
+#include "ops/attention_gqa_plan.h"
 #include "ops/check.h"
 #include "ops/elementwise.cuh"
 #include "ops/embedding.cuh"
@@ -406,6 +408,101 @@ void check_kv_and_attention(Rng& rng, std::vector<OpCheck>& out) {
     }
 }
 
+// GQA split-K decode attention (ops/attention_gqa.cuh) against a float64 reference over the
+// values KvStorage stored. One ragged batch of five sequences whose query positions give
+// contexts 1 (a single key), 31 and 33 (one under and one over a 32-key tile), 77 (odd, three
+// tiles with a partial last one) and 300, with slots scattered over the cache; GQA ratios 1, 4
+// and 8; F32, F16 and Q8 caches; full attention and a 20-key window; split counts 1, 3 (shares
+// of uneven tile counts), the count the backend would choose on this GPU, and the maximum
+// (mostly empty shares).
+void check_gqa_attention(Rng& rng, std::vector<OpCheck>& out) {
+    constexpr int kKvHeads = 2, kHeadDim = 64;
+    constexpr int kRow = kKvHeads * kHeadDim;
+    const std::vector<int> lengths = {1, 31, 33, 77, 300};
+    const int total = std::accumulate(lengths.begin(), lengths.end(), 0);
+    for (const kv::ElementType type : {kv::ElementType::F32, kv::ElementType::F16, kv::ElementType::Q8}) {
+        const kv::CacheShape shape{1, kKvHeads, kHeadDim, 32, 16, type};  // 512 slots
+        const std::string tname = kv::element_type_name(type);
+        std::vector<std::int64_t> perm(static_cast<std::size_t>(kv::capacity_tokens(shape)));
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng.engine());
+        const std::vector<std::int64_t> slot_table(perm.begin(), perm.begin() + total);
+        const std::vector<float> k = rng.values(static_cast<std::size_t>(total) * kRow, 2.0f);
+        const std::vector<float> v = rng.values(static_cast<std::size_t>(total) * kRow, 2.0f);
+        kv::KvStorage cpu(shape, kv::KernelChoice::Scalar);
+        for (int i = 0; i < total; ++i) cpu.write(0, slot_table[i], k.data() + i * kRow, v.data() + i * kRow);
+        DeviceCache dev(shape);
+        DeviceBuffer<float> d_k(k), d_v(v);
+        DeviceBuffer<std::int64_t> d_slots(slot_table);
+        ops::kv_append(d_k.get(), d_v.get(), total, d_slots.get(), dev.k.get(), dev.v.get(), dev.k_scales.get(),
+                       dev.v_scales.get(), kKvHeads, kHeadDim, type, nullptr);
+        // One query per sequence, at its last position.
+        std::vector<std::int32_t> pos, begin;
+        int offset = 0;
+        for (const int len : lengths) {
+            pos.push_back(len - 1);
+            begin.push_back(offset);
+            offset += len;
+        }
+        const int tokens = static_cast<int>(pos.size());
+        DeviceBuffer<std::int32_t> d_pos(pos), d_begin(begin);
+        const float score_scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+        for (const int group : {1, 4, 8}) {
+            const int heads = kKvHeads * group;
+            const std::vector<float> q = rng.values(static_cast<std::size_t>(tokens) * heads * kHeadDim);
+            DeviceBuffer<float> d_q(q);
+            for (const int window : {0, 20}) {
+                std::vector<double> ref(q.size(), 0.0);
+                std::vector<float> kr(kHeadDim), vr(kHeadDim);
+                for (int t = 0; t < tokens; ++t) {
+                    const int p = pos[t];
+                    const int first = window > 0 ? std::max(0, p - window + 1) : 0;
+                    for (int h = 0; h < heads; ++h) {
+                        const int kvh = h / group;
+                        const float* qr = q.data() + (static_cast<std::size_t>(t) * heads + h) * kHeadDim;
+                        std::vector<double> sc;
+                        for (int j = first; j <= p; ++j) {
+                            cpu.read_k(0, slot_table[begin[t] + j], kvh, kr.data());
+                            double dot = 0;
+                            for (int d = 0; d < kHeadDim; ++d) dot += static_cast<double>(qr[d]) * kr[d];
+                            sc.push_back(dot * score_scale);
+                        }
+                        const double mx = *std::max_element(sc.begin(), sc.end());
+                        double sum = 0;
+                        for (double& x : sc) sum += (x = std::exp(x - mx));
+                        double* o = ref.data() + (static_cast<std::size_t>(t) * heads + h) * kHeadDim;
+                        for (int j = first; j <= p; ++j) {
+                            cpu.read_v(0, slot_table[begin[t] + j], kvh, vr.data());
+                            for (int d = 0; d < kHeadDim; ++d) o[d] += sc[j - first] / sum * vr[d];
+                        }
+                    }
+                }
+                if (!ops::attention_gqa_supports(type, heads, kKvHeads, kHeadDim, dev.k.get(), dev.v.get())) {
+                    out.push_back(make_check("attention GQA " + tname + " ratio " + std::to_string(group) +
+                                                 " (not supported: a shape the backend needs)",
+                                             "f32 vs float64", INFINITY, kF32));
+                    continue;
+                }
+                const int chosen = ops::gqa::splits_for(ops::device_sm_count(), kKvHeads, tokens,
+                                                        kv::capacity_tokens(shape));
+                for (const int splits : {1, 3, chosen, ops::gqa::kMaxSplits}) {
+                    DeviceBuffer<float> d_out(q.size());
+                    DeviceBuffer<float> d_scratch(ops::gqa::scratch_floats(tokens, heads, kHeadDim, splits));
+                    ops::attention_gqa(d_q.get(), tokens, heads, kKvHeads, kHeadDim, d_pos.get(), d_begin.get(),
+                                       d_slots.get(), dev.k.get(), dev.v.get(), dev.k_scales.get(), dev.v_scales.get(),
+                                       type, score_scale, window, splits, d_scratch.get(), d_out.get(), nullptr);
+                    sync();
+                    out.push_back(make_check("attention GQA " + tname + " ratio " + std::to_string(group) + " split-K " +
+                                                 std::to_string(splits) + (window > 0 ? " window 20" : " full") +
+                                                 ", contexts 1/31/33/77/300",
+                                             "f32 vs float64 on the stored " + tname + " values",
+                                             rel_error(d_out.download(), ref), kF32));
+                }
+            }
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<OpCheck> check_ops(std::uint64_t seed) {
@@ -416,6 +513,7 @@ std::vector<OpCheck> check_ops(std::uint64_t seed) {
     check_rope(rng, out);
     check_elementwise(rng, out);
     check_kv_and_attention(rng, out);
+    check_gqa_attention(rng, out);
     return out;
 }
 
