@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 
 #include <spdlog/spdlog.h>
 
@@ -91,6 +92,20 @@ struct CudaBackend::State {
     // the SM count and the number of queries (gqa::splits_for), fixed for a given T, so the
     // batch-1 graph replays one shape.
     bool gqa_attention = false;
+    // Fused decode GEMVs (matmul.cuh): one launch for q/k/v and one for gate + up + activation at
+    // T = 1 where the three (two) matrices share a type the fused kernels take.
+    // TOKENSCOPE_CUDA_FUSED=off turns them off for comparison.
+    bool fused_gemv = true;
+    bool can_fuse(std::initializer_list<const DeviceMatrix*> ms, const float* in) const {
+        if (!fused_gemv) return false;
+        const DeviceMatrix& first = **ms.begin();
+        for (const DeviceMatrix* m : ms) {
+            if (m->type != first.type || m->cols != first.cols || !gemv_fused_supports(m->type, m->data.data(), m->cols, in)) {
+                return false;
+            }
+        }
+        return true;
+    }
     int sm_count = 1;
     DeviceBuffer gqa_scratch;
     int gqa_splits(int T) const {
@@ -243,6 +258,10 @@ CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWei
         s.v_scales.grow(s.layer_scale_floats * static_cast<std::size_t>(shape.layers) * sizeof(float), "KV scales (V)");
     }
     s.attention_splits = options.split_k_attention ? ops::attention_splits_for(kv::capacity_tokens(shape)) : 1;
+    {
+        const char* fused = std::getenv("TOKENSCOPE_CUDA_FUSED");
+        s.fused_gemv = !(fused != nullptr && std::strcmp(fused, "off") == 0);
+    }
     if (options.split_k_attention) {
         s.sm_count = ops::device_sm_count();
         const char* choice = std::getenv("TOKENSCOPE_CUDA_ATTENTION");
@@ -291,9 +310,14 @@ void CudaBackend::State::enqueue(int T, const std::vector<std::int64_t>& logit_r
     for (int l = 0; l < static_cast<int>(c.layers); ++l) {
         const DeviceLayer& L = layers[static_cast<std::size_t>(l)];
         ops::rms_norm(x.as<float>(), L.attn_norm.as<float>(), xn.as<float>(), T, static_cast<int>(width), c.norm_eps, stream);
-        mm(L.wq, xn.as<float>(), T, q.as<float>());
-        mm(L.wk, xn.as<float>(), T, k.as<float>());
-        mm(L.wv, xn.as<float>(), T, v.as<float>());
+        if (T == 1 && can_fuse({&L.wq, &L.wk, &L.wv}, xn.as<float>())) {
+            matmul_gemv_qkv(L.wq.type, L.wq.data.data(), L.wq.rows, L.wk.data.data(), L.wk.rows, L.wv.data.data(), L.wv.rows,
+                            L.wq.cols, xn.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), stream);
+        } else {
+            mm(L.wq, xn.as<float>(), T, q.as<float>());
+            mm(L.wk, xn.as<float>(), T, k.as<float>());
+            mm(L.wv, xn.as<float>(), T, v.as<float>());
+        }
         if (c.attention_bias) {
             ops::add_rows(q.as<float>(), L.bq.as<float>(), T, c.q_dim(), stream);
             ops::add_rows(k.as<float>(), L.bk.as<float>(), T, c.kv_dim(), stream);
@@ -340,12 +364,19 @@ void CudaBackend::State::enqueue(int T, const std::vector<std::int64_t>& logit_r
         if (c.post_norms) ops::rms_norm(proj.as<float>(), L.post_attn_norm.as<float>(), proj.as<float>(), T, static_cast<int>(width), c.norm_eps, stream);
         ops::add(x.as<float>(), proj.as<float>(), T * width, stream);
         ops::rms_norm(x.as<float>(), L.ffn_norm.as<float>(), xn.as<float>(), T, static_cast<int>(width), c.norm_eps, stream);
-        mm(L.w_gate, xn.as<float>(), T, gate.as<float>());
-        mm(L.w_up, xn.as<float>(), T, up.as<float>());
-        if (c.activation == model::FfnActivation::GeluTanh) {
-            ops::gelu_tanh_mul(gate.as<float>(), up.as<float>(), T * c.ffn_length, stream);
+        const bool gelu = c.activation == model::FfnActivation::GeluTanh;
+        if (T == 1 && L.w_gate.rows == L.w_up.rows && can_fuse({&L.w_gate, &L.w_up}, xn.as<float>())) {
+            matmul_gemv_gate_up(L.w_gate.type, L.w_gate.data.data(), L.w_up.data.data(), L.w_gate.rows, L.w_gate.cols,
+                                xn.as<float>(), gelu ? GateActivation::GeluTanh : GateActivation::SiLU, gate.as<float>(),
+                                stream);
         } else {
-            ops::silu_mul(gate.as<float>(), up.as<float>(), T * c.ffn_length, stream);
+            mm(L.w_gate, xn.as<float>(), T, gate.as<float>());
+            mm(L.w_up, xn.as<float>(), T, up.as<float>());
+            if (gelu) {
+                ops::gelu_tanh_mul(gate.as<float>(), up.as<float>(), T * c.ffn_length, stream);
+            } else {
+                ops::silu_mul(gate.as<float>(), up.as<float>(), T * c.ffn_length, stream);
+            }
         }
         mm(L.w_down, gate.as<float>(), T, proj.as<float>());
         if (c.post_norms) ops::rms_norm(proj.as<float>(), L.post_ffn_norm.as<float>(), proj.as<float>(), T, static_cast<int>(width), c.norm_eps, stream);

@@ -110,6 +110,110 @@ MatmulCheck run_case(const Case& c, std::mt19937_64& rng, MatmulWorkspace& ws) {
     return check;
 }
 
+// A random quantized matrix and its dequantized values (the reference's weights), as run_case.
+struct HostMatrix {
+    std::vector<unsigned char> bytes;
+    std::vector<double> values;  // [rows][cols]
+};
+
+HostMatrix make_matrix(tensor::Type type, std::int64_t rows, std::int64_t cols, std::mt19937_64& rng) {
+    std::uniform_real_distribution<float> magnitude(0.05f, 1.0f);
+    std::bernoulli_distribution negative(0.5);
+    const std::size_t row_bytes = tensor::row_bytes(type, cols);
+    HostMatrix m{std::vector<unsigned char>(row_bytes * static_cast<std::size_t>(rows)),
+                 std::vector<double>(static_cast<std::size_t>(rows * cols))};
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (float& v : row) v = negative(rng) ? -magnitude(rng) : magnitude(rng);
+        unsigned char* dst = m.bytes.data() + static_cast<std::size_t>(r) * row_bytes;
+        tensor::quantize_row(type, row.data(), dst, cols);
+        tensor::dequantize_row(type, dst, row.data(), cols);
+        for (std::int64_t k = 0; k < cols; ++k) m.values[static_cast<std::size_t>(r * cols + k)] = row[static_cast<std::size_t>(k)];
+    }
+    return m;
+}
+
+std::vector<double> reference_gemv(const HostMatrix& m, std::int64_t rows, std::int64_t cols, const std::vector<float>& x) {
+    std::vector<double> y(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (std::int64_t k = 0; k < cols; ++k) {
+            sum += m.values[static_cast<std::size_t>(r * cols + k)] * static_cast<double>(x[static_cast<std::size_t>(k)]);
+        }
+        y[static_cast<std::size_t>(r)] = sum;
+    }
+    return y;
+}
+
+MatmulCheck finish(std::string name, const std::vector<float>& got, const std::vector<double>& want) {
+    MatmulCheck check;
+    check.name = std::move(name);
+    check.precision = "f32 fused gemv";
+    check.tolerance = 1e-5;
+    double diff2 = 0, ref2 = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        const double d = static_cast<double>(got[i]) - want[i];
+        diff2 += d * d;
+        ref2 += want[i] * want[i];
+    }
+    check.rel_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+    check.passed = std::isfinite(check.rel_error) && check.rel_error <= check.tolerance;
+    return check;
+}
+
+// The fused decode GEMVs (matmul.cuh): gate + up + activation against act(g) * u in float64
+// (the activation applied in double to the float64 products: the check covers the products and
+// the activation together), and Q/K/V in one launch against three float64 products. Odd row
+// counts (a partial last block of 4 warps; QKV: the matrix boundaries fall inside blocks).
+void check_fused(std::mt19937_64& rng, std::vector<MatmulCheck>& checks) {
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (const tensor::Type type : {tensor::Type::F16, tensor::Type::Q8_0, tensor::Type::Q4_K}) {
+        const std::string tname = tensor::type_name(type);
+        for (const std::int64_t cols : {std::int64_t{512}, std::int64_t{2048}}) {
+            std::vector<float> x(static_cast<std::size_t>(cols));
+            for (float& v : x) v = uniform(rng);
+            selftest::DeviceBuffer<float> x_dev(x);
+            // Gate + up, both activations.
+            for (const GateActivation act : {GateActivation::SiLU, GateActivation::GeluTanh}) {
+                const std::int64_t rows = 301;
+                const HostMatrix gate = make_matrix(type, rows, cols, rng), up = make_matrix(type, rows, cols, rng);
+                const std::vector<double> g = reference_gemv(gate, rows, cols, x), u = reference_gemv(up, rows, cols, x);
+                std::vector<double> want(static_cast<std::size_t>(rows));
+                for (std::size_t r = 0; r < want.size(); ++r) {
+                    const double a = act == GateActivation::SiLU
+                                         ? g[r] / (1.0 + std::exp(-g[r]))
+                                         : 0.5 * g[r] * (1.0 + std::tanh(0.7978845608028654 * (g[r] + 0.044715 * g[r] * g[r] * g[r])));
+                    want[r] = a * u[r];
+                }
+                selftest::DeviceBuffer<unsigned char> gate_dev(gate.bytes), up_dev(up.bytes);
+                selftest::DeviceBuffer<float> y_dev(want.size());
+                matmul_gemv_gate_up(type, gate_dev.get(), up_dev.get(), rows, cols, x_dev.get(), act, y_dev.get(), nullptr);
+                TOKENSCOPE_CUDA_CHECK(cudaGetLastError());
+                checks.push_back(finish(tname + " fused gate+up+" + (act == GateActivation::SiLU ? "SiLU" : "GELU-tanh") +
+                                            " rows=301 cols=" + std::to_string(cols),
+                                        y_dev.download(), want));
+            }
+            // Q/K/V: 1B-like proportions (q 4x k, k = v), odd sizes.
+            const std::int64_t rq = 257, rk = 67, rv = 65;
+            const HostMatrix wq = make_matrix(type, rq, cols, rng), wk = make_matrix(type, rk, cols, rng),
+                             wv = make_matrix(type, rv, cols, rng);
+            std::vector<double> want = reference_gemv(wq, rq, cols, x);
+            for (const auto& part : {reference_gemv(wk, rk, cols, x), reference_gemv(wv, rv, cols, x)}) {
+                want.insert(want.end(), part.begin(), part.end());
+            }
+            selftest::DeviceBuffer<unsigned char> wq_dev(wq.bytes), wk_dev(wk.bytes), wv_dev(wv.bytes);
+            selftest::DeviceBuffer<float> q_dev(static_cast<std::size_t>(rq)), k_dev(static_cast<std::size_t>(rk)),
+                v_dev(static_cast<std::size_t>(rv));
+            matmul_gemv_qkv(type, wq_dev.get(), rq, wk_dev.get(), rk, wv_dev.get(), rv, cols, x_dev.get(), q_dev.get(),
+                            k_dev.get(), v_dev.get(), nullptr);
+            TOKENSCOPE_CUDA_CHECK(cudaGetLastError());
+            std::vector<float> got = q_dev.download();
+            for (const auto& part : {k_dev.download(), v_dev.download()}) got.insert(got.end(), part.begin(), part.end());
+            checks.push_back(finish(tname + " fused QKV rows=257+67+65 cols=" + std::to_string(cols), got, want));
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<MatmulCheck> check_matmul(std::uint64_t seed) {
@@ -146,6 +250,7 @@ std::vector<MatmulCheck> check_matmul(std::uint64_t seed) {
     for (const GemvVariant variant : {GemvVariant::Reference, GemvVariant::Vectorized}) {
         checks.push_back(run_case({&tensor::traits(tensor::Type::F16), 2 * half_rows(rng) + 1, 264, 3, false, variant}, rng, ws));
     }
+    check_fused(rng, checks);
     return checks;
 }
 
