@@ -2,7 +2,10 @@
 // The binary targets baseline x86-64; the AVX2 and AVX-512 kernels live in their own files
 // compiled with those instruction sets and are only called after the CPU said it has them.
 #include <atomic>
+#include <cstdlib>
 #include <string>
+
+#include <spdlog/spdlog.h>
 
 #include "tensor/matmul.h"
 #include "tensor/matmul_internal.h"
@@ -38,9 +41,37 @@ SimdLevel detected_simd_level() {
     return level;
 }
 
+namespace {
+// TOKENSCOPE_SIMD=scalar|avx2|avx512 caps the level for the whole process (benchmarks of the
+// AVX2 path on an AVX-512 machine; tools/bench-vs-llamacpp). A level the CPU lacks, or an
+// unknown name, is ignored with a warning rather than failing every program at start.
+SimdLevel environment_level() {
+    static const SimdLevel level = [] {
+        const SimdLevel detected = detected_simd_level();
+        const char* text = std::getenv("TOKENSCOPE_SIMD");
+        if (!text || !*text) return detected;
+        const std::string name(text);
+        SimdLevel wanted;
+        if (name == "scalar") wanted = SimdLevel::Scalar;
+        else if (name == "avx2") wanted = SimdLevel::Avx2;
+        else if (name == "avx512") wanted = SimdLevel::Avx512;
+        else {
+            spdlog::warn("TOKENSCOPE_SIMD='{}' is not scalar, avx2 or avx512; using {}", name, simd_level_name(detected));
+            return detected;
+        }
+        if (static_cast<int>(wanted) > static_cast<int>(detected)) {
+            spdlog::warn("TOKENSCOPE_SIMD={}: this CPU's best is {}; using that", name, simd_level_name(detected));
+            return detected;
+        }
+        return wanted;
+    }();
+    return level;
+}
+}  // namespace
+
 SimdLevel active_simd_level() {
     const int forced = g_forced_level.load(std::memory_order_relaxed);
-    return forced < 0 ? detected_simd_level() : static_cast<SimdLevel>(forced);
+    return forced < 0 ? environment_level() : static_cast<SimdLevel>(forced);
 }
 
 void set_simd_level(SimdLevel level) {
