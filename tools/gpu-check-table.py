@@ -35,6 +35,10 @@ for t in ("f16", "q8_0", "q4_k"):
     for d in b["decode"]:
         print(f"{'llama-1b-' + t:<16}{'decode @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
               f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
+b = load("bench-f16-old-kernels.json")
+for d in b.get("decode", []):
+    print(f"{'llama-1b-f16':<16}{'old k. @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
+          f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
 b = load("bench-q4_k-kvq8.json")
 for d in b.get("decode", []):
     print(f"{'llama-1b-q4_k':<16}{'q8 KV @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
@@ -51,6 +55,27 @@ for name in ("gemma-shape", "q4_k"):
                   f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
 lab = load("kernel-lab.json")
 if isinstance(lab, list):
-    print(f"{'kernel lab':<44}{'variant':<34}{'us':>8}{'GB/s':>7}")
+    # Every variant the lab times, with its error against the op's first variant (the GQA
+    # attention and the fused GEMVs must stay near 1e-6 of the kernels they replace).
+    print(f"{'kernel lab':<44}{'variant':<40}{'us':>8}{'GB/s':>7}{'vs first':>10}")
     for k in lab:
-        print(f"{k['op']:<44}{k['variant']:<34}{k['us']:>8.1f}{k['gbps']:>7.0f}")
+        print(f"{k['op']:<44}{k['variant']:<40}{k['us']:>8.1f}{k['gbps']:>7.0f}{k.get('rel_error', 0):>10.1e}")
+# compute-sanitizer on the self-test: one line per tool, its summary and the kernels it named.
+for tool in ("memcheck", "racecheck", "synccheck", "initcheck"):
+    p = out / f"sanitizer-{tool}.txt"
+    if not p.exists():
+        continue
+    text = p.read_text(errors="replace")
+    summary = [l for l in text.splitlines() if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l]
+    # "at 0x150 in void k(args)" (older tools) or "at void k(args)+0x2e8" (newer): the name.
+    kernels = set()
+    for l in text.splitlines():
+        l = l.lstrip("= ")
+        if l.startswith("at "):
+            where = l[3:].split(" in ", 1)[1] if l[3:].startswith("0x") and " in " in l else l[3:]
+            kernels.add(where.split("(")[0].strip()[:90])
+    kernels = sorted(kernels)
+    state = summary[-1].strip("= ") if summary else "no summary (cut by its time limit?)"
+    print(f"sanitizer {tool:<10} {state}")
+    for k in kernels[:8]:
+        print(f"    {k}")

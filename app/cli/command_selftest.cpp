@@ -203,6 +203,10 @@ int run_selftest(int argc, char** argv, int first) {
         no_split.split_k_attention = false;
         compare_models((dir / "tiny-Q8_0.gguf").string(), "tiny llama Q8_0, q8 KV cache, split-K off", 0.1, rows,
                        kv::ElementType::Q8, no_split);
+        // The default options with a Q8 cache: decode through the GQA split-K attention reading
+        // Q8 rows (the F16-cache runs above take it with F16 rows), and the fused GEMVs.
+        compare_models((dir / "tiny-Q8_0.gguf").string(), "tiny llama Q8_0, q8 KV cache, GQA attention", 0.1, rows,
+                       kv::ElementType::Q8);
     }
     std::vector<std::string> models;
     if (auto m = args.value("model")) models.push_back(*m);

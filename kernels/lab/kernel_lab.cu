@@ -7,6 +7,7 @@
 #include "kv/kv_types.h"
 #include "lab/event_timer.h"
 #include "matmul/matmul.cuh"
+#include "ops/activation.cuh"
 #include "ops/attention.cuh"
 #include "ops/attention_gemm.cuh"
 #include "ops/attention_gqa.cuh"
@@ -95,6 +96,64 @@ void gemv_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, EventTime
     }
 }
 
+// The fused decode GEMVs against the separate launches they replace, at the 1B model's shapes:
+// gate + up (8192 x 2048 each) + SiLU, and Q/K/V (2048 + 512 + 512 rows x 2048). Bytes: the
+// weights read once. The error column is the fused result against the separate one.
+void fused_gemv_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, EventTimer& timer) {
+    std::mt19937 rng(14);
+    constexpr std::int64_t kWidth = 2048, kFfn = 8192, kQ = 2048, kKv = 512;
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x_host(static_cast<std::size_t>(kWidth));
+    for (float& v : x_host) v = normal(rng);
+    DeviceBuffer x(x_host.size() * sizeof(float), "kernel lab x");
+    x.upload(x_host.data(), x_host.size() * sizeof(float), s);
+    for (const tensor::Type type : {tensor::Type::F16, tensor::Type::Q8_0, tensor::Type::Q4_K}) {
+        const std::string tname = tensor::type_name(type);
+        const double row = static_cast<double>(tensor::row_bytes(type, kWidth));
+        {
+            DeviceBuffer wg = make_weights(type, kFfn, kWidth, rng, s), wu = make_weights(type, kFfn, kWidth, rng, s);
+            DeviceBuffer g(kFfn * sizeof(float), "lab gate"), u(kFfn * sizeof(float), "lab up");
+            const double bytes = 2.0 * row * kFfn;
+            const std::string op = "gemv " + tname + " gate+up+SiLU 2x8192x2048";
+            const double separate = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                matmul_gemv(type, wg.data(), kFfn, kWidth, x.as<float>(), 1, g.as<float>(), s);
+                matmul_gemv(type, wu.data(), kFfn, kWidth, x.as<float>(), 1, u.as<float>(), s);
+                ops::silu_mul(g.as<float>(), u.as<float>(), kFfn, s);
+            });
+            const std::vector<float> reference = download(g, kFfn, s);
+            out.push_back({op, "separate: 2 GEMVs + silu_mul", separate * 1e6, bytes / separate * 1e-9, 0.0});
+            const double fused = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                matmul_gemv_gate_up(type, wg.data(), wu.data(), kFfn, kWidth, x.as<float>(), GateActivation::SiLU,
+                                    g.as<float>(), s);
+            });
+            out.push_back({op, "fused gate+up+SiLU, one launch", fused * 1e6, bytes / fused * 1e-9,
+                           rel_error(download(g, kFfn, s), reference)});
+        }
+        {
+            DeviceBuffer wq = make_weights(type, kQ, kWidth, rng, s), wk = make_weights(type, kKv, kWidth, rng, s),
+                         wv = make_weights(type, kKv, kWidth, rng, s);
+            DeviceBuffer y(static_cast<std::size_t>(kQ + 2 * kKv) * sizeof(float), "lab qkv");
+            float* q = y.as<float>();
+            float* k = q + kQ;
+            float* v = k + kKv;
+            const double bytes = row * static_cast<double>(kQ + 2 * kKv);
+            const std::string op = "gemv " + tname + " q/k/v (2048+512+512)x2048";
+            const double separate = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                matmul_gemv(type, wq.data(), kQ, kWidth, x.as<float>(), 1, q, s);
+                matmul_gemv(type, wk.data(), kKv, kWidth, x.as<float>(), 1, k, s);
+                matmul_gemv(type, wv.data(), kKv, kWidth, x.as<float>(), 1, v, s);
+            });
+            const std::vector<float> reference = download(y, static_cast<std::size_t>(kQ + 2 * kKv), s);
+            out.push_back({op, "separate: 3 GEMVs", separate * 1e6, bytes / separate * 1e-9, 0.0});
+            const double fused = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                matmul_gemv_qkv(type, wq.data(), kQ, wk.data(), kKv, wv.data(), kKv, kWidth, x.as<float>(), q, k, v, s);
+            });
+            out.push_back({op, "fused q/k/v, one launch", fused * 1e6, bytes / fused * 1e-9,
+                           rel_error(download(y, static_cast<std::size_t>(kQ + 2 * kKv), s), reference)});
+        }
+    }
+}
+
 void attention_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, EventTimer& timer) {
     constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64;
     std::mt19937 rng(12);
@@ -160,7 +219,7 @@ void attention_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, Even
                                        v_cache.data(), k_scales.as<float>(), v_scales.as<float>(), type, scale, 0, n,
                                        gqa_scratch.as<float>(), o.as<float>(), s);
                 });
-                out.push_back({op, "GQA split-K (KV head read once per group), " + std::to_string(n) + " shares",
+                out.push_back({op, "GQA split-K, " + std::to_string(n) + " shares",
                                gqa * 1e6, bytes / gqa * 1e-9, rel_error(download(o, q_host.size(), s), reference)});
             }
         }
@@ -228,7 +287,10 @@ std::vector<runtime::KernelTiming> run_kernel_lab(const std::string& op) {
     cudaStream_t stream = scoped.get();
     EventTimer timer;
     std::vector<runtime::KernelTiming> out;
-    if (op.empty() || op == "gemv") gemv_lab(out, stream, timer);
+    if (op.empty() || op == "gemv") {
+        gemv_lab(out, stream, timer);
+        fused_gemv_lab(out, stream, timer);
+    }
     if (op.empty() || op == "attention") {
         attention_lab(out, stream, timer);
         prefill_attention_lab(out, stream, timer);
