@@ -14,7 +14,7 @@
 //   3. the V tile replaces the K tile, and thread i accumulates (head, dim) pairs
 //      i, i + 128, ...: acc = acc * corr + sum_j p_j v_j[d].
 // Why this shape: the old kernels (attention.cu, attention_split.cu) give each query head its
-// own block, so each K/V row is read `group` times (8x for the 1B model's 32 over 8 heads) and
+// own block, so each K/V row is read `group` times (4x for the 1B model's 32 over 8 heads) and
 // every key costs a warp reduction per head; here a row is read once and the reductions are
 // per tile. The partial (acc, m, l) of every (token, head, share) goes to scratch in
 // attention_split's layout.

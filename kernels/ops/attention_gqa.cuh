@@ -1,7 +1,7 @@
 #pragma once
 // GQA split-K decode attention: one block per (share of the keys, KV head, token) computes all
 // heads / kv_heads query heads of that KV head's group, so each K and V row is read from memory
-// once per group instead of once per query head (8x fewer cache bytes for 32 heads over 8 KV
+// once per group instead of once per query head (4x fewer cache bytes for 32 heads over 8 KV
 // heads), and the share count is chosen to fill the SMs (ops/attention_gqa_plan.h). A combine
 // kernel (attention_combine.cu) merges the shares. Host launcher only.
 //
@@ -22,7 +22,8 @@ namespace tokenscope::cuda::ops {
 
 // Whether attention_gqa takes this shape: heads a multiple of kv_heads, head_dim a multiple of 8
 // (8-element row loads), caches aligned for them (16 bytes for F32/F16, 8 for Q8), shared memory within the 48 KiB every block may
-// use without opting in (Llama 1B: 14 KB; Gemma 3 270M, 4 heads of 256: 41 KB).
+// use without opting in (the 1B model, 4 heads of 64 per KV head: 11 KB; Gemma 3 270M, 4 heads
+// of 256: 41 KB).
 bool attention_gqa_supports(kv::ElementType type, int heads, int kv_heads, int head_dim, const void* k_cache,
                             const void* v_cache);
 

@@ -19,8 +19,8 @@ namespace tokenscope::cuda::ops::gqa {
 inline constexpr int kTile = 32;
 // Shares per (token, KV head) at most: the combine kernel gives one thread to each share.
 inline constexpr int kMaxSplits = 128;
-// Blocks per SM the split count aims for: 128-thread blocks with ~14 KB of shared memory
-// (Llama shapes) fit several per SM, and a few resident blocks per SM are what keeps enough
+// Blocks per SM the split count aims for: 128-thread blocks with ~11 KB of shared memory
+// (the 1B model) fit several per SM, and a few resident blocks per SM are what keeps enough
 // loads in flight to cover memory latency.
 inline constexpr int kBlocksPerSm = 4;
 inline constexpr int kThreads = 128;
