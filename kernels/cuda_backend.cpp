@@ -96,9 +96,18 @@ struct CudaBackend::State {
     // T = 1 where the three (two) matrices share a type the fused kernels take.
     // TOKENSCOPE_CUDA_FUSED=off turns them off for comparison.
     bool fused_gemv = true;
+    // Int8 dot products for Q8_0 / Q4_K GEMVs at T = 1 (matmul.cuh; opt-in until a GPU run has
+    // measured and self-tested them: TOKENSCOPE_CUDA_INT8_GEMV=on). They take precedence over the
+    // fused GEMVs for those types. x8: the quantized activation, sized for the widest input.
+    bool int8_gemv = false;
+    DeviceBuffer x8;
+    bool use_int8(const DeviceMatrix& w, int n_tokens) const {
+        return int8_gemv && n_tokens == 1 && gemv_int8_supports(w.type, w.data.data(), w.cols);
+    }
     bool can_fuse(std::initializer_list<const DeviceMatrix*> ms, const float* in) const {
         if (!fused_gemv) return false;
         const DeviceMatrix& first = **ms.begin();
+        if (use_int8(first, 1)) return false;
         for (const DeviceMatrix* m : ms) {
             if (m->type != first.type || m->cols != first.cols || !gemv_fused_supports(m->type, m->data.data(), m->cols, in)) {
                 return false;
@@ -138,7 +147,7 @@ struct CudaBackend::State {
     std::vector<const void*> buffer_addresses() const {
         std::vector<const void*> key;
         for (const DeviceBuffer* b : {&tokens, &positions, &slots, &slot_begin, &slot_table, &x, &xn, &q, &k, &v, &attn,
-                                      &proj, &gate, &up, &logits_in, &logits, &split_scratch, &gqa_scratch}) {
+                                      &proj, &gate, &up, &logits_in, &logits, &split_scratch, &gqa_scratch, &x8}) {
             key.push_back(b->data());
         }
         return key;
@@ -176,6 +185,11 @@ struct CudaBackend::State {
     }
 
     void mm(const DeviceMatrix& w, const float* in, int n_tokens, float* out_) {
+        if (use_int8(w, n_tokens)) {
+            quantize_x8(in, w.cols, x8.data(), stream);
+            matmul_gemv_int8(w.type, w.data.data(), w.rows, w.cols, x8.data(), out_, stream);
+            return;
+        }
         matmul(w.type, w.data.data(), w.rows, w.cols, in, n_tokens, out_, workspace, stream);
     }
 };
@@ -261,6 +275,12 @@ CudaBackend::CudaBackend(const model::ModelConfig& config, const model::ModelWei
     {
         const char* fused = std::getenv("TOKENSCOPE_CUDA_FUSED");
         s.fused_gemv = !(fused != nullptr && std::strcmp(fused, "off") == 0);
+        const char* int8 = std::getenv("TOKENSCOPE_CUDA_INT8_GEMV");
+        s.int8_gemv = int8 != nullptr && std::strcmp(int8, "on") == 0;
+        if (s.int8_gemv) {
+            const std::int64_t widest = std::max({config.embedding_length, config.ffn_length, config.heads * config.value_dim});
+            s.x8.grow(quantized_x_bytes((widest + 255) / 256 * 256), "int8 activation");
+        }
     }
     if (options.split_k_attention) {
         s.sm_count = ops::device_sm_count();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
@@ -35,6 +36,19 @@ double relative_error(std::span<const float> a, std::span<const float> b) {
         den += static_cast<double>(b[i]) * b[i];
     }
     return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// Sets (value non-null) or removes an environment variable of this process.
+void set_env(const char* name, const char* value) {
+#ifdef _WIN32
+    _putenv_s(name, value ? value : "");
+#else
+    if (value) {
+        setenv(name, value, 1);
+    } else {
+        unsetenv(name);
+    }
+#endif
 }
 
 // Runs the same batches on two engines and compares logits (and captured attention).
@@ -207,6 +221,17 @@ int run_selftest(int argc, char** argv, int first) {
         // Q8 rows (the F16-cache runs above take it with F16 rows), and the fused GEMVs.
         compare_models((dir / "tiny-Q8_0.gguf").string(), "tiny llama Q8_0, q8 KV cache, GQA attention", 0.1, rows,
                        kv::ElementType::Q8);
+    }
+    // The int8 GEMVs (opt-in in the backend, read when a backend is made): Q8_0 and Q4_K models
+    // with TOKENSCOPE_CUDA_INT8_GEMV=on. The CPU also multiplies quantized weights with 8-bit
+    // activations, so the tolerance stays that of quantized models.
+    {
+        set_env("TOKENSCOPE_CUDA_INT8_GEMV", "on");
+        for (const char* t : {"Q8_0", "Q4_K"}) {
+            compare_models((dir / (std::string("tiny-") + t + ".gguf")).string(), std::string("tiny llama ") + t + ", int8 GEMVs",
+                           0.1, rows);
+        }
+        set_env("TOKENSCOPE_CUDA_INT8_GEMV", nullptr);
     }
     std::vector<std::string> models;
     if (auto m = args.value("model")) models.push_back(*m);

@@ -92,6 +92,17 @@ void gemv_lab(std::vector<runtime::KernelTiming>& out, cudaStream_t s, EventTime
                 if (reference.empty()) reference = result;
                 out.push_back({op, name, seconds * 1e6, bytes / seconds * 1e-9, rel_error(result, reference)});
             }
+            // Int8 dot products (opt-in in the backend: TOKENSCOPE_CUDA_INT8_GEMV=on), timed with the
+            // activation's quantization; its error column shows what 8-bit activations cost.
+            if (gemv_int8_supports(type, w.data(), shape.cols)) {
+                DeviceBuffer xq(quantized_x_bytes(shape.cols), "kernel lab int8 x");
+                const double seconds = timer.median_seconds(s, kWarmup, kRepeats, [&] {
+                    quantize_x8(x.as<float>(), shape.cols, xq.data(), s);
+                    matmul_gemv_int8(type, w.data(), shape.rows, shape.cols, xq.data(), y.as<float>(), s);
+                });
+                out.push_back({op, "int8 dp4a, x quantized (incl.)", seconds * 1e6, bytes / seconds * 1e-9,
+                               rel_error(download(y, static_cast<std::size_t>(shape.rows), s), reference)});
+            }
         }
     }
 }

@@ -95,4 +95,25 @@ void matmul_gemv_qkv(tensor::Type type, const void* Wq, std::int64_t rows_q, con
                      const void* Wv, std::int64_t rows_v, std::int64_t cols, const float* x, float* q, float* k,
                      float* v, cudaStream_t s);
 
+// Int8 GEMV for decode (opt-in, not yet measured; matmul_gemv_int8_*.cu): the activation vector
+// is quantized once to int8 in 32-element blocks with one f32 scale each (quantize_x8), and the
+// Q8_0 / Q4_K weights are multiplied with __dp4a (four int8 products per instruction) instead of
+// being converted to float element by element. Why: the first H200 run had Q4_K GEMVs at
+// 538 GB/s and Q8_0 at 1.2 TB/s against 2.2 TB/s for F16, i.e. limited by the per-element
+// conversion work, not by memory. The price is 8-bit activations (as the CPU backend's
+// quantized dot products): about 0.5 % relative error per product.
+//
+// The quantized vector lives in one buffer of quantized_x_bytes(cols): cols int8 values, then
+// cols / 32 f32 scales at byte offset quantized_x_scales_offset(cols). cols % 32 == 0.
+std::size_t quantized_x_bytes(std::int64_t cols);
+std::size_t quantized_x_scales_offset(std::int64_t cols);
+// q[i] = round(x[i] / d_b) with d_b = max |x| over block b / 127 (0 for an all-zero block; IEEE
+// division and round-half-away, so the host can repeat it bit for bit: the self-test does).
+void quantize_x8(const float* x, std::int64_t cols, void* xq, cudaStream_t s);
+// Q8_0 (cols % 32 == 0, W 2-byte aligned) and Q4_K (cols % 256 == 0, W 16-byte aligned).
+bool gemv_int8_supports(tensor::Type type, const void* W, std::int64_t cols);
+// y[r] = W[r] . dequantized(xq) for one token, f32 result from exact int32 block sums.
+void matmul_gemv_int8(tensor::Type type, const void* W, std::int64_t rows, std::int64_t cols, const void* xq, float* y,
+                      cudaStream_t s);
+
 }  // namespace tokenscope::cuda

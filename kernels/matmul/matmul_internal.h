@@ -37,6 +37,13 @@ bool gemv_vectorized_supports(tensor::Type type, const void* W, std::int64_t col
 void launch_gemv_vectorized(tensor::Type type, const std::uint8_t* W, std::size_t row_bytes, std::int64_t rows,
                             std::int64_t cols, const float* x, int tokens, float* y, cudaStream_t s);
 
+// matmul_gemv_int8_q8_0.cu / matmul_gemv_int8_q4_k.cu: y[r] = W[r] . (q * d) for one token,
+// with the activation quantized by quantize_x8 (q: cols int8 values, d: one scale per 32).
+void launch_gemv_int8_q8_0(const std::uint8_t* W, std::size_t row_bytes, std::int64_t rows, std::int64_t cols,
+                           const std::int8_t* q, const float* d, float* y, cudaStream_t s);
+void launch_gemv_int8_q4_k(const std::uint8_t* W, std::size_t row_bytes, std::int64_t rows, std::int64_t cols,
+                           const std::int8_t* q, const float* d, float* y, cudaStream_t s);
+
 // matmul_dequant.cu: rows [0, rows) of W (row stride row_bytes) into a dense row-major
 // [rows][cols] array of `out_type` (CUDA_R_16F or CUDA_R_16BF), rounded to nearest even.
 void launch_dequantize_rows(tensor::Type type, const std::uint8_t* W, std::size_t row_bytes,

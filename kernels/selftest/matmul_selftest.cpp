@@ -5,7 +5,9 @@
 // f16 (2^-11 relative per value) 2e-3, bf16 (2^-8) 1e-2.
 #include "selftest/matmul_selftest.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -214,6 +216,74 @@ void check_fused(std::mt19937_64& rng, std::vector<MatmulCheck>& checks) {
     }
 }
 
+// The int8 GEMV path (matmul.cuh): quantize_x8 against the same quantization repeated here
+// (bit-exact expected: IEEE division and round-half-away on both sides), the dp4a GEMVs against
+// float64 products with the quantized activation (exact int32 block sums, so f32 accuracy:
+// 1e-5), and once against the unquantized activation to document what 8-bit activations cost
+// (about 0.5 % expected; 2e-2 allowed).
+void check_int8(std::mt19937_64& rng, std::vector<MatmulCheck>& checks) {
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (const tensor::Type type : {tensor::Type::Q8_0, tensor::Type::Q4_K}) {
+        const std::string tname = tensor::type_name(type);
+        for (const std::int64_t cols : {std::int64_t{512}, std::int64_t{2048}}) {
+            std::vector<float> x(static_cast<std::size_t>(cols));
+            for (float& v : x) v = uniform(rng) * 3.0f;
+            for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(32 + i)] = 0.0f;  // an all-zero block: scale 0
+            // The quantization, as quantize_x8_kernel does it.
+            std::vector<std::int8_t> q(x.size());
+            std::vector<float> d(static_cast<std::size_t>(cols / 32));
+            std::vector<float> xq(x.size());  // dequantized
+            for (std::size_t b = 0; b < d.size(); ++b) {
+                float amax = 0.0f;
+                for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + static_cast<std::size_t>(i)]));
+                const float scale = amax / 127.0f;
+                d[b] = scale;
+                for (int i = 0; i < 32; ++i) {
+                    const std::size_t e = b * 32 + static_cast<std::size_t>(i);
+                    const float r = scale == 0.0f ? 0.0f : std::round(x[e] / scale);
+                    q[e] = static_cast<std::int8_t>(std::min(std::max(r, -127.0f), 127.0f));
+                    xq[e] = static_cast<float>(q[e]) * scale;
+                }
+            }
+            selftest::DeviceBuffer<float> x_dev(x);
+            selftest::DeviceBuffer<unsigned char> xq_dev(quantized_x_bytes(cols));
+            xq_dev.zero();  // the download below reads the whole buffer, padding included (initcheck)
+            quantize_x8(x_dev.get(), cols, xq_dev.get(), nullptr);
+            const std::vector<unsigned char> got = xq_dev.download();
+            std::vector<float> got_deq(x.size());
+            for (std::size_t e = 0; e < x.size(); ++e) {
+                float scale = 0;
+                std::memcpy(&scale, got.data() + quantized_x_scales_offset(cols) + (e / 32) * sizeof(float), sizeof scale);
+                got_deq[e] = static_cast<float>(static_cast<std::int8_t>(got[e])) * scale;
+            }
+            MatmulCheck qcheck = finish("quantize_x8 cols=" + std::to_string(cols), got_deq,
+                                        std::vector<double>(xq.begin(), xq.end()));
+            qcheck.precision = "int8 blocks of 32 (bit-exact expected)";
+            qcheck.tolerance = 1e-7;
+            qcheck.passed = std::isfinite(qcheck.rel_error) && qcheck.rel_error <= qcheck.tolerance;
+            if (cols == 512) checks.push_back(qcheck);
+
+            const std::int64_t rows = 301;
+            const HostMatrix w = make_matrix(type, rows, cols, rng);
+            selftest::DeviceBuffer<unsigned char> w_dev(w.bytes);
+            selftest::DeviceBuffer<float> y_dev(static_cast<std::size_t>(rows));
+            matmul_gemv_int8(type, w_dev.get(), rows, cols, xq_dev.get(), y_dev.get(), nullptr);
+            TOKENSCOPE_CUDA_CHECK(cudaGetLastError());
+            const std::vector<float> y = y_dev.download();
+            MatmulCheck exact = finish(tname + " int8 dp4a gemv rows=301 cols=" + std::to_string(cols), y,
+                                       reference_gemv(w, rows, cols, xq));
+            exact.precision = "f32 vs float64 on the int8 activation";
+            checks.push_back(exact);
+            MatmulCheck vs_float = finish(tname + " int8 dp4a gemv rows=301 cols=" + std::to_string(cols) + " vs f32 x", y,
+                                          reference_gemv(w, rows, cols, x));
+            vs_float.precision = "8-bit activations";
+            vs_float.tolerance = 2e-2;
+            vs_float.passed = std::isfinite(vs_float.rel_error) && vs_float.rel_error <= vs_float.tolerance;
+            checks.push_back(vs_float);
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<MatmulCheck> check_matmul(std::uint64_t seed) {
@@ -251,6 +321,7 @@ std::vector<MatmulCheck> check_matmul(std::uint64_t seed) {
         checks.push_back(run_case({&tensor::traits(tensor::Type::F16), 2 * half_rows(rng) + 1, 264, 3, false, variant}, rng, ws));
     }
     check_fused(rng, checks);
+    check_int8(rng, checks);
     return checks;
 }
 
