@@ -39,6 +39,11 @@ b = load("bench-f16-old-kernels.json")
 for d in b.get("decode", []):
     print(f"{'llama-1b-f16':<16}{'old k. @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
           f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
+for t in ("q8_0", "q4_k"):
+    b = load(f"bench-{t}-int8.json")
+    for d in b.get("decode", []):
+        print(f"{'llama-1b-' + t:<16}{'int8 @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
+              f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
 b = load("bench-q4_k-kvq8.json")
 for d in b.get("decode", []):
     print(f"{'llama-1b-q4_k':<16}{'q8 KV @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
