@@ -10,6 +10,7 @@
 //                                + dx_hi * (d sc_hi * dot_hi - dmin m_hi * sum_hi)
 // with dx the activation block scales (one per 32 elements = one per sub-block).
 #include "matmul/dequant_blocks.cuh"
+#include "matmul/gemv_int8_lanes.h"
 #include "matmul/matmul_internal.h"
 
 namespace tokenscope::cuda::detail {
@@ -24,41 +25,26 @@ __global__ void __launch_bounds__(32 * kWarps)
                           float* __restrict__ y) {
     constexpr int kBlockBytes = sizeof(tensor::BlockQ4_K);  // 144 = 9 x 16
     const int lane = static_cast<int>(threadIdx.x % 32);
-    const int part = lane % 8;
-    const int group = part / 2;
-    const int offset = 16 * (part % 2);
+    const int8::Q4KLane layout = int8::q4_k_lane(lane % int8::kQ4_KLanesPerBlock);
     const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
     if (r >= rows) return;  // uniform across the warp
     const std::uint8_t* row = W + static_cast<std::size_t>(r) * row_bytes;
     const std::int64_t blocks = cols / 256;
     float acc = 0.0f;
-    for (std::int64_t b = lane / 8; b < blocks; b += 4) {
+    for (std::int64_t b = lane / int8::kQ4_KLanesPerBlock; b < blocks; b += 32 / int8::kQ4_KLanesPerBlock) {
         const auto* block = reinterpret_cast<const tensor::BlockQ4_K*>(row + b * kBlockBytes);
-        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(block->qs + 16 * part));
-        const std::int64_t first = b * 256 + 64 * group + offset;  // 16-aligned: one 16-byte load each
+        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(block->qs + layout.qs_byte()));
+        const std::int64_t first = b * 256 + layout.first();  // 16-aligned: one 16-byte load each
         const int4 xl = *reinterpret_cast<const int4*>(xq + first);
         const int4 xh = *reinterpret_cast<const int4*>(xq + first + 32);
         const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
         const int lo_x[4] = {xl.x, xl.y, xl.z, xl.w};
         const int hi_x[4] = {xh.x, xh.y, xh.z, xh.w};
-        int dot_lo = 0, dot_hi = 0, sum_lo = 0, sum_hi = 0;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            dot_lo = __dp4a(static_cast<int>(w[k] & 0x0F0F0F0Fu), lo_x[k], dot_lo);
-            dot_hi = __dp4a(static_cast<int>((w[k] >> 4) & 0x0F0F0F0Fu), hi_x[k], dot_hi);
-            sum_lo = __dp4a(0x01010101, lo_x[k], sum_lo);
-            sum_hi = __dp4a(0x01010101, hi_x[k], sum_hi);
-        }
-        const float d = load_f16_dev(block->d);
-        const float dmin = load_f16_dev(block->dmin);
         int sc_lo = 0, m_lo = 0, sc_hi = 0, m_hi = 0;
-        scale_min_k4_dev(2 * group, block->scales, sc_lo, m_lo);
-        scale_min_k4_dev(2 * group + 1, block->scales, sc_hi, m_hi);
-        const float dx_lo = xd[b * 8 + 2 * group], dx_hi = xd[b * 8 + 2 * group + 1];
-        acc += dx_lo * (d * static_cast<float>(sc_lo) * static_cast<float>(dot_lo) -
-                        dmin * static_cast<float>(m_lo) * static_cast<float>(sum_lo)) +
-               dx_hi * (d * static_cast<float>(sc_hi) * static_cast<float>(dot_hi) -
-                        dmin * static_cast<float>(m_hi) * static_cast<float>(sum_hi));
+        scale_min_k4_dev(2 * layout.group, block->scales, sc_lo, m_lo);
+        scale_min_k4_dev(2 * layout.group + 1, block->scales, sc_hi, m_hi);
+        acc += int8::q4_k_lane_sum(w, lo_x, hi_x, load_f16_dev(block->d), load_f16_dev(block->dmin), sc_lo, m_lo, sc_hi,
+                                   m_hi, xd[b * 8 + 2 * layout.group], xd[b * 8 + 2 * layout.group + 1]);
     }
 #pragma unroll
     for (int offset_ = 16; offset_ > 0; offset_ /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset_);

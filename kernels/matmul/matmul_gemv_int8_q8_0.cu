@@ -4,6 +4,7 @@
 // 2-byte aligned: four 2-byte loads) and multiplied with the activation's int8 values by two
 // __dp4a, exact in int32; one float multiply-add per block with the two scales.
 #include "matmul/dequant_blocks.cuh"
+#include "matmul/gemv_int8_lanes.h"
 #include "matmul/matmul_internal.h"
 
 namespace tokenscope::cuda::detail {
@@ -18,21 +19,20 @@ __global__ void __launch_bounds__(32 * kWarps)
                           float* __restrict__ y) {
     constexpr int kBlockBytes = sizeof(tensor::BlockQ8_0);  // 34
     const int lane = static_cast<int>(threadIdx.x % 32);
-    const int part = lane % 4;
+    const int part = lane % int8::kQ8_0LanesPerBlock;
     const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
     if (r >= rows) return;  // uniform across the warp
     const std::uint8_t* row = W + static_cast<std::size_t>(r) * row_bytes;
     const std::int64_t blocks = cols / 32;
     float acc = 0.0f;
-    for (std::int64_t b = lane / 4; b < blocks; b += 8) {
+    for (std::int64_t b = lane / int8::kQ8_0LanesPerBlock; b < blocks; b += 32 / int8::kQ8_0LanesPerBlock) {
         const std::uint8_t* block = row + b * kBlockBytes;
         const float d = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(block))));
         const auto* q16 = reinterpret_cast<const unsigned short*>(block + 2 + 8 * part);
         const int w0 = static_cast<int>(static_cast<unsigned>(__ldg(q16)) | (static_cast<unsigned>(__ldg(q16 + 1)) << 16));
         const int w1 = static_cast<int>(static_cast<unsigned>(__ldg(q16 + 2)) | (static_cast<unsigned>(__ldg(q16 + 3)) << 16));
         const int2 xv = *reinterpret_cast<const int2*>(xq + b * 32 + 8 * part);
-        const int isum = __dp4a(w1, xv.y, __dp4a(w0, xv.x, 0));
-        acc += d * xd[b] * static_cast<float>(isum);
+        acc += int8::q8_0_lane(d, xd[b], w0, w1, xv.x, xv.y);
     }
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
