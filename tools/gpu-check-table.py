@@ -35,6 +35,33 @@ for t in ("f16", "q8_0", "q4_k"):
     for d in b["decode"]:
         print(f"{'llama-1b-' + t:<16}{'decode @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
               f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
+# Ratios against llama.cpp's llama-bench on the same files (issue 13 goal: decode >= 1.5x,
+# prefill 2048 >= 1.2x), when gpu-check found a llama-bench to run.
+ratio_header = True
+for t in ("f16", "q8_0", "q4_k"):
+    ours, lb = load(f"bench-{t}.json"), load(f"llama-bench-{t}.json")
+    if not isinstance(lb, list) or "error" in ours:
+        continue
+
+    def lc(n_prompt, n_gen, depth):
+        for r in lb:
+            if r.get("n_prompt") == n_prompt and r.get("n_gen") == n_gen and r.get("n_depth", 0) == depth:
+                return r.get("avg_ts")
+        return None
+
+    if ratio_header:
+        print(f"{'vs llama.cpp':<16}{'test':<16}{'ours tok/s':>12}{'llama tok/s':>12}{'ratio':>8}{'goal':>6}")
+        ratio_header = False
+    for p in ours.get("prefill", []):
+        theirs = lc(p["tokens"], 0, 0)
+        if theirs:
+            print(f"{'llama-1b-' + t:<16}{'prefill ' + str(p['tokens']):<16}{p['tokens_per_s']:>12.0f}{theirs:>12.0f}"
+                  f"{p['tokens_per_s'] / theirs:>8.2f}{'1.2':>6}")
+    for d in ours.get("decode", []):
+        theirs = lc(0, 128, d["context"])
+        if theirs:
+            print(f"{'llama-1b-' + t:<16}{'decode @' + str(d['context']):<16}{d['tokens_per_s']:>12.1f}{theirs:>12.1f}"
+                  f"{d['tokens_per_s'] / theirs:>8.2f}{'1.5':>6}")
 b = load("bench-f16-old-kernels.json")
 for d in b.get("decode", []):
     print(f"{'llama-1b-f16':<16}{'old k. @' + str(d['context']):<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
