@@ -320,6 +320,76 @@ void gemv_q32_direct(const MatmulArgs& a) {
     }
 }
 
+// One token over Q4_K weights without the packed copy, as gemv_q32_direct does for 32-blocks.
+// Per super-block: d * d_a * sum_s sc[s] * sum(q * q_a) - dmin * sum_s m[s] * s_a(s), with the
+// activation sums s_a of the two 16-element halves of each 32-element sub-block added.
+// One token over Q4_K weights without the packed copy, as gemv_q32_direct does for 32-blocks.
+// Per super-block: d * d_a * sum_s sc[s] * sum(q * q_a) - dmin * sum_s m[s] * s_a(s), where
+// s_a(s) adds the activation sums of the two 16-element halves of sub-block s.
+//
+// The 12 scale bytes (layout: tensor/kquant_scales.h) are unpacked as three little-endian
+// words: sc[0..3] and m[0..3] are the low 6 bits of bytes 0-3 and 4-7; sc[4..7] and m[4..7]
+// take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from bits 6-7 of
+// bytes 0-3 and 4-7. Four byte-parallel word operations give all sixteen at once.
+inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8], std::uint8_t (&m)[8]) {
+    std::uint32_t w[3];
+    std::memcpy(w, scales, 12);
+    constexpr std::uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+    const std::uint32_t sc_lo = w[0] & kLow6;
+    const std::uint32_t m_lo = w[1] & kLow6;
+    const std::uint32_t sc_hi = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
+    const std::uint32_t m_hi = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
+    std::memcpy(sc, &sc_lo, 4);
+    std::memcpy(sc + 4, &sc_hi, 4);
+    std::memcpy(m, &m_lo, 4);
+    std::memcpy(m + 4, &m_hi, 4);
+}
+
+void gemv_q4_k_direct(const MatmulArgs& a) {
+    const std::uint8_t* aq = act_row(a, 0);
+    const auto* ad = reinterpret_cast<const float*>(aq + a.act_scale_offset);
+    const auto* as = reinterpret_cast<const float*>(aq + a.act_sum_offset);
+    const std::int64_t nb = a.n / 256;
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
+        const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
+        prefetch_ahead(row, a.row_bytes, w_end);
+        __m256 acc = _mm256_setzero_ps();
+        __m256 min_acc = _mm256_setzero_ps();
+        for (std::int64_t b = 0; b < nb; ++b) {
+            const std::uint8_t* blk = row + static_cast<std::size_t>(b) * sizeof(BlockQ4_K);
+            std::uint8_t sc[8], m[8];
+            q4_k_scales_mins(blk + 4, sc, m);
+            // The activation sums of the 8 sub-blocks: pairs of the 16 half sums. hadd leaves
+            // them as (0 1 4 5 | 2 3 6 7); the 64-bit permute puts them in order.
+            const float* s16 = as + 16 * b;
+            const __m256 pairs = _mm256_castpd_ps(_mm256_permute4x64_pd(
+                _mm256_castps_pd(_mm256_hadd_ps(_mm256_loadu_ps(s16), _mm256_loadu_ps(s16 + 8))), 0xD8));
+            std::uint64_t m8;
+            std::memcpy(&m8, m, 8);
+            const __m256 mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m8))));
+            min_acc = _mm256_fmadd_ps(_mm256_mul_ps(mins, _mm256_set1_ps(half_to_float(blk + 2))), pairs, min_acc);
+            const std::uint8_t* qs = blk + 16;
+            const std::uint8_t* x = aq + 256 * b;
+            __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; ++c) {
+                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+                const __m256i lo = _mm256_and_si256(q, low4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+                const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * c));
+                const __m256i xhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * c + 32));
+                const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_set1_epi16(sc[2 * c]));
+                const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xhi), _mm256_set1_epi16(sc[2 * c + 1]));
+                isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
+            }
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(half_to_float(blk) * ad[b]), acc);
+        }
+        a.out[r] = hsum(acc) - hsum(min_acc);
+    }
+}
+
 }  // namespace
 
 bool matmul_avx2(const MatmulArgs& args) {
@@ -330,6 +400,7 @@ bool matmul_avx2(const MatmulArgs& args) {
             case Type::Q4_1: gemv_q32_direct<Type::Q4_1>(args); return true;
             case Type::Q5_0: gemv_q32_direct<Type::Q5_0>(args); return true;
             case Type::Q5_1: gemv_q32_direct<Type::Q5_1>(args); return true;
+            case Type::Q4_K: gemv_q4_k_direct(args); return true;
             default: break;
         }
     }
