@@ -8,6 +8,7 @@
 #include "util/cpu_features.h"
 #include "util/json_writer.h"
 #include "runtime/gpu_plugin_loader.h"
+#include "tensor/matmul.h"
 
 namespace tokenscope::cli {
 
@@ -23,6 +24,8 @@ int run_devices(int argc, char** argv, int first) {
     json.key("threads").value(static_cast<std::uint64_t>(threads));
     json.key("avx2").value(avx2);
     json.key("avx512").value(avx512);
+    // The level the matmul kernels run at: the best the CPU has, unless TOKENSCOPE_SIMD caps it.
+    json.key("kernels").value(tensor::simd_level_name(tensor::active_simd_level()));
     json.end_object();
     json.key("cuda").begin_object();
     const runtime::GpuPluginStatus& plugin = runtime::gpu_plugin();
@@ -54,8 +57,10 @@ int run_devices(int argc, char** argv, int first) {
         std::printf("%s\n", json.str().c_str());
         return 0;
     }
-    std::printf("CPU: %u threads, SIMD: %s\n", threads,
-                avx512 ? "AVX-512" : (avx2 ? "AVX2" : "scalar"));
+    const bool capped = tensor::active_simd_level() != tensor::detected_simd_level();
+    std::printf("CPU: %u threads, SIMD: %s%s%s\n", threads, avx512 ? "AVX-512" : (avx2 ? "AVX2" : "scalar"),
+                capped ? "; kernels capped by TOKENSCOPE_SIMD at " : "",
+                capped ? tensor::simd_level_name(tensor::active_simd_level()) : "");
     if (!plugin.plugin) {
         std::printf("CUDA: not available: %s\n", plugin.problem.c_str());
         return 0;

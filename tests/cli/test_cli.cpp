@@ -102,6 +102,50 @@ class TestCli : public QObject {
   private slots:
     void initTestCase() { dir_ = QString::fromStdString(test::scratch_dir()); }
 
+    // TOKENSCOPE_SIMD caps the kernel level for the process (benchmarks of the AVX2 path on an
+    // AVX-512 machine); devices reports it. An unknown or unsupported value only warns.
+    void simdCapFromTheEnvironment() {
+        qputenv("TOKENSCOPE_SIMD", "scalar");
+        const Result capped = run_cli({"devices", "--json"});
+        qputenv("TOKENSCOPE_SIMD", "bogus");
+        const Result bogus = run_cli({"devices"});
+        qunsetenv("TOKENSCOPE_SIMD");
+        const Result plain = run_cli({"devices", "--json"});
+        QVERIFY2(capped.exit_code == 0, qPrintable(describe(capped)));
+        QVERIFY2(capped.out.contains("\"kernels\":\"scalar\""), qPrintable(capped.out));
+        QCOMPARE(bogus.exit_code, 0);
+        QVERIFY2(bogus.err.contains("TOKENSCOPE_SIMD='bogus'"), qPrintable(bogus.err));
+        QVERIFY(!bogus.out.contains("capped"));
+        QCOMPARE(plain.exit_code, 0);
+        // Uncapped, the kernels run at the best level the CPU has: AVX2 when it has AVX2.
+        if (plain.out.contains("\"avx2\":true")) QVERIFY2(!plain.out.contains("\"kernels\":\"scalar\""), qPrintable(plain.out));
+    }
+
+    // render-template: the template text of a chat for a JSON context, and one clear line for
+    // each kind of bad input.
+    void renderTemplate() {
+        const QString tmpl = dir_ + "/render.jinja";
+        write_file(tmpl, "{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}<assistant>{% endif %}");
+        const QString ctx = dir_ + "/render.json";
+        write_file(ctx, R"({"messages": [{"role": "user", "content": "  Hi \u00e9 "}], "add_generation_prompt": true})");
+        const Result ok = run_cli({"render-template", "--template", tmpl, "--context", ctx});
+        QVERIFY2(ok.exit_code == 0, qPrintable(describe(ok)));
+        QCOMPARE(ok.out, QString::fromUtf8("<user>Hi \u00e9\n<assistant>"));
+
+        const QString bad_json = dir_ + "/render-bad.json";
+        write_file(bad_json, R"({"messages": [1, 2,]})");
+        expect_error({"render-template", "--template", tmpl, "--context", bad_json}, {"JSON", "at byte 19"});
+        const QString raises = dir_ + "/raises.jinja";
+        write_file(raises, "line one\n{{ raise_exception('roles must alternate') }}");
+        expect_error({"render-template", "--template", raises, "--context", ctx},
+                     {"chat template line 2", "raise_exception: roles must alternate"});
+        const QString broken = dir_ + "/broken.jinja";
+        write_file(broken, "{% if x %}never closed");
+        expect_error({"render-template", "--template", broken, "--context", ctx}, {"chat template line 1", "endif"});
+        expect_error({"render-template", "--context", ctx}, {"--template", "--model"});
+    }
+
     void version() {
         const Result r = run_cli({"--version"});
         QCOMPARE(r.exit_code, 0);
