@@ -38,6 +38,9 @@ struct SamplingSettings {
     bool fixed_seed = false;
     quint64 seed = 0;
     int max_tokens = 512;
+    // For models whose chat template has Qwen 3's enable_thinking switch: let the model write
+    // its reasoning (<think>...</think>) before the answer. Ignored by other models.
+    bool think = true;
 };
 
 struct KvBlockMapData {
@@ -107,6 +110,7 @@ struct ModelInfoData {
     QString chat_template;  // "gemma", "fallback", ...
     QString backend;
     quint64 weight_bytes = 0;
+    bool supports_thinking = false;  // the chat template reads enable_thinking (Qwen 3)
 };
 
 void register_panel_types();

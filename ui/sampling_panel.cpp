@@ -118,6 +118,17 @@ SamplingPanel::SamplingPanel(QWidget* parent) : QWidget(parent) {
         seed_->setValue(double(QRandomGenerator::global()->bounded(quint64(kMaxSeed))));
     });
 
+    // Thinking models (Qwen 3): their template's enable_thinking switch. Shown only when the
+    // loaded model has one (setThinkingAvailable).
+    think_ = new QCheckBox(tr("Think &before answering"), this);
+    think_->setObjectName(QStringLiteral("thinkBox"));
+    think_->setToolTip(
+        tr("This model can write its reasoning (shown folded in the chat) before the answer. "
+           "Off: it answers at once (the template's enable_thinking = false)."));
+    think_->setVisible(false);
+    grid_->addWidget(think_, grid_->rowCount(), 0, 1, 3);
+    connect(think_, &QCheckBox::toggled, this, [this] { userChanged(); });
+
     // The chart's box is titled with the step it shows (see showStep); the line under the
     // title says what the two bars are, in the words the token inspector uses too.
     chart_box_ = new QGroupBox(this);
@@ -211,7 +222,12 @@ SamplingSettings SamplingPanel::settings() const {
     s.max_tokens = int(std::lround(value(QStringLiteral("max_tokens"))));
     s.fixed_seed = fixed_seed_->isChecked();
     s.seed = quint64(seed_->value());
+    s.think = think_->isChecked();
     return s;
+}
+
+void SamplingPanel::setThinkingAvailable(bool available) {
+    think_->setVisible(available);
 }
 
 void SamplingPanel::setSettings(const SamplingSettings& s) {
@@ -228,6 +244,7 @@ void SamplingPanel::setSettings(const SamplingSettings& s) {
         seed_->setValue(double(std::min<quint64>(s.seed, quint64(kMaxSeed))));
     }
     fixed_seed_->setChecked(s.fixed_seed);
+    think_->setChecked(s.think);
     seed_->setEnabled(s.fixed_seed);
     reroll_->setEnabled(s.fixed_seed);
     --updating_;

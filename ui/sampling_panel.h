@@ -54,6 +54,10 @@ class SamplingPanel : public QWidget {
     QSlider* slider(const QString& name) const { return sliders_.value(name); }
     QDoubleSpinBox* spinBox(const QString& name) const { return spins_.value(name); }
     QCheckBox* fixedSeedBox() const { return fixed_seed_; }
+    QCheckBox* thinkBox() const { return think_; }
+    // Shows the "Think before answering" switch only for models that have one (their chat
+    // template reads enable_thinking); hidden, it keeps its value.
+    void setThinkingAvailable(bool available);
     QPushButton* presetButton(Preset preset) const;
     // The chart box's title: "Step of token “·Paris” (id 1234)", "Last step", "No step yet".
     QString stepTitle() const;
@@ -90,6 +94,7 @@ class SamplingPanel : public QWidget {
     QHash<QString, QDoubleSpinBox*> spins_;
     QHash<QString, double> scales_;
     QCheckBox* fixed_seed_ = nullptr;
+    QCheckBox* think_ = nullptr;
     QDoubleSpinBox* seed_ = nullptr;
     QPushButton* reroll_ = nullptr;
     QPushButton* presets_[3] = {nullptr, nullptr, nullptr};

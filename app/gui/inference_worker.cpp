@@ -102,7 +102,9 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
         labels_.clear();
         send_panels(false);
         emit loadProgress(100, tr("Ready"));
-        emit modelLoaded(model_info(*engine_, QString::fromStdString(prompts_->description())));
+        ui::ModelInfoData info = model_info(*engine_, QString::fromStdString(prompts_->description()));
+        info.supports_thinking = prompts_->supports_thinking();
+        emit modelLoaded(info);
         if (!prompts_->template_problem().empty())
             emit promptNotice(QString::fromStdString(prompts_->template_problem()));
     } catch (const std::exception& e) {
@@ -129,6 +131,7 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         std::vector<tokenizer::ChatMessage> messages;
         for (const auto& t : turns)
             messages.push_back({t.role.toStdString(), t.content.toStdString()});
+        if (prompts_->supports_thinking()) prompts_->set_enable_thinking(settings.think);
         std::string template_warning;
         runtime::Request request = prompts_->chat(messages, &template_warning);
         if (!template_warning.empty()) emit promptNotice(QString::fromStdString(template_warning));

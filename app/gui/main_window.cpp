@@ -464,6 +464,7 @@ void MainWindow::connect_worker() {
         load_cancel_->hide();
         model_ready_ = true;
         model_info_->setData(info);
+        sampling_->setThinkingAvailable(info.supports_thinking);
         attention_->setModelShape(static_cast<int>(info.layers), static_cast<int>(info.heads));
         set_model_status(
             tr("%1 — %2 — template: %3").arg(info.name, info.backend, info.chat_template));

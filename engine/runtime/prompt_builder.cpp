@@ -16,6 +16,7 @@ PromptBuilder::PromptBuilder(const Engine& engine, const std::optional<std::stri
     : engine_(engine), family_(tokenizer::ChatTemplate::of_kind(tokenizer::ChatTemplateKind::Fallback)) {
     const std::string source = engine.file().optional_string("tokenizer.chat_template", "");
     file_has_template_ = !source.empty();
+    template_reads_thinking_ = source.find("enable_thinking") != std::string::npos;
     if (template_name) {
         family_ = tokenizer::ChatTemplate::of_name(*template_name);
         family_chosen_by_user_ = true;

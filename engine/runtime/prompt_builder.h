@@ -38,6 +38,8 @@ public:
     // Thinking models (Qwen 3): the template's enable_thinking variable; unset leaves the
     // template's default (thinking on).
     void set_enable_thinking(std::optional<bool> enable) { enable_thinking_ = enable; }
+    // True when the model's own template reads enable_thinking (Qwen 3 and its kin).
+    bool supports_thinking() const { return model_template_.has_value() && template_reads_thinking_; }
 
     // The built-in family: the format used without a model template, and the source of stop
     // strings.
@@ -59,6 +61,7 @@ private:
     bool family_chosen_by_user_ = false;
     bool file_has_template_ = false;
     std::optional<bool> enable_thinking_;
+    bool template_reads_thinking_ = false;
 };
 
 }  // namespace tokenscope::runtime

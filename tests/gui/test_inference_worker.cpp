@@ -29,10 +29,11 @@ class TestInferenceWorker : public QObject {
                                           Q_ARG(QString, path),
                                           Q_ARG(tokenscope::app::LoadOptions, options)));
     }
-    void generate(qint64 conversation, const QVector<ChatTurn>& turns, int max_tokens = 8) {
+    void generate(qint64 conversation, const QVector<ChatTurn>& turns, int max_tokens = 8, bool think = true) {
         ui::SamplingSettings s;
         s.temperature = 0.0f;
         s.max_tokens = max_tokens;
+        s.think = think;
         QVERIFY(QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection,
                                           Q_ARG(qint64, conversation),
                                           Q_ARG(QVector<tokenscope::app::ChatTurn>, turns),
@@ -235,6 +236,34 @@ class TestInferenceWorker : public QObject {
         notice = notices.at(0).at(0).toString();
         QVERIFY2(notice.contains("System role not supported") && notice.contains("chatml"), qPrintable(notice));
         QVERIFY(finished.at(1).at(3).toBool());
+    }
+
+    // A template with Qwen 3's enable_thinking switch: the model is reported as having one, and
+    // the setting reaches the template (here "off" writes a longer prompt: 'no thinking' text).
+    void thinkingSettingReachesTheTemplate() {
+        test::TinyModelSpec spec;
+        spec.chat_template =
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+            "<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}"
+            "<think>\n\n</think>\n\n the answer comes at once {% endif %}";
+        QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);
+        QSignalSpy started(worker_, &InferenceWorker::generationStarted);
+        QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+        load(QString::fromStdString(test::tiny_model_path("worker_thinking_template", spec)));
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 20000);
+        QVERIFY(loaded.at(0).at(0).value<ui::ModelInfoData>().supports_thinking);
+        generate(20, {{"user", "Hi"}}, 2, true);
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 20000);
+        generate(21, {{"user", "Hi"}}, 2, false);
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 2, 20000);
+        const int with_thinking = started.at(0).at(1).toInt();
+        const int without = started.at(1).at(1).toInt();
+        QVERIFY2(without > with_thinking, qPrintable(QString("%1 vs %2").arg(without).arg(with_thinking)));
+        // A model without the switch is reported as such.
+        loaded.clear();
+        load(model_);
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 20000);
+        QVERIFY(!loaded.at(0).at(0).value<ui::ModelInfoData>().supports_thinking);
     }
 };
 

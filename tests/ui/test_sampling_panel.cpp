@@ -153,6 +153,31 @@ class TestSamplingPanel : public QObject {
         QCOMPARE(slider->value(), 80);
     }
 
+    // The thinking switch: hidden until a model that has one is loaded, a user toggle emits
+    // the setting, a restored setting shows without echoing, and hiding keeps the value.
+    void thinkingSwitchOnlyForModelsThatHaveOne() {
+        SamplingPanel panel;
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        QSignalSpy spy(&panel, &SamplingPanel::settingsChanged);
+        QVERIFY(!panel.thinkBox()->isVisible());
+        QVERIFY(panel.settings().think);  // default on, as the templates default
+        panel.setThinkingAvailable(true);
+        QVERIFY(panel.thinkBox()->isVisible());
+        QTest::mouseClick(panel.thinkBox(), Qt::LeftButton, {}, QPoint(8, panel.thinkBox()->height() / 2));
+        QCOMPARE(spy.count(), 1);
+        QVERIFY(!spy.last().at(0).value<SamplingSettings>().think);
+        SamplingSettings restored;
+        restored.think = true;
+        panel.setSettings(restored);
+        QCOMPARE(spy.count(), 1);
+        QVERIFY(panel.thinkBox()->isChecked());
+        panel.thinkBox()->setChecked(false);
+        panel.setThinkingAvailable(false);
+        QVERIFY(!panel.thinkBox()->isVisible());
+        QVERIFY(!panel.settings().think);
+    }
+
     void presetsSetTheDocumentedValues() {
         SamplingPanel panel;
         QSignalSpy spy(&panel, &SamplingPanel::settingsChanged);
