@@ -192,6 +192,23 @@ def describe_difference(expected: bytes, actual: bytes) -> str:
     return "\n".join(lines)
 
 
+def agree(ref, got) -> bool:
+    """Identical bytes, or both sides failing."""
+    return (ref[0] == "ok" and got[0] == "ok" and ref[1] == got[1]) or (ref[0] == got[0] == "error")
+
+
+def report_mismatch(label: str, ref, got) -> None:
+    print(f"MISMATCH {label}")
+    if got[0] == "broken":
+        print(f"    cli broke: {got[1]}")
+    elif ref[0] == "error":
+        print(f"    jinja2 fails ({ref[1]}), cli rendered {len(got[1])} bytes: {got[1][:120]!r}")
+    elif got[0] == "error":
+        print(f"    cli fails ({got[1]}), jinja2 rendered {len(ref[1])} bytes: {ref[1][:120]!r}")
+    else:
+        print(describe_difference(ref[1], got[1]))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cli", help="path of tokenscope-cli")
@@ -247,29 +264,15 @@ def main() -> int:
                     print(f"TEST DATA: {label}: jinja2 {what}, but expect_error "
                           f"{'lists' if expected_error else 'does not list'} this template")
 
-                if ref[0] == "ok" and got[0] == "ok" and ref[1] == got[1]:
-                    ok = True
-                elif ref[0] == "error" and got[0] == "error":
-                    ok = True
-                    t_errors += 1
-                else:
-                    ok = False
-                if ok:
+                if agree(ref, got):
                     matched += 1
                     t_matched += 1
+                    t_errors += ref[0] == "error"
                     if args.verbose:
                         print(f"  ok   {label}" + (" (both fail)" if ref[0] == "error" else ""))
                     continue
                 problems += 1
-                print(f"MISMATCH {label}")
-                if got[0] == "broken":
-                    print(f"    cli broke: {got[1]}")
-                elif ref[0] == "error":
-                    print(f"    jinja2 fails ({ref[1]}), cli rendered {len(got[1])} bytes: {got[1][:120]!r}")
-                elif got[0] == "error":
-                    print(f"    cli fails ({got[1]}), jinja2 rendered {len(ref[1])} bytes: {ref[1][:120]!r}")
-                else:
-                    print(describe_difference(ref[1], got[1]))
+                report_mismatch(label, ref, got)
             print(f"{name}: {t_matched}/{len(conversations)} match"
                   + (f" ({t_errors} of them both fail)" if t_errors else ""))
 
@@ -289,22 +292,14 @@ def main() -> int:
                 problems += 1
                 print(f"TEST DATA: feature {feature['name']}: jinja2 gives {ref[0]}, "
                       f"the name says {'error' if expected_error else 'ok'}")
-            if (ref[0] == "ok" and got[0] == "ok" and ref[1] == got[1]) or (ref[0] == got[0] == "error"):
+            if agree(ref, got):
                 f_matched += 1
                 f_errors += ref[0] == "error"
                 if args.verbose:
                     print(f"  ok   feature {feature['name']}")
                 continue
             problems += 1
-            print(f"MISMATCH feature {feature['name']}")
-            if got[0] == "broken":
-                print(f"    cli broke: {got[1]}")
-            elif ref[0] == "error":
-                print(f"    jinja2 fails ({ref[1]}), cli rendered {got[1][:200]!r}")
-            elif got[0] == "error":
-                print(f"    cli fails ({got[1]}), jinja2 rendered {ref[1][:200]!r}")
-            else:
-                print(describe_difference(ref[1], got[1]))
+            report_mismatch(f"feature {feature['name']}", ref, got)
 
     print(f"{matched}/{total} template x conversation pairs match "
           f"({len(templates)} templates, {len(conversations)} conversations)")
