@@ -1,10 +1,23 @@
 #pragma once
-// Shared by the engine suites: run the engine's forward pass directly on one sequence.
+// Shared by the engine suites: load a real model for a reference check, and run the engine's
+// forward pass directly on one sequence.
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/engine.h"
 
 namespace tokenscope::test {
+
+// A real model file loaded as the float64 reference checks want it: 2 threads, room for 1024
+// tokens, and an F32 KV cache so that the cache adds no rounding of its own.
+inline std::unique_ptr<runtime::Engine> load_for_reference_check(const std::string& path) {
+    runtime::EngineOptions o;
+    o.threads = 2;
+    o.kv_capacity_tokens = 1024;
+    o.kv_type = kv::ElementType::F32;
+    return runtime::Engine::load(path, o);
+}
 
 // Feeds `tokens` to a fresh sequence in chunks of at most `chunk` tokens and returns the logits
 // of every position, in order.

@@ -22,11 +22,7 @@ private slots:
     void initTestCase() {
         model_ = test::gemma_model();
         if (model_.empty()) QSKIP("the default model is not installed (run tools/setup-deps)");
-        runtime::EngineOptions o;
-        o.threads = 2;
-        o.kv_capacity_tokens = 1024;
-        o.kv_type = kv::ElementType::F32;
-        engine_ = runtime::Engine::load(model_, o);
+        engine_ = test::load_for_reference_check(model_);
     }
 
     // The Gemma 3 270M shape for the reference: the file's hyperparameters (see

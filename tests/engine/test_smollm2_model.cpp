@@ -45,11 +45,7 @@ class TestSmolLM2Model : public QObject {
     void initTestCase() {
         model_ = test::smollm2_model();
         if (model_.empty()) QSKIP("SmolLM2-135M-Instruct is not installed (run tools/setup-deps)");
-        runtime::EngineOptions o;
-        o.threads = 2;
-        o.kv_capacity_tokens = 1024;
-        o.kv_type = kv::ElementType::F32;
-        engine_ = runtime::Engine::load(model_, o);
+        engine_ = test::load_for_reference_check(model_);
     }
 
     // The file's hyperparameters (general.architecture llama: 30 layers, width 576, 9 heads
