@@ -12,6 +12,7 @@
 #include <string>
 
 #include "matmul/dequant_blocks.cuh"
+#include "matmul/gemv_row_dot.cuh"
 #include "matmul/matmul.cuh"
 #include "matmul/matmul_internal.h"
 
@@ -22,15 +23,9 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 
-__device__ __forceinline__ float warp_total(float v) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    return v;  // in every lane
-}
-
-__device__ __forceinline__ float dot4(float4 a, float b0, float b1, float b2, float b3) {
-    return a.x * b0 + a.y * b1 + a.z * b2 + a.w * b3;
-}
+// The warp sum and 4-wide dot the fused GEMVs share (gemv_row_dot.cuh).
+using rowdot::dot4;
+using rowdot::warp_total;
 
 template <int MaxTokens>
 __device__ __forceinline__ void store_rows(float (&acc)[MaxTokens], int tokens, int lane, std::int64_t rows,
