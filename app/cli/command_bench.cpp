@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "arguments.h"
+#include "bench_step_overhead.h"
 #include "commands.h"
 #include "generation_options.h"
 #include "inspect/compute_peak.h"
@@ -215,9 +216,18 @@ int run_bench(int argc, char** argv, int first) {
         engine->kv().free_sequence(seq);
     }
     std::vector<DecodeResult> decodes;
-    for (const std::int64_t c : contexts) decodes.push_back(decode(c, 1, n_decode));
+    std::vector<float> decode_logits;  // a real decode row, for timing the sampler on
+    for (const std::int64_t c : contexts) {
+        decodes.push_back(decode(c, 1, n_decode));
+        if (decode_logits.empty()) {
+            const auto row = out.row(out.first_row[0]);
+            decode_logits.assign(row.begin(), row.end());
+        }
+    }
     std::vector<DecodeResult> batched;
     for (const std::int64_t n : concurrency) batched.push_back(decode(kConcurrentPrompt, n, n_decode));
+    // The rest of a decode step, at the first decode context.
+    const StepOverhead overhead = measure_step_overhead(*engine, decode_logits, random_tokens(contexts.front()), n_decode);
 
     auto tokens_per_s = [](const DecodeResult& d) { return static_cast<double>(d.steps * d.sequences) / d.seconds; };
     auto achieved_gbps = [](const DecodeResult& d) { return d.bytes_per_step * static_cast<double>(d.steps) / d.seconds / 1e9; };
@@ -276,6 +286,22 @@ int run_bench(int argc, char** argv, int first) {
         w.key("concurrency").begin_array();
         for (const auto& d : batched) write_decode(d);
         w.end_array();
+        w.key("step_overhead").begin_object();
+        w.key("vocab").value(overhead.vocab);
+        w.key("context").value(overhead.context);
+        w.key("steps").value(overhead.steps);
+        w.key("temperature").value(static_cast<double>(overhead.sampling.temperature));
+        w.key("top_k").value(overhead.sampling.top_k);
+        w.key("top_p").value(static_cast<double>(overhead.sampling.top_p));
+        w.key("min_p").value(static_cast<double>(overhead.sampling.min_p));
+        w.key("n_candidates").value(overhead.sampling.n_candidates);
+        w.key("sampling_us").value(overhead.sampling_us);
+        w.key("greedy_sampling_us").value(overhead.greedy_sampling_us);
+        w.key("engine_step_us").value(overhead.engine_step_us);
+        w.key("forward_us").value(overhead.forward_us);
+        w.key("after_forward_us").value(overhead.after_forward_us);
+        w.key("share").value(overhead.share());
+        w.end_object();
         // The first decode row under the names earlier versions used.
         w.key("decode_tokens").value(n_decode);
         w.key("decode_tokens_per_s").value(tokens_per_s(first_decode));
@@ -319,6 +345,14 @@ int run_bench(int argc, char** argv, int first) {
     std::printf("%s\nTTFT (%lld-token prompt): %.0f ms; a decode step streams %s of weights plus the KV cache\n",
                 table.render().c_str(), static_cast<long long>(prefills.front().tokens), ttft_ms,
                 human_bytes(cost.decode_bytes_per_token).c_str());
+    std::printf("\noutside the forward pass (%lld-token vocabulary; temp %.2g, top-k %d, top-p %.2g, min-p %.2g, "
+                "%d candidates):\n  sampling %.0f us (greedy %.0f us); Engine::step @%lld %.0f us, of which %.0f us "
+                "after the forward pass (%.1f%% of the step)\n",
+                static_cast<long long>(overhead.vocab), static_cast<double>(overhead.sampling.temperature),
+                overhead.sampling.top_k, static_cast<double>(overhead.sampling.top_p),
+                static_cast<double>(overhead.sampling.min_p), overhead.sampling.n_candidates, overhead.sampling_us,
+                overhead.greedy_sampling_us, static_cast<long long>(overhead.context), overhead.engine_step_us,
+                overhead.after_forward_us, 100.0 * overhead.share());
     return 0;
 }
 

@@ -104,6 +104,19 @@ private slots:
         }
         QVERIFY(o["weight_bytes"].toDouble() > 0);
         QCOMPARE(o["threads"].toInt(), 2);
+
+        // The work of a decode step outside the forward pass: present and consistent (no
+        // timed thresholds; the numbers depend on the machine).
+        const QJsonObject overhead = o["step_overhead"].toObject();
+        QVERIFY2(!overhead.isEmpty(), qPrintable(r.out));
+        QVERIFY(overhead["vocab"].toInt() > 0);
+        QCOMPARE(overhead["steps"].toInt(), 4);
+        QCOMPARE(overhead["n_candidates"].toInt(), 20);
+        for (const char* key : {"sampling_us", "greedy_sampling_us", "engine_step_us", "forward_us", "after_forward_us"})
+            QVERIFY2(overhead[key].toDouble() > 0, key);
+        QVERIFY(overhead["after_forward_us"].toDouble() <= overhead["engine_step_us"].toDouble());
+        const double share = overhead["share"].toDouble();
+        QVERIFY2(share > 0 && share <= 1, qPrintable(QString::number(share)));
     }
 
     void perplexity() {
