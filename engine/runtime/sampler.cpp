@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
+#include "runtime/logit_kernels.h"
 #include "runtime/sampling_stages.h"
 #include "util/error.h"
 
@@ -54,25 +56,69 @@ double Sampler::next_uniform() {
 }
 
 SampleResult Sampler::sample(std::span<const float> logits, std::span<const std::int32_t> history) {
-    sampling::check_logits(logits);
+    // One pass over the row for the maximum, the validity check, the block maxima and the
+    // normaliser; everything after reads a few blocks or at most top_k candidates. The slow,
+    // precise check runs only to name the offending index of a row that is to be rejected.
+    const sampling::LogitKernels& kernels = sampling::best_logit_kernels();
+    if (logits.empty()) sampling::check_logits(logits);
+    block_max_.resize(sampling::logit_blocks(logits.size()));
+    const sampling::LogitScan scan =
+        kernels.scan_softmax(logits.data(), logits.size(), block_max_.data());
+    if (!scan.clean || !(scan.max > -std::numeric_limits<float>::infinity()))
+        sampling::check_logits(logits);
+    const sampling::SoftmaxStats raw{scan.max, std::log(scan.sum_exp)};
+
+    // The shaped logits: the caller's row itself unless a penalty changes some of them.
+    std::span<const float> shaped = logits;
+    std::span<const float> shaped_block_max = block_max_;
+    const bool penalised = sampling::penalties_active(history, params_);
+    if (penalised) {
+        scratch_.assign(logits.begin(), logits.end());
+        sampling::apply_penalties(scratch_, history, params_);
+        scratch_block_max_.resize(block_max_.size());
+        kernels.scan(scratch_.data(), scratch_.size(), scratch_block_max_.data());
+        shaped = scratch_;
+        shaped_block_max = scratch_block_max_;
+    }
+
+    // How many of the best shaped tokens the chain needs: the argmax for greedy, top_k for a
+    // top-k cut (0: the whole vocabulary, see below). Without penalties one selection serves
+    // both that and the inspector's "before" list.
     const auto n = static_cast<std::size_t>(params_.n_candidates);
+    const bool greedy = params_.temperature == 0.0f;
+    const bool cut =
+        !greedy && params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < logits.size();
+    const std::size_t needed = greedy ? 1 : cut ? static_cast<std::size_t>(params_.top_k) : 0;
+    std::vector<sampling::TokenLogit> best_raw =
+        sampling::best_n(logits, block_max_, penalised ? n : std::max(n, needed));
+    std::vector<sampling::TokenLogit> best_penalised;
+    if (penalised) best_penalised = sampling::best_n(shaped, shaped_block_max, needed);
+    const auto& best_shaped = penalised ? best_penalised : best_raw;
 
     SampleResult result;
-    sampling::SoftmaxStats raw;
-    result.before = sampling::softmax_top_n(logits, params_.n_candidates, &raw);
+    result.before = sampling::with_probabilities(best_raw, n, raw);
 
-    scratch_.assign(logits.begin(), logits.end());
-    sampling::apply_penalties(scratch_, history, params_);
-
-    if (params_.temperature == 0.0f) {
-        const auto token = sampling::argmax(scratch_);
+    if (greedy) {
+        // best_n skips -infinity; if penalties pushed every logit there, argmax's answer
+        // (token 0) is what the chain always gave.
+        const auto token = best_shaped.empty() ? sampling::argmax(shaped) : best_shaped.front().id;
         result.token = token;
         result.probability = 1.0f;
         result.logprob = 0.0f;
         result.support_size = 1;
-        if (n > 0) result.after.push_back({token, 1.0f, scratch_[static_cast<std::size_t>(token)]});
+        if (n > 0) result.after.push_back({token, 1.0f, shaped[static_cast<std::size_t>(token)]});
     } else {
-        auto set = sampling::make_candidates(scratch_, params_.top_k);
+        sampling::CandidateSet set;
+        if (cut) {
+            const auto k = std::min(best_shaped.size(), static_cast<std::size_t>(params_.top_k));
+            set.items.assign(best_shaped.begin(),
+                             best_shaped.begin() + static_cast<std::ptrdiff_t>(k));
+            set.sorted = true;
+        } else {
+            // No top-k cut: every unmasked token, in id order (make_candidates' order; the draw
+            // walks the candidates in their order, so it matters for a given seed).
+            set = sampling::make_candidates(shaped, 0);
+        }
         if (set.items.empty())
             throw InvalidArgument("sampler: the penalties left no token with a finite logit");
         if (params_.top_p < 1.0f) sampling::top_p(set, params_.top_p);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "runtime/logit_kernels.h"
 #include "runtime/sampler.h"
 #include "util/error.h"
 
@@ -66,9 +68,7 @@ class BestN {
 
 void apply_penalties(std::span<float> logits, std::span<const std::int32_t> history,
                      const SamplingParams& params) {
-    const bool neutral = params.repeat_penalty == 1.0f && params.frequency_penalty == 0.0f &&
-                         params.presence_penalty == 0.0f;
-    if (neutral || params.penalty_window <= 0 || history.empty()) return;
+    if (!penalties_active(history, params)) return;
 
     const auto window_size =
         std::min(history.size(), static_cast<std::size_t>(params.penalty_window));
@@ -99,14 +99,44 @@ void apply_penalties(std::span<float> logits, std::span<const std::int32_t> hist
     }
 }
 
+bool penalties_active(std::span<const std::int32_t> history, const SamplingParams& params) {
+    const bool neutral = params.repeat_penalty == 1.0f && params.frequency_penalty == 0.0f &&
+                         params.presence_penalty == 0.0f;
+    return !neutral && params.penalty_window > 0 && !history.empty();
+}
+
+std::vector<TokenLogit> best_n(std::span<const float> logits, std::span<const float> block_max,
+                               std::size_t n) {
+    if (n == 0) return {};
+    // The bound: the n-th largest block maximum, or -infinity (read everything) when there are
+    // not more blocks than wanted tokens.
+    float bound = kNegInf;
+    if (n < block_max.size()) {
+        std::vector<float> maxima(block_max.begin(), block_max.end());
+        const auto nth = maxima.begin() + static_cast<std::ptrdiff_t>(n - 1);
+        std::nth_element(maxima.begin(), nth, maxima.end(), std::greater<>());
+        bound = *nth;
+    }
+    // Blocks and the logits in them in increasing id order, as BestN's tie rule needs. A logit
+    // below the bound ranks below n others, so it is never offered.
+    BestN best(n);
+    for (std::size_t b = 0; b < block_max.size(); ++b) {
+        if (!(block_max[b] >= bound)) continue;
+        const std::size_t end = std::min(logits.size(), (b + 1) * kLogitBlock);
+        for (std::size_t i = b * kLogitBlock; i < end; ++i)
+            if (logits[i] >= bound && logits[i] > kNegInf)
+                best.offer(static_cast<std::int32_t>(i), logits[i]);
+    }
+    return best.take_sorted();
+}
+
 CandidateSet make_candidates(std::span<const float> logits, int top_k) {
     CandidateSet set;
     const auto n = logits.size();
     if (top_k > 0 && static_cast<std::size_t>(top_k) < n) {
-        BestN best(static_cast<std::size_t>(top_k));
-        for (std::size_t i = 0; i < n; ++i)
-            if (logits[i] > kNegInf) best.offer(static_cast<std::int32_t>(i), logits[i]);
-        set.items = best.take_sorted();
+        std::vector<float> block_max(logit_blocks(n));
+        best_logit_kernels().scan(logits.data(), n, block_max.data());
+        set.items = best_n(logits, block_max, static_cast<std::size_t>(top_k));
         set.sorted = true;
         return set;
     }
@@ -224,20 +254,21 @@ std::int32_t argmax(std::span<const float> logits) {
 }
 
 std::vector<Candidate> softmax_top_n(std::span<const float> logits, int n, SoftmaxStats* stats) {
-    BestN best(static_cast<std::size_t>(std::max(n, 0)));
-    float max = kNegInf;
-    for (std::size_t i = 0; i < logits.size(); ++i) {
-        max = std::max(max, logits[i]);
-        if (logits[i] > kNegInf) best.offer(static_cast<std::int32_t>(i), logits[i]);
-    }
-    double sum = 0.0;
-    for (const float l : logits) sum += shifted_exp(l, max);
-    const double log_sum = std::log(sum);
-    if (stats) *stats = {max, log_sum};
+    const LogitKernels& kernels = best_logit_kernels();
+    std::vector<float> block_max(logit_blocks(logits.size()));
+    const LogitScan scan = kernels.scan_softmax(logits.data(), logits.size(), block_max.data());
+    const SoftmaxStats raw{scan.max, std::log(scan.sum_exp)};
+    if (stats) *stats = raw;
+    const auto wanted = static_cast<std::size_t>(std::max(n, 0));
+    return with_probabilities(best_n(logits, block_max, wanted), wanted, raw);
+}
 
+std::vector<Candidate> with_probabilities(std::span<const TokenLogit> best, std::size_t n,
+                                          const SoftmaxStats& stats) {
     std::vector<Candidate> out;
-    for (const auto& c : best.take_sorted()) {
-        const double logprob = (static_cast<double>(c.logit) - max) - log_sum;
+    out.reserve(std::min(n, best.size()));
+    for (const auto& c : best.first(std::min(n, best.size()))) {
+        const double logprob = (static_cast<double>(c.logit) - stats.max_logit) - stats.log_sum;
         out.push_back({c.id, static_cast<float>(std::exp(logprob)), c.logit});
     }
     return out;

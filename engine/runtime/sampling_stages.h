@@ -46,10 +46,22 @@ inline bool ranks_above(const TokenLogit& a, const TokenLogit& b) {
 void apply_penalties(std::span<float> logits, std::span<const std::int32_t> history,
                      const SamplingParams& params);
 
+// True when apply_penalties would change something: some penalty is on and the window sees at
+// least one token. When false the sampler works on the caller's logits without copying them.
+bool penalties_active(std::span<const std::int32_t> history, const SamplingParams& params);
+
+// The n best tokens among those with a logit above -infinity, in ranking order. `block_max`
+// holds the maxima of the row's blocks of kLogitBlock logits (LogitKernels::scan). The n-th
+// largest block maximum is a lower bound for the n-th best logit (n blocks reach it, and each
+// holds a logit at least that large), so only blocks whose maximum reaches it are read: at a
+// 262144-token vocabulary a selection among 1024 block maxima and a few dozen blocks instead of
+// a pass over the whole row. The result is exactly that of a full sort.
+std::vector<TokenLogit> best_n(std::span<const float> logits, std::span<const float> block_max,
+                               std::size_t n);
+
 // All tokens with a logit above -infinity (an -inf logit means "masked": it can never be
-// drawn, so it is not a candidate). When 0 < top_k < the number of such tokens, only the top_k
-// best are kept, selected with a bounded heap in one pass over the vocabulary (no sort of the
-// whole vocabulary), and the result is sorted.
+// drawn, so it is not a candidate), in id order. When 0 < top_k < logits.size(), only the
+// top_k best are kept (best_n; no sort of the whole vocabulary), and the result is sorted.
 CandidateSet make_candidates(std::span<const float> logits, int top_k);
 
 // Keeps the k best candidates (k <= 0: all). Uses nth_element, then sorts the k survivors.
@@ -94,6 +106,11 @@ std::int32_t argmax(std::span<const float> logits);
 // most likely first, each with its probability and raw logit. Also returns the softmax
 // statistics of the whole vocabulary, so that any token's probability can be recovered.
 std::vector<Candidate> softmax_top_n(std::span<const float> logits, int n, SoftmaxStats* stats);
+
+// The first n of `best` (ranking order) as inspector candidates: raw logit, and probability
+// exp(logprob) under the softmax whose statistics are `stats`.
+std::vector<Candidate> with_probabilities(std::span<const TokenLogit> best, std::size_t n,
+                                          const SoftmaxStats& stats);
 
 // Checks that `logits` can be sampled from: non-empty, no NaN, no +infinity, and at least one
 // finite value. Throws InvalidArgument naming the first offending index.
