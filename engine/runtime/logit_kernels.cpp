@@ -128,8 +128,8 @@ TOKENSCOPE_TARGET("avx2,fma") __m256 exp_nonpositive(__m256 x) {
 
 // Maximum and normaliser in one pass (the row is read from memory once; the second look at a
 // block hits L1). Each block's exps, relative to the maximum so far, are summed in float (eight
-// lanes x two accumulators of 16 terms each: few enough that float rounding stays below 1e-6,
-// and no double conversions in the loop), then added to a double total, which is rescaled
+// lanes x two accumulators of 16 terms each: few enough that float rounding stays at a few
+// ulps, and no double conversions in the loop), then added to a double total, which is rescaled
 // whenever a block raises the maximum.
 TOKENSCOPE_TARGET("avx2,fma")
 LogitScan scan_softmax_avx2(const float* logits, std::size_t n, float* block_max) {
