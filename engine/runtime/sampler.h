@@ -14,9 +14,10 @@
 //    reshapes probabilities within the support. (Temperature before the cuts would make a hot
 //    temperature admit more tokens through top-p and min-p, coupling two knobs the UI shows
 //    separately.)
-//  - top-k first among the cuts because it is the cheap one (a bounded heap over the
-//    vocabulary): top-p and min-p then work on k candidates instead of 262144. top-p
-//    renormalises over the top-k survivors, as llama.cpp does.
+//  - top-k first among the cuts because it is the cheap one (sampling::best_n reads only the
+//    blocks of the vocabulary that can hold a winner): top-p and min-p then work on k
+//    candidates instead of 262144. top-p renormalises over the top-k survivors, as llama.cpp
+//    does.
 //  - min-p's threshold is relative to the most likely surviving token:
 //    keep p_i >= min_p * p_max.
 //  - Temperature 0 means greedy: the argmax of the penalised logits (ties: lowest id). The cuts
