@@ -86,6 +86,19 @@ void quantize_row_q8_256(const float* x, std::int64_t n, std::uint8_t* row, std:
     }
 }
 
+// The transposed 16-token groups of the prefill panels (layout in matmul.h). Written one token
+// at a time: the destination group (n * 64 bytes) stays in L2 while its 16 rows are spread.
+void write_panels(const float* x, std::int64_t rows, std::int64_t n, float* panels) {
+    for (std::int64_t g = 0; g * 16 < rows; ++g) {
+        float* group = panels + g * n * 16;
+        const std::int64_t tokens = std::min<std::int64_t>(16, rows - 16 * g);
+        for (std::int64_t j = 0; j < tokens; ++j) {
+            const float* src = x + (16 * g + j) * n;
+            for (std::int64_t k = 0; k < n; ++k) group[16 * k + j] = src[k];
+        }
+    }
+}
+
 }  // namespace
 
 void PreparedActivations::AlignedFree::operator()(std::uint8_t* p) const {
@@ -147,7 +160,14 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
         }
     }
 
-    const std::size_t need = stride * static_cast<std::size_t>(rows);
+    // Panels only where a kernel reads them: AVX2 prefill over non-F32 weights (F32 keeps one
+    // summation order for every token count; see FAvx2::tile).
+    const bool panels = rows >= kPanelMinTokens && weight_type != Type::F32 &&
+                        active_simd_level() == SimdLevel::Avx2;
+    const std::size_t rows_bytes = stride * static_cast<std::size_t>(rows);
+    const std::size_t panel_bytes =
+        panels ? static_cast<std::size_t>((rows + 15) / 16) * un * 16 * sizeof(float) : 0;
+    const std::size_t need = rows_bytes + panel_bytes;
     if (need > out.capacity_) {
         out.data_.reset(
             static_cast<std::uint8_t*>(::operator new[](need, std::align_val_t{kAlign})));
@@ -161,6 +181,8 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     out.scale_offset_ = scale_off;
     out.sum_offset_ = sum_off;
     out.interleaved_offset_ = inter_off;
+    out.has_panels_ = panels;
+    out.panel_offset_ = rows_bytes;  // a multiple of 64: every row stride is
     if (need == 0) return;
     // Zero padding everywhere: kernels read whole vectors past the last element and rely on
     // the padding contributing nothing.
@@ -182,6 +204,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
                 break;
         }
     }
+    if (panels) write_panels(x, rows, n, reinterpret_cast<float*>(out.data_.get() + rows_bytes));
 }
 
 }  // namespace tokenscope::tensor

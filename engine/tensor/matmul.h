@@ -51,6 +51,15 @@ ActivationFormat activation_format_for(Type weight_type);
 //   Q8_256: qs: int8[n_pad] (n multiple of 256), d: float[n / 256], then
 //           sum16: float[n / 16] = d_block * (sum of each 16 qs).
 // Element k of a row is approximately qs[k] * d[block of k]; qs is in [-127, 127].
+//
+// Prefill panels (optional, after all rows): when at least kPanelMinTokens rows are prepared
+// for weights other than F32 and the active kernels are AVX2, the f32 activations are also
+// stored transposed in groups of 16 tokens: group g is float[n][16] with element
+// [k][j] = x[16 g + j][k] (tokens past the last row are zero). The prefill kernel then loads
+// 16 tokens' values of one k as two vectors and multiplies them by one broadcast weight, a
+// register tile that needs no horizontal sums and keeps the activations streaming from L2 at a
+// fraction of its bandwidth (gemm_panels_avx2.cpp). The quantized rows are prepared as well,
+// so any kernel level can still run these activations.
 class PreparedActivations {
   public:
     PreparedActivations() = default;
@@ -72,6 +81,12 @@ class PreparedActivations {
     const std::uint8_t* row(std::int64_t r) const {
         return data_.get() + static_cast<std::size_t>(r) * row_stride_;
     }
+    // The prefill panels (see above), or null when they were not built.
+    const float* panels() const {
+        return has_panels_ ? reinterpret_cast<const float*>(data_.get() + panel_offset_) : nullptr;
+    }
+    // Floats from one 16-token panel group to the next (n * 16).
+    std::int64_t panel_group_stride() const { return n_ * 16; }
 
   private:
     friend void prepare_activations(Type, const float*, std::int64_t, std::int64_t,
@@ -89,7 +104,13 @@ class PreparedActivations {
     std::size_t scale_offset_ = 0;
     std::size_t sum_offset_ = 0;
     std::size_t interleaved_offset_ = 0;
+    bool has_panels_ = false;
+    std::size_t panel_offset_ = 0;
 };
+
+// Fewest activation rows for which prepare_activations() builds the prefill panels. Below it
+// a 16-token panel would be mostly padding and the row-tile kernels are as fast.
+inline constexpr std::int64_t kPanelMinTokens = 16;
 
 // Converts `rows` activation rows of `n` floats (row t at x + t * n) for a matmul with weights
 // of `weight_type`. Throws InvalidArgument when n is not a whole number of the weight type's

@@ -26,6 +26,8 @@ struct MatmulArgs {
     std::int64_t tokens;
     float* out;
     std::int64_t out_stride;
+    const float* panels = nullptr;  // PreparedActivations::panels(): null when not built
+    std::int64_t panel_group_stride = 0;
 };
 
 // Each returns false when it has no kernel for the type at its level (the dispatcher then runs
@@ -33,6 +35,10 @@ struct MatmulArgs {
 void matmul_scalar(const MatmulArgs& args);
 bool matmul_avx2(const MatmulArgs& args);
 bool matmul_avx512(const MatmulArgs& args);
+// Prefill over the activation panels (all tokens of args; args.panels must be set): weight rows
+// decoded to f32 a block at a time and multiplied by a 6-row x 16-token register tile
+// (gemm_panels_avx2.cpp). Returns false for F32 weights, which keep the row-tile kernels.
+bool gemm_panels_avx2(const MatmulArgs& args);
 
 // Weight rows are decoded into one of two "packed" forms that the integer kernels consume.
 // Both are plain arrays, identical for every instruction set, so that all levels compute the

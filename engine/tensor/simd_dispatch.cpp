@@ -156,7 +156,13 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                   acts.interleaved_offset(),
                                   acts.rows(),
                                   out,
-                                  out_stride};
+                                  out_stride,
+                                  acts.panels(),
+                                  acts.panel_group_stride()};
+#if defined(TOKENSCOPE_X86_KERNELS)
+    // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.
+    if (all.panels != nullptr && active_simd_level() == SimdLevel::Avx2 && detail::gemm_panels_avx2(all)) return;
+#endif
     // The kernels walk weight rows outermost and, for each group of rows, every token: each
     // group re-reads all the activations. Once those outgrow the core's L2 (512 tokens of F32
     // activations for a 1024-wide layer are 2 MiB) every group fetches them from L3 again, and

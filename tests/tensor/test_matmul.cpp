@@ -21,6 +21,10 @@
 //     has a wide margin, yet a wrong sub-block scale or a misplaced bit fails it by orders.)
 //   * every SIMD level against the scalar kernels, same bound: they compute the same integer
 //     sums and differ only in the order of float additions.
+//   * the AVX2 prefill panels (16 tokens or more, weights other than F32) multiply f32 weights
+//     decoded from the blocks by the exact f32 activations, so they are checked against the
+//     exact-activation reference with the rounding bound of a recursive f32 sum (see
+//     check_case) instead of the two bounds above.
 // Weights are random bytes with sane random scales (covering every code, including -128 in
 // Q8_0 and the extreme 6-bit values of the K-quants) and, separately, quantize_row() output.
 #include <QObject>
@@ -234,15 +238,16 @@ std::string check_case(const Case& c, double* worst_vector_rel_error) {
     // References and bounds, [t][r].
     const auto outputs = static_cast<std::size_t>(c.tokens * c.rows);
     std::vector<double> ref_exact(outputs), ref_quant(outputs), abs_sum(outputs),
-        act_bound(outputs);
+        act_bound(outputs), abs_exact(outputs);
     double predicted_err2 = 0;
     for (std::int64_t t = 0; t < c.tokens; ++t) {
         for (std::int64_t r = 0; r < c.rows; ++r) {
-            double e = 0, q = 0, a = 0, bound = 0, variance = 0;
+            double e = 0, q = 0, a = 0, bound = 0, variance = 0, ae = 0;
             for (std::int64_t k = 0; k < c.n; ++k) {
                 const double wk = wd[r * c.n + k];
                 const auto xi = static_cast<std::size_t>(t * c.n + k);
                 e += wk * x[xi];
+                ae += std::fabs(wk * x[xi]);
                 q += wk * xq[xi];
                 a += std::fabs(wk * xq[xi]);
                 bound += std::fabs(wk) * dq[xi] * 0.5;
@@ -254,18 +259,47 @@ std::string check_case(const Case& c, double* worst_vector_rel_error) {
             ref_quant[o] = q;
             abs_sum[o] = a;
             act_bound[o] = bound;
+            abs_exact[o] = ae;
         }
     }
 
-    PreparedActivations acts;
-    prepare_activations(c.type, x.data(), c.tokens, c.n, acts);
     std::vector<float> scalar_out;
     LevelGuard guard;
     for (SimdLevel level : supported_levels()) {
         set_simd_level(level);
+        // Prepared at each level, as the engine does: the AVX2 level adds the f32 prefill
+        // panels for 16 tokens or more, and those kernels multiply the exact activations.
+        PreparedActivations acts;
+        prepare_activations(c.type, x.data(), c.tokens, c.n, acts);
         std::vector<float> out(outputs, std::numeric_limits<float>::quiet_NaN());
         matmul_rows(c.type, w.data(), c.n, 0, c.rows, acts, out.data(), c.rows);
         double err2 = 0, ref2 = 0;
+        if (acts.panels() != nullptr) {
+            // f32 products of the decoded weights and the exact activations, summed in order
+            // over blocks of at most 512 and then block by block: the classic bound for a
+            // recursive sum, (terms - 1) * u * sum|w x| with u = 2^-24, with 512 + n / 512
+            // terms in the longest chain, plus 2u per product for decoding a weight
+            // (d * (q - offset) or d * sc * q + min, one or two roundings).
+            const double chain = 512.0 + static_cast<double>(c.n) / 512.0 + 4.0;
+            for (std::size_t o = 0; o < outputs; ++o) {
+                const double got = out[o];
+                const double bound = chain * 0x1p-24 * abs_exact[o] + 1e-30;
+                if (!(std::fabs(got - ref_exact[o]) <= bound)) {
+                    return describe(c, level) + " (prefill panels): output " + std::to_string(o) +
+                           " = " + std::to_string(got) + ", expected " +
+                           std::to_string(ref_exact[o]) + " within " + std::to_string(bound);
+                }
+                err2 += (got - ref_exact[o]) * (got - ref_exact[o]);
+                ref2 += ref_exact[o] * ref_exact[o];
+            }
+            const double rel = std::sqrt(err2 / ref2);
+            if (!(rel <= 1e-5)) {
+                return describe(c, level) + " (prefill panels): relative error " +
+                       std::to_string(rel) + " > 1e-5";
+            }
+            *worst_vector_rel_error = std::max(*worst_vector_rel_error, rel);
+            continue;
+        }
         for (std::size_t o = 0; o < outputs; ++o) {
             const double got = out[o];
             const double tight = 2e-5 * abs_sum[o] + 1e-30;
@@ -348,8 +382,11 @@ void TestMatmul::matchesFloat64Reference_data() {
         if (block == 256) lengths.push_back(4864);
         if (block == 1) lengths.push_back(37);
         for (std::int64_t n : lengths) {
-            for (std::int64_t tokens : {1, 7, 128}) {
-                if (n > 2048 && tokens == 128) continue;  // keeps the float64 reference quick
+            // 37 and 128 tokens: the AVX2 prefill panels (16-token groups, a partial last one);
+            // 300: more than one block of 8 groups.
+            for (std::int64_t tokens : {1, 7, 37, 128, 300}) {
+                if (n > 2048 && tokens >= 128) continue;  // keeps the float64 reference quick
+                if (tokens == 300 && n != 256) continue;
                 const std::string name = std::string(type_name(type)) + " n=" + std::to_string(n) +
                                          " tokens=" + std::to_string(tokens);
                 QTest::newRow(name.c_str())
@@ -375,22 +412,26 @@ void TestMatmul::quantizedFromFloatsMatchesReference() {
         if (traits(type).quantize_row == nullptr) continue;
         const std::int64_t n = traits(type).block_size == 256 ? 2048 : 640;
         double worst = 0;
-        const std::string failure = check_case({type, 9, n, 5, true}, &worst);
-        QVERIFY2(failure.empty(), failure.c_str());
+        for (std::int64_t tokens : {5, 40}) {  // 40: the AVX2 prefill panels
+            const std::string failure = check_case({type, 9, n, tokens, true}, &worst);
+            QVERIFY2(failure.empty(), failure.c_str());
+        }
         qInfo("%s: relative error vs exact activations %.4f", type_name(type), worst);
     }
 }
 
 void TestMatmul::subRangeWritesOnlyItsRowsAtTheStride() {
     LevelGuard guard;
-    for (Type type : {Type::F16, Type::Q8_0, Type::Q4_K}) {
-        const std::int64_t rows = 11, n = 512, tokens = 6, stride = 17;
+    // 6 tokens: the row tiles; 20: the AVX2 prefill panels.
+    for (const auto& [type, tokens] : {std::pair{Type::F16, 6}, std::pair{Type::Q8_0, 6}, std::pair{Type::Q4_K, 6},
+                                       std::pair{Type::F16, 20}, std::pair{Type::Q8_0, 20}, std::pair{Type::Q4_K, 20}}) {
+        const std::int64_t rows = 11, n = 512, stride = 17;
         const Bytes w = random_weights(type, rows, n, 5);
         const std::vector<float> x = random_activations(tokens, n, 6);
-        PreparedActivations acts;
-        prepare_activations(type, x.data(), tokens, n, acts);
         for (SimdLevel level : supported_levels()) {
             set_simd_level(level);
+            PreparedActivations acts;
+            prepare_activations(type, x.data(), tokens, n, acts);
             std::vector<float> full(static_cast<std::size_t>(tokens * stride), -1.0f);
             matmul_rows(type, w.data(), n, 0, rows, acts, full.data(), stride);
             // Two ranges, as two threads would split the rows: [3, 8) and [8, 11).
