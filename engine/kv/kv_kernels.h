@@ -20,11 +20,24 @@ struct Kernels {
     void (*axpy_f32)(const float* v, float w, float* acc, int n);
     void (*axpy_f16)(const std::uint16_t* v, float w, float* acc, int n);
     void (*axpy_q8)(const std::int8_t* v, float w, float* acc, int n);  // w includes the scale
+    void (*q8_to_f32)(const std::int8_t* in, float scale, float* out, int n);  // out = in * scale
+
+    // Blocked attention over a tile of keys (KvStorage::tile_scores / tile_accumulate). The
+    // result for one (row, key) pair, or one output element, must not depend on how many rows
+    // or keys the call has: decode (one query) and prefill (a block of queries) then agree bit
+    // for bit. Both kernels therefore treat every pair the same way, whatever the tiling.
+    // s[r * s_stride + j] = q_r . k[j] for r < rows, j < keys; q_r = q + r * n.
+    void (*tile_scores)(const float* q, int rows, const float* const* k, int keys, int n, float* s,
+                        std::int64_t s_stride);
+    // out_r += sum over j < keys, in ascending j, of p[r * p_stride + j] * v[j];
+    // out_r = out + r * n.
+    void (*tile_accumulate)(const float* p, std::int64_t p_stride, int rows, const float* const* v,
+                            int keys, int n, float* out);
 };
 
-// Portable C++ (kv_storage.cpp).
+// Portable C++ (kv_kernels.cpp).
 const Kernels& scalar_kernels();
-// The best table this CPU runs (kv_storage.cpp).
+// The best table this CPU runs (kv_kernels.cpp).
 const Kernels& best_kernels();
 
 #if defined(TOKENSCOPE_KV_AVX2)

@@ -11,80 +11,10 @@
 #include <spdlog/spdlog.h>
 
 #include "kv/kv_kernels.h"
-#include "tensor/f16.h"
-#include "util/cpu_features.h"
+#include "tensor/matmul.h"
 #include "util/error.h"
 
 namespace tokenscope::kv {
-
-namespace detail {
-
-namespace {
-
-void f32_to_f16(const float* in, std::uint16_t* out, int n) {
-    for (int i = 0; i < n; ++i) out[i] = tensor::f32_to_f16(in[i]);
-}
-
-void f16_to_f32(const std::uint16_t* in, float* out, int n) {
-    for (int i = 0; i < n; ++i) out[i] = tensor::f16_to_f32(in[i]);
-}
-
-float dot_f32(const float* k, const float* q, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i) sum += k[i] * q[i];
-    return sum;
-}
-
-float dot_f16(const std::uint16_t* k, const float* q, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i) sum += tensor::f16_to_f32(k[i]) * q[i];
-    return sum;
-}
-
-float dot_q8(const std::int8_t* k, const float* q, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i) sum += static_cast<float>(k[i]) * q[i];
-    return sum;
-}
-
-void axpy_f32(const float* v, float w, float* acc, int n) {
-    for (int i = 0; i < n; ++i) acc[i] += w * v[i];
-}
-
-void axpy_f16(const std::uint16_t* v, float w, float* acc, int n) {
-    for (int i = 0; i < n; ++i) acc[i] += w * tensor::f16_to_f32(v[i]);
-}
-
-void axpy_q8(const std::int8_t* v, float w, float* acc, int n) {
-    for (int i = 0; i < n; ++i) acc[i] += w * static_cast<float>(v[i]);
-}
-
-constexpr Kernels kScalar{"scalar", f32_to_f16, f16_to_f32, dot_f32, dot_f16,
-                          dot_q8,   axpy_f32,   axpy_f16,   axpy_q8};
-
-const Kernels& choose_best() {
-#if defined(TOKENSCOPE_KV_AVX2)
-    // Called here, in a file built for the baseline instruction set, never in the AVX2 file.
-    const cpu::X86Features& f = cpu::x86_features();
-    if (f.avx2 && f.fma && f.f16c) {
-        return avx2_kernel_table();
-    }
-#endif
-    return kScalar;
-}
-
-}  // namespace
-
-const Kernels& scalar_kernels() {
-    return kScalar;
-}
-
-const Kernels& best_kernels() {
-    static const Kernels& best = choose_best();
-    return best;
-}
-
-}  // namespace detail
 
 namespace {
 
@@ -114,8 +44,10 @@ void KvStorage::Freer::operator()(void* p) const {
 
 KvStorage::KvStorage(const CacheShape& shape, KernelChoice kernels)
     : shape_(shape),
-      kernels_(kernels == KernelChoice::Scalar ? &detail::scalar_kernels()
-                                               : &detail::best_kernels()) {
+      kernels_(kernels == KernelChoice::Scalar ||
+                       tensor::active_simd_level() == tensor::SimdLevel::Scalar
+                   ? &detail::scalar_kernels()
+                   : &detail::best_kernels()) {
     validate(shape_);
     slots_ = capacity_tokens(shape_);
     row_value_bytes_ = static_cast<std::int64_t>(shape_.head_dim) * element_bytes(shape_.type);
@@ -246,9 +178,7 @@ void KvStorage::axpy_v(int layer, int head, std::span<const std::int64_t> slot_i
         axpy_v(layer, slot_ids[i], head, weights[i], acc);
 }
 
-void KvStorage::read(Part part, int layer, std::int64_t slot, int head, float* out) const {
-    check(layer, slot, head, part == Part::K ? "read_k" : "read_v");
-    const std::int64_t row = row_index(layer, slot, head);
+void KvStorage::convert(Part part, std::int64_t row, float* out) const {
     const std::byte* x = values(part, row);
     const int d = shape_.head_dim;
     switch (shape_.type) {
@@ -258,13 +188,57 @@ void KvStorage::read(Part part, int layer, std::int64_t slot, int head, float* o
         case ElementType::F16:
             kernels_->f16_to_f32(reinterpret_cast<const std::uint16_t*>(x), out, d);
             break;
-        case ElementType::Q8: {
-            const float scale = (part == Part::K ? k_scales_ : v_scales_)[row];
-            const auto* q = reinterpret_cast<const std::int8_t*>(x);
-            for (int i = 0; i < d; ++i) out[i] = static_cast<float>(q[i]) * scale;
+        case ElementType::Q8:
+            kernels_->q8_to_f32(reinterpret_cast<const std::int8_t*>(x),
+                                (part == Part::K ? k_scales_ : v_scales_)[row], out, d);
             break;
+    }
+}
+
+void KvStorage::read(Part part, int layer, std::int64_t slot, int head, float* out) const {
+    check(layer, slot, head, part == Part::K ? "read_k" : "read_v");
+    convert(part, row_index(layer, slot, head), out);
+}
+
+void KvStorage::tile(Part part, int layer, int head, std::span<const std::int64_t> slot_ids,
+                     float* buffer, Tile& tile) const {
+    assert(slot_ids.size() <= static_cast<std::size_t>(kTileKeys));
+    const int d = shape_.head_dim;
+    tile.keys = static_cast<int>(slot_ids.size());
+    for (int i = 0; i < tile.keys; ++i) {
+        const std::int64_t slot = slot_ids[static_cast<std::size_t>(i)];
+        assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot < slots_ && head >= 0 &&
+               head < shape_.kv_heads);
+        const std::int64_t row = row_index(layer, slot, head);
+        if (shape_.type == ElementType::F32) {
+            // Already floats: no copy.
+            tile.rows[i] = reinterpret_cast<const float*>(values(part, row));
+        } else {
+            float* out = buffer + static_cast<std::int64_t>(i) * d;
+            convert(part, row, out);
+            tile.rows[i] = out;
         }
     }
+}
+
+void KvStorage::k_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
+                       Tile& tile) const {
+    this->tile(Part::K, layer, head, slot_ids, buffer, tile);
+}
+
+void KvStorage::v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
+                       Tile& tile) const {
+    this->tile(Part::V, layer, head, slot_ids, buffer, tile);
+}
+
+void KvStorage::tile_scores(const float* q, int rows, const Tile& k, float* scores,
+                            std::int64_t stride) const {
+    kernels_->tile_scores(q, rows, k.rows, k.keys, shape_.head_dim, scores, stride);
+}
+
+void KvStorage::tile_accumulate(const float* weights, std::int64_t stride, int rows, const Tile& v,
+                                float* out) const {
+    kernels_->tile_accumulate(weights, stride, rows, v.rows, v.keys, shape_.head_dim, out);
 }
 
 void KvStorage::read_k(int layer, std::int64_t slot, int head, float* out) const {

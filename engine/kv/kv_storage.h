@@ -21,7 +21,9 @@ namespace detail {
 struct Kernels;
 }
 
-// Best: the fastest kernels this CPU runs (AVX2+FMA+F16C on x86-64, chosen at runtime).
+// Best: the fastest kernels this CPU runs (AVX2+FMA+F16C on x86-64, chosen at runtime), unless
+// the matmul kernels are capped at scalar (TOKENSCOPE_SIMD=scalar or tensor::set_simd_level
+// before the storage is made): then the whole forward pass runs portable code.
 // Scalar: portable C++ only, to compare against and for benchmarks.
 enum class KernelChoice { Best, Scalar };
 
@@ -56,6 +58,30 @@ class KvStorage {
     void axpy_v(int layer, int head, std::span<const std::int64_t> slot_ids,
                 std::span<const float> weights, float* acc) const;
 
+    // Blocked attention (runtime/cpu_attention) works on tiles of up to kTileKeys keys of one
+    // head as float rows, so that each K and V row is converted once per tile and then used by
+    // a whole block of queries.
+    static constexpr int kTileKeys = 16;
+    struct Tile {
+        const float* rows[kTileKeys];
+        int keys = 0;
+    };
+    // Points tile.rows[i] at K (or V) [layer, slot_ids[i], head] as floats: into the cache
+    // itself for F32, else at a copy converted into `buffer` (kTileKeys * head_dim floats),
+    // with the same values read_k / read_v give. At most kTileKeys slots.
+    void k_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
+                Tile& tile) const;
+    void v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
+                Tile& tile) const;
+    // scores[r * stride + j] = q_r . K row j of the tile, for r < rows; q_r = q + r * head_dim.
+    void tile_scores(const float* q, int rows, const Tile& k, float* scores,
+                     std::int64_t stride) const;
+    // out_r += sum over the tile's rows j, in order, of weights[r * stride + j] * V row j, for
+    // r < rows; out_r = out + r * head_dim. A query's result is the same bit for bit whether
+    // it shares the call with other rows or not (and whatever the tiles' boundaries).
+    void tile_accumulate(const float* weights, std::int64_t stride, int rows, const Tile& v,
+                         float* out) const;
+
     // The stored row converted back to float (head_dim values), for tests and attention
     // capture. Range-checked (InvalidArgument).
     void read_k(int layer, std::int64_t slot, int head, float* out) const;
@@ -87,6 +113,10 @@ class KvStorage {
     }
     void write_part(Part part, std::int64_t first_row, const float* x);
     void read(Part part, int layer, std::int64_t slot, int head, float* out) const;
+    // Row `row` of `part` as floats into out (head_dim values).
+    void convert(Part part, std::int64_t row, float* out) const;
+    void tile(Part part, int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
+              Tile& tile) const;
 
     CacheShape shape_;
     const detail::Kernels* kernels_;

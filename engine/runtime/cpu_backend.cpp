@@ -56,9 +56,10 @@ BackendMemory CpuBackend::memory() const {
     BackendMemory m;
     m.weight_bytes = weights_.total_bytes;
     m.kv_cache_bytes = storage_.bytes();
-    for (const auto* v : {&x_, &xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &scores_}) {
+    for (const auto* v : {&x_, &xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_}) {
         m.activation_bytes += v->capacity() * sizeof(float);
     }
+    m.activation_bytes += attention_.bytes();
     return m;
 }
 
@@ -84,8 +85,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
     // Per-token bookkeeping and each chunk's slot list (positions [0, end) of its sequence).
     token_pos_.resize(static_cast<std::size_t>(T));
     token_slot_.resize(static_cast<std::size_t>(T));
-    token_chunk_.resize(static_cast<std::size_t>(T));
     chunk_slots_.resize(batch.chunks.size());
+    attention_chunks_.resize(batch.chunks.size());
     std::int64_t t = 0;
     std::int64_t longest = 0;
     for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
@@ -100,10 +101,12 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         slots.resize(static_cast<std::size_t>(end));
         for (std::int64_t p = 0; p < end; ++p) slots[static_cast<std::size_t>(p)] = kv.slot(chunk.seq, static_cast<int>(p));
         longest = std::max(longest, end);
+        attention_chunks_[ci] = {t, static_cast<std::int64_t>(chunk.tokens.size()), chunk.start_pos,
+                                 slots, chunk.capture};
         for (std::size_t i = 0; i < chunk.tokens.size(); ++i, ++t) {
             token_pos_[static_cast<std::size_t>(t)] = chunk.start_pos + static_cast<std::int64_t>(i);
-            token_slot_[static_cast<std::size_t>(t)] = slots[static_cast<std::size_t>(chunk.start_pos) + i];
-            token_chunk_[static_cast<std::size_t>(t)] = static_cast<std::int64_t>(ci);
+            token_slot_[static_cast<std::size_t>(t)] =
+                slots[static_cast<std::size_t>(chunk.start_pos) + i];
         }
         if (chunk.capture) chunk.capture->prepare_rows(end);
     }
@@ -117,7 +120,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
     grow(proj_, T * width);
     grow(gate_, T * c.ffn_length);
     grow(up_, T * c.ffn_length);
-    grow(scores_, pool_.size() * longest);
+    attention_.reserve(pool_.size(), longest, static_cast<int>(c.heads / c.kv_heads),
+                       static_cast<int>(hd));
 
     // Embedding lookup: dequantize one row per token.
     t = 0;
@@ -170,7 +174,14 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
             }
         });
 
-        attention(static_cast<int>(l), batch);
+        const AttentionLayer attention_layer{static_cast<int>(l),
+                                             static_cast<int>(c.heads),
+                                             static_cast<int>(c.kv_heads),
+                                             static_cast<int>(hd),
+                                             c.attention_scale,
+                                             c.uses_window(l) ? c.sliding_window : 0};
+        attention_.run(pool_, storage_, attention_layer, attention_chunks_, q_.data(),
+                       attn_.data());
 
         matmul(L.wo, attn_.data(), T, proj_.data());
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
@@ -229,40 +240,6 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
                       xn_.data() + r * width, width, c.norm_eps);
     }
     matmul(weights_.output, xn_.data(), R, out.logits.data());
-}
-
-void CpuBackend::attention(int layer, const Batch& batch) {
-    const auto& c = config_;
-    const std::int64_t T = static_cast<std::int64_t>(token_pos_.size());
-    const std::int64_t hd = c.head_dim;
-    const std::int64_t group = c.heads / c.kv_heads;
-    const bool windowed = c.uses_window(layer);
-    const std::int64_t longest = static_cast<std::int64_t>(scores_.size()) / pool_.size();
-    // One work item per (token, head); each thread has its own score buffer.
-    pool_.parallel_for_indexed(T * c.heads, 4, [&](std::int64_t b, std::int64_t e, int thread) {
-        float* scores = scores_.data() + static_cast<std::int64_t>(thread) * longest;
-        for (std::int64_t item = b; item < e; ++item) {
-            const std::int64_t i = item / c.heads;
-            const int h = static_cast<int>(item % c.heads);
-            const int kvh = static_cast<int>(h / group);
-            const std::int64_t pos = token_pos_[static_cast<std::size_t>(i)];
-            const auto ci = static_cast<std::size_t>(token_chunk_[static_cast<std::size_t>(i)]);
-            const std::int64_t first = windowed ? std::max<std::int64_t>(0, pos - c.sliding_window + 1) : 0;
-            const std::int64_t n = pos - first + 1;
-            const std::span<const std::int64_t> slots(chunk_slots_[ci].data() + first, static_cast<std::size_t>(n));
-            const float* q = q_.data() + i * c.q_dim() + h * hd;
-            storage_.dot_k(layer, kvh, q, slots, {scores, static_cast<std::size_t>(n)});
-            for (std::int64_t j = 0; j < n; ++j) scores[j] *= c.attention_scale;
-            ops::softmax({scores, static_cast<std::size_t>(n)});
-            if (inspect::AttentionCapture* capture = batch.chunks[ci].capture;
-                capture && capture->wants(layer, h) && capture->wants_position(pos)) {
-                capture->set_row(layer, h, pos, first, {scores, static_cast<std::size_t>(n)});
-            }
-            float* out = attn_.data() + i * c.heads * c.value_dim + h * c.value_dim;
-            std::fill(out, out + c.value_dim, 0.0f);
-            storage_.axpy_v(layer, kvh, slots, {scores, static_cast<std::size_t>(n)}, out);
-        }
-    });
 }
 
 }  // namespace tokenscope::runtime

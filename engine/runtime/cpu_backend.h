@@ -9,6 +9,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "runtime/backend.h"
+#include "runtime/cpu_attention.h"
 #include "runtime/thread_pool.h"
 #include "tensor/matmul.h"
 
@@ -33,7 +34,6 @@ private:
     // same format (q/k/v and gate/up share their input; preparing runs on one thread).
     void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                 bool same_input = false);
-    void attention(int layer, const Batch& batch);
 
     const model::ModelConfig& config_;
     const model::ModelWeights& weights_;
@@ -43,12 +43,14 @@ private:
 
     // Scratch, grown to the largest batch seen and reused.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
-    std::vector<float> scores_;  // per thread: longest context
+    CpuAttention attention_;  // and its per-thread scratch
     tensor::PreparedActivations prepared_;
     // Per token of the current batch.
-    std::vector<std::int64_t> token_pos_, token_slot_, token_chunk_;
+    std::vector<std::int64_t> token_pos_, token_slot_;
     // Per chunk: the physical slots of positions [0, start_pos + tokens).
     std::vector<std::vector<std::int64_t>> chunk_slots_;
+    // Per chunk: what attention needs (its rows, positions, slots and capture).
+    std::vector<AttentionChunk> attention_chunks_;
 };
 
 }  // namespace tokenscope::runtime

@@ -1,0 +1,99 @@
+// The portable row kernels behind KvStorage and the runtime choice of the best table this CPU
+// runs. Compiled for the baseline instruction set: the CPU check happens here, before anything
+// in kv_kernels_avx2.cpp runs.
+#include "kv/kv_kernels.h"
+
+#include "tensor/f16.h"
+#include "util/cpu_features.h"
+
+namespace tokenscope::kv::detail {
+
+namespace {
+
+void f32_to_f16(const float* in, std::uint16_t* out, int n) {
+    for (int i = 0; i < n; ++i) out[i] = tensor::f32_to_f16(in[i]);
+}
+
+void f16_to_f32(const std::uint16_t* in, float* out, int n) {
+    for (int i = 0; i < n; ++i) out[i] = tensor::f16_to_f32(in[i]);
+}
+
+float dot_f32(const float* k, const float* q, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += k[i] * q[i];
+    return sum;
+}
+
+float dot_f16(const std::uint16_t* k, const float* q, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += tensor::f16_to_f32(k[i]) * q[i];
+    return sum;
+}
+
+float dot_q8(const std::int8_t* k, const float* q, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum += static_cast<float>(k[i]) * q[i];
+    return sum;
+}
+
+void axpy_f32(const float* v, float w, float* acc, int n) {
+    for (int i = 0; i < n; ++i) acc[i] += w * v[i];
+}
+
+void axpy_f16(const std::uint16_t* v, float w, float* acc, int n) {
+    for (int i = 0; i < n; ++i) acc[i] += w * tensor::f16_to_f32(v[i]);
+}
+
+void axpy_q8(const std::int8_t* v, float w, float* acc, int n) {
+    for (int i = 0; i < n; ++i) acc[i] += w * static_cast<float>(v[i]);
+}
+
+void q8_to_f32(const std::int8_t* in, float scale, float* out, int n) {
+    for (int i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) * scale;
+}
+
+// One dot product per (row, key), each summed in index order: the same whatever rows and
+// keys the call covers.
+void tile_scores(const float* q, int rows, const float* const* k, int keys, int n, float* s,
+                 std::int64_t s_stride) {
+    for (int r = 0; r < rows; ++r) {
+        const float* qr = q + static_cast<std::int64_t>(r) * n;
+        for (int j = 0; j < keys; ++j) s[r * s_stride + j] = dot_f32(k[j], qr, n);
+    }
+}
+
+void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const float* const* v,
+                     int keys, int n, float* out) {
+    for (int r = 0; r < rows; ++r) {
+        float* acc = out + static_cast<std::int64_t>(r) * n;
+        for (int j = 0; j < keys; ++j) axpy_f32(v[j], p[r * p_stride + j], acc, n);
+    }
+}
+
+constexpr Kernels kScalar{"scalar", f32_to_f16, f16_to_f32,  dot_f32,
+                          dot_f16,  dot_q8,     axpy_f32,    axpy_f16,
+                          axpy_q8,  q8_to_f32,  tile_scores, tile_accumulate};
+
+const Kernels& choose_best() {
+#if defined(TOKENSCOPE_KV_AVX2)
+    // Called here, in a file built for the baseline instruction set, never in the AVX2 file.
+    const cpu::X86Features& f = cpu::x86_features();
+    if (f.avx2 && f.fma && f.f16c) {
+        return avx2_kernel_table();
+    }
+#endif
+    return kScalar;
+}
+
+}  // namespace
+
+const Kernels& scalar_kernels() {
+    return kScalar;
+}
+
+const Kernels& best_kernels() {
+    static const Kernels& best = choose_best();
+    return best;
+}
+
+}  // namespace tokenscope::kv::detail

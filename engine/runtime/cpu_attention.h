@@ -1,0 +1,93 @@
+#pragma once
+// The CPU backend's attention: softmax(scale * q . K) V for every query token and head of a
+// ragged batch, over the paged cache in kv::KvStorage.
+//
+// Blocked so that K and V are read and converted once per block of queries rather than once
+// per (token, head): a work item is one chunk's block of consecutive query tokens times the
+// query heads that share one kv head (GQA). For each tile of keys, the item converts the K
+// rows to f32 once and scores every query of the block against them (a small matrix
+// product); after the softmax of each query row it does the same with V. Two passes over the
+// keys, not an online softmax, because attention capture needs each query's exact
+// probability row.
+//
+// Decode (one token) runs the same code as a block of one token, and a query's score against
+// a key and its weighted sum come out the same bit for bit whichever block it is in: prefill
+// and token-by-token decode of the same tokens agree exactly (tests/engine/test_forward).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/kv_storage.h"
+#include "runtime/thread_pool.h"
+
+namespace tokenscope::inspect {
+class AttentionCapture;
+}
+
+namespace tokenscope::runtime {
+
+// One layer's attention settings.
+struct AttentionLayer {
+    int layer = 0;
+    int heads = 0;
+    int kv_heads = 0;  // divides heads; query head h reads kv head h / (heads / kv_heads)
+    int head_dim = 0;  // of keys and values alike (KvStorage's head_dim)
+    float scale = 1.0f;
+    std::int64_t window = 0;  // > 0: the query at pos sees keys [pos - window + 1, pos] only
+};
+
+// One sequence's query tokens in the batch.
+struct AttentionChunk {
+    std::int64_t first_row = 0;  // row of its first token in q and out
+    std::int64_t tokens = 0;
+    std::int64_t start_pos = 0;  // position of its first token
+    // Physical cache slots of positions [0, start_pos + tokens).
+    // (Not named "slots": that is a Qt macro, and Qt code includes this header.)
+    std::span<const std::int64_t> slot_ids;
+    inspect::AttentionCapture* capture = nullptr;  // rows stored when it wants them
+};
+
+class CpuAttention {
+  public:
+    // Sizes the per-thread scratch for `threads` threads, chunks ending at position `longest`
+    // at most, `group` query heads per kv head and rows of head_dim. Keeps what it has when
+    // that is enough.
+    void reserve(int threads, std::int64_t longest, int group, int head_dim);
+    // Bytes of scratch held.
+    std::uint64_t bytes() const;
+
+    // out[row][h * head_dim + i] for every token row of `chunks` and head h, from
+    // q[row][h * head_dim + i] (rows of heads * head_dim floats). The chunks' keys must
+    // already be in `storage`. Needs reserve() with at least these sizes first.
+    void run(ThreadPool& pool, const kv::KvStorage& storage, const AttentionLayer& layer,
+             std::span<const AttentionChunk> chunks, const float* q, float* out);
+
+  private:
+    // A block of one chunk's tokens times a slice of one kv head's query heads.
+    struct Item {
+        int chunk;
+        int kv_head;
+        int first_head;  // within the group
+        int heads;
+        std::int64_t first_token;  // within the chunk
+        std::int64_t tokens;
+    };
+    struct Scratch {
+        std::vector<float> scores;  // rows * stride: a block's scores, then its weights
+        std::vector<float> q;       // rows * head_dim: the block's queries, packed
+        std::vector<float> out;     // rows * head_dim: their outputs
+        std::vector<float> tile;    // kTileKeys * head_dim: converted K or V rows
+    };
+    void run_item(const Item& item, Scratch& s, const kv::KvStorage& storage,
+                  const AttentionLayer& layer, std::span<const AttentionChunk> chunks,
+                  const float* q, float* out) const;
+
+    std::int64_t block_tokens_ = 1;  // query tokens per item
+    std::int64_t rows_ = 0;          // block_tokens_ * group: score rows per item
+    std::int64_t stride_ = 0;        // floats per score row: longest, rounded up to a tile
+    int head_dim_ = 0;
+    std::vector<Scratch> scratch_;  // per thread
+    std::vector<Item> items_;
+};
+
+}  // namespace tokenscope::runtime
