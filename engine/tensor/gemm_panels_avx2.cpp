@@ -26,15 +26,8 @@ namespace {
 
 constexpr int kRowsPerTile = 6;
 constexpr int kTokensPerGroup = 16;
-constexpr std::int64_t kKC = 2048;
-#include <cstdlib>
-static std::int64_t env_or(const char* n, std::int64_t d) {
-    const char* e = std::getenv(n);
-    return e ? std::atoll(e) : d;
-}
-static const std::int64_t gKC =
-    env_or("KC", 512);  // a multiple of 256, so k-blocks hold whole K-quant blocks
-static const std::int64_t kGroupsPerBlock = env_or("GB", 8);
+constexpr std::int64_t kKC = 512;  // a multiple of 256, so k-blocks hold whole K-quant blocks
+constexpr std::int64_t kGroupsPerBlock = 8;
 
 // Integer offset stored in the packed weights (matmul_internal.h): the value is u - offset.
 // Subtracting it as an integer keeps the decoded weight exact where folding it into a float
@@ -176,8 +169,8 @@ bool gemm_panels_avx2(const MatmulArgs& a) {
     float tile[kRowsPerTile][kTokensPerGroup];
     for (std::int64_t g0 = 0; g0 < groups; g0 += kGroupsPerBlock) {
         const std::int64_t g1 = min_of(groups, g0 + kGroupsPerBlock);
-        for (std::int64_t k0 = 0; k0 < a.n; k0 += gKC) {
-            const std::int64_t kc = min_of(gKC, a.n - k0);
+        for (std::int64_t k0 = 0; k0 < a.n; k0 += kKC) {
+            const std::int64_t kc = min_of(kKC, a.n - k0);
             for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += kRowsPerTile) {
                 const int rows = static_cast<int>(min_of(kRowsPerTile, a.row_end - r0));
                 for (int i = 0; i < kRowsPerTile; ++i) {
