@@ -41,9 +41,12 @@ std::int64_t row_grain(std::int64_t rows, int threads) {
 
 CpuBackend::CpuBackend(const model::ModelConfig& config, const model::ModelWeights& weights,
                        const kv::CacheShape& cache_shape, int threads)
-    : config_(config), weights_(weights), storage_(cache_shape), pool_(threads) {
-    inv_freq_global_ = inverse_frequencies(config.rope_dims, config.rope_freq_base, weights.rope_freq_factors);
-    inv_freq_local_ = inverse_frequencies(config.rope_dims, config.rope_freq_base_local, weights.rope_freq_factors);
+    : config_(config),
+      weights_(weights),
+      storage_(cache_shape),
+      pool_(threads),
+      rope_global_(inverse_frequencies(config.rope_dims, config.rope_freq_base, weights.rope_freq_factors)),
+      rope_local_(inverse_frequencies(config.rope_dims, config.rope_freq_base_local, weights.rope_freq_factors)) {
     spdlog::info("cpu backend: {} threads, matmul kernels {}, kv kernels {}", pool_.size(),
                  tensor::simd_level_name(tensor::active_simd_level()), storage_.kernel_name());
 }
@@ -124,6 +127,9 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
     attention_.reserve(pool_.size(), longest, static_cast<int>(c.heads / c.kv_heads),
                        static_cast<int>(hd));
 
+    rope_global_.prepare(token_pos_.data(), T, c.rope_linear_scale);
+    if (c.sliding_window > 0) rope_local_.prepare(token_pos_.data(), T, c.rope_linear_scale);
+
     // Embedding lookup: dequantize one row per token.
     t = 0;
     for (const auto& chunk : batch.chunks) {
@@ -151,10 +157,9 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         matmul(L.wv, xn_.data(), T, v_.data(), /*same_input=*/true);
 
         const bool neox = c.rope_style == model::RopeStyle::NeoX;
-        const float* inv_freq = c.uses_window(l) ? inv_freq_local_.data() : inv_freq_global_.data();
+        const RopeTable& rope = c.uses_window(l) ? rope_local_ : rope_global_;
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t i = b; i < e; ++i) {
-                const double pos = static_cast<double>(token_pos_[static_cast<std::size_t>(i)]) / c.rope_linear_scale;
                 if (c.attention_bias) {
                     ops::add(q_.data() + i * c.q_dim(), L.bq.data(), c.q_dim());
                     ops::add(k_.data() + i * c.kv_dim(), L.bk.data(), c.kv_dim());
@@ -163,12 +168,12 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
                 for (std::int64_t h = 0; h < c.heads; ++h) {
                     float* head = q_.data() + i * c.q_dim() + h * hd;
                     if (c.qk_norm) ops::rms_norm(head, L.q_norm.data(), head, hd, c.norm_eps);
-                    ops::rope(head, c.rope_dims, pos, inv_freq, neox);
+                    ops::rope(head, c.rope_dims, rope.cos(i), rope.sin(i), neox);
                 }
                 for (std::int64_t h = 0; h < c.kv_heads; ++h) {
                     float* head = k_.data() + i * c.kv_dim() + h * hd;
                     if (c.qk_norm) ops::rms_norm(head, L.k_norm.data(), head, hd, c.norm_eps);
-                    ops::rope(head, c.rope_dims, pos, inv_freq, neox);
+                    ops::rope(head, c.rope_dims, rope.cos(i), rope.sin(i), neox);
                 }
                 storage_.write(static_cast<int>(l), token_slot_[static_cast<std::size_t>(i)], k_.data() + i * c.kv_dim(),
                                v_.data() + i * c.v_dim());

@@ -10,6 +10,7 @@
 #include "model/model_weights.h"
 #include "runtime/backend.h"
 #include "runtime/cpu_attention.h"
+#include "runtime/rope_table.h"
 #include "runtime/thread_pool.h"
 #include "tensor/matmul.h"
 
@@ -39,7 +40,7 @@ private:
     const model::ModelWeights& weights_;
     kv::KvStorage storage_;
     ThreadPool pool_;
-    std::vector<float> inv_freq_global_, inv_freq_local_;
+    RopeTable rope_global_, rope_local_;  // the local one for sliding-window layers
 
     // Scratch, grown to the largest batch seen and reused.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
