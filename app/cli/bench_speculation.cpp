@@ -19,7 +19,8 @@ struct Prompt {
 // Fixed prompts: the grounded ones carry the text the answer should quote.
 const Prompt kPrompts[] = {
     {"grounded", "edit-code",
-     "Rename the variable `total` to `sum` in this Python function and give back the whole function:\n\n"
+     "Rename the variable `total` to `sum` in this Python function and give back the whole "
+     "function:\n\n"
      "def average(values):\n"
      "    total = 0\n"
      "    count = 0\n"
@@ -30,14 +31,19 @@ const Prompt kPrompts[] = {
      "        return 0\n"
      "    return total / count\n"},
     {"grounded", "summarise-quoting",
-     "Summarise this paragraph in two sentences, quoting its most important sentence word for word:\n\n"
-     "The river flooded the lower town every spring. In 1852 the council built a stone wall along the east "
-     "bank, paid for by a tax on the market. Since the wall was finished, the water has never reached the "
+     "Summarise this paragraph in two sentences, quoting its most important sentence word for "
+     "word:\n\n"
+     "The river flooded the lower town every spring. In 1852 the council built a stone wall along "
+     "the east "
+     "bank, paid for by a tax on the market. Since the wall was finished, the water has never "
+     "reached the "
      "market square, and the lower town has grown into the busiest part of the city."},
     {"grounded", "answer-from-text",
      "Read the text and answer the question using the text's own words.\n\n"
-     "Text: The Hubble Space Telescope was launched into low Earth orbit in 1990 and remains in operation. "
-     "It has a 2.4-metre mirror, and its four main instruments observe in the ultraviolet, visible and "
+     "Text: The Hubble Space Telescope was launched into low Earth orbit in 1990 and remains in "
+     "operation. "
+     "It has a 2.4-metre mirror, and its four main instruments observe in the ultraviolet, visible "
+     "and "
      "near-infrared regions of the electromagnetic spectrum.\n\n"
      "Question: When was the Hubble Space Telescope launched, and how large is its mirror?"},
     {"open", "poem", "Write a short poem about autumn leaves."},
@@ -75,7 +81,9 @@ struct Row {
     bool identical = true;
 };
 
-double tps(const Measure& m) { return m.decode_ms > 0 ? static_cast<double>(m.tokens) / (m.decode_ms / 1000.0) : 0.0; }
+double tps(const Measure& m) {
+    return m.decode_ms > 0 ? static_cast<double>(m.tokens) / (m.decode_ms / 1000.0) : 0.0;
+}
 
 struct Summary {
     double plain_ms = 0, spec_ms = 0;
@@ -91,10 +99,20 @@ struct Summary {
         accepted += r.spec.stats.accepted;
         identical = identical && r.identical;
     }
-    double plain_tps() const { return plain_ms > 0 ? static_cast<double>(plain_tokens) / (plain_ms / 1000.0) : 0; }
-    double spec_tps() const { return spec_ms > 0 ? static_cast<double>(spec_tokens) / (spec_ms / 1000.0) : 0; }
-    double rate() const { return proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0; }
-    double mean() const { return verifications > 0 ? static_cast<double>(accepted) / static_cast<double>(verifications) : 0; }
+    double plain_tps() const {
+        return plain_ms > 0 ? static_cast<double>(plain_tokens) / (plain_ms / 1000.0) : 0;
+    }
+    double spec_tps() const {
+        return spec_ms > 0 ? static_cast<double>(spec_tokens) / (spec_ms / 1000.0) : 0;
+    }
+    double rate() const {
+        return proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0;
+    }
+    double mean() const {
+        return verifications > 0
+                   ? static_cast<double>(accepted) / static_cast<double>(verifications)
+                   : 0;
+    }
 };
 
 }  // namespace
@@ -135,7 +153,8 @@ void bench_speculation(runtime::Engine& engine, int n_tokens, int repeats, bool 
         w.key("model").value(engine.file().path());
         w.key("backend").value(engine.backend_name());
         w.key("speculative").value(runtime::speculation_mode_name(spec.mode));
-        if (spec.mode == runtime::SpeculationMode::Draft) w.key("draft_model").value(spec.draft_model);
+        if (spec.mode == runtime::SpeculationMode::Draft)
+            w.key("draft_model").value(spec.draft_model);
         w.key("max_k").value(spec.max_k);
         w.key("adaptive").value(spec.adaptive);
         w.key("tokens_per_prompt").value(n_tokens);
@@ -171,10 +190,14 @@ void bench_speculation(runtime::Engine& engine, int n_tokens, int repeats, bool 
         std::printf("%s\n", w.str().c_str());
         return;
     }
-    std::printf("%s on %s: speculative %s (k up to %d%s) against plain decoding, greedy, %d tokens per prompt\n\n",
-                engine.file().path().c_str(), engine.backend_name().c_str(), runtime::speculation_mode_name(spec.mode),
-                spec.max_k, spec.adaptive ? ", adaptive" : "", n_tokens);
-    Table table({"prompt", "kind", "accepted", "per verify", "plain tok/s", "spec tok/s", "speedup", "same output"},
+    std::printf(
+        "%s on %s: speculative %s (k up to %d%s) against plain decoding, greedy, %d tokens per "
+        "prompt\n\n",
+        engine.file().path().c_str(), engine.backend_name().c_str(),
+        runtime::speculation_mode_name(spec.mode), spec.max_k, spec.adaptive ? ", adaptive" : "",
+        n_tokens);
+    Table table({"prompt", "kind", "accepted", "per verify", "plain tok/s", "spec tok/s", "speedup",
+                 "same output"},
                 {false, false, true, true, true, true, true, false});
     char a[32], b[32], c[32], d[32], e[32];
     for (const Row& r : rows) {
@@ -192,7 +215,8 @@ void bench_speculation(runtime::Engine& engine, int n_tokens, int repeats, bool 
         std::snprintf(c, sizeof c, "%.1f", s.plain_tps());
         std::snprintf(d, sizeof d, "%.1f", s.spec_tps());
         std::snprintf(e, sizeof e, "%.2fx", s.plain_tps() > 0 ? s.spec_tps() / s.plain_tps() : 0.0);
-        table.add_row({std::string("all ") + kind_names[k], kind_names[k], a, b, c, d, e, s.identical ? "yes" : "NO"});
+        table.add_row({std::string("all ") + kind_names[k], kind_names[k], a, b, c, d, e,
+                       s.identical ? "yes" : "NO"});
     }
     std::printf("%s", table.render().c_str());
 }

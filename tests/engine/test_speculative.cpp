@@ -27,7 +27,9 @@ namespace {
 constexpr const char* kRepetitive =
     "the cat sat on the mat. the dog sat on the log. the cat sat on the mat. the dog sat on the";
 
-std::string target_model() { return test::tiny_model_path("spec_target", test::TinyModelSpec{}); }
+std::string target_model() {
+    return test::tiny_model_path("spec_target", test::TinyModelSpec{});
+}
 // Same vocabulary, other weights: a draft that disagrees with the target now and then.
 std::string draft_model() {
     test::TinyModelSpec spec;
@@ -72,7 +74,8 @@ std::map<runtime::RequestId, Run> run_all(runtime::Engine& e) {
     return runs;
 }
 
-runtime::Request request(const runtime::Engine& e, const char* text, int max_tokens, float temperature = 0.0f) {
+runtime::Request request(const runtime::Engine& e, const char* text, int max_tokens,
+                         float temperature = 0.0f) {
     runtime::Request r;
     r.prompt = e.tokenizer().encode(text, {.add_bos = true});
     r.sampling.temperature = temperature;
@@ -109,7 +112,7 @@ std::vector<float> cache_contents(runtime::Engine& engine, kv::SeqId seq) {
 class TestSpeculative : public QObject {
     Q_OBJECT
 
-private slots:
+  private slots:
     void greedyLookupIsPlainDecoding() {
         auto plain = runtime::Engine::load(target_model(), options(SpeculationMode::Off));
         auto spec = runtime::Engine::load(target_model(), options(SpeculationMode::Lookup));
@@ -122,7 +125,8 @@ private slots:
         }
         // The repetitive prompt exercised both outcomes.
         Run r = run_one(*spec, request(*spec, kRepetitive, 48));
-        qInfo("lookup: %lld verifications, %lld of %lld accepted", static_cast<long long>(r.stats.verifications),
+        qInfo("lookup: %lld verifications, %lld of %lld accepted",
+              static_cast<long long>(r.stats.verifications),
               static_cast<long long>(r.stats.accepted), static_cast<long long>(r.stats.proposed));
         QVERIFY(r.stats.accepted > 0);
         QVERIFY(r.stats.accepted < r.stats.proposed);
@@ -138,8 +142,10 @@ private slots:
             const Run a = run_one(*plain, request(*plain, text, 40));
             const Run b = run_one(*spec, request(*spec, text, 40));
             QCOMPARE(b.tokens, a.tokens);
-            qInfo("draft: %lld verifications, %lld of %lld accepted", static_cast<long long>(b.stats.verifications),
-                  static_cast<long long>(b.stats.accepted), static_cast<long long>(b.stats.proposed));
+            qInfo("draft: %lld verifications, %lld of %lld accepted",
+                  static_cast<long long>(b.stats.verifications),
+                  static_cast<long long>(b.stats.accepted),
+                  static_cast<long long>(b.stats.proposed));
             QVERIFY(b.stats.verifications > 0);
             QVERIFY(b.stats.accepted < b.stats.proposed);  // the draft is another model
         }
@@ -150,8 +156,9 @@ private slots:
     // Requests joining and leaving while others verify proposals give what each gives alone,
     // with several token budgets (a small one cuts k).
     void continuousBatching() {
-        const std::vector<const char*> texts = {kRepetitive, "In the beginning there was a small village near the sea",
-                                                "the cat sat on the mat. the cat sat on the"};
+        const std::vector<const char*> texts = {
+            kRepetitive, "In the beginning there was a small village near the sea",
+            "the cat sat on the mat. the cat sat on the"};
         auto plain = runtime::Engine::load(target_model(), options(SpeculationMode::Off));
         std::vector<Run> alone;
         for (const char* t : texts) alone.push_back(run_one(*plain, request(*plain, t, 30)));
@@ -164,7 +171,8 @@ private slots:
                 ids.push_back(e->submit(request(*e, texts[0], 30)));
                 std::map<runtime::RequestId, Run> together;
                 for (int i = 0; i < 4; ++i) {
-                    for (const auto& ev : e->step()) together[ev.request].tokens.push_back(ev.token);
+                    for (const auto& ev : e->step())
+                        together[ev.request].tokens.push_back(ev.token);
                 }
                 ids.push_back(e->submit(request(*e, texts[1], 30)));
                 ids.push_back(e->submit(request(*e, texts[2], 30)));
@@ -172,7 +180,8 @@ private slots:
                     auto& t = together[id].tokens;
                     t.insert(t.end(), run.tokens.begin(), run.tokens.end());
                 }
-                for (std::size_t i = 0; i < texts.size(); ++i) QCOMPARE(together[ids[i]].tokens, alone[i].tokens);
+                for (std::size_t i = 0; i < texts.size(); ++i)
+                    QCOMPARE(together[ids[i]].tokens, alone[i].tokens);
                 QCOMPARE(e->kv_stats().blocks_used, 0);
             }
         }
@@ -191,7 +200,8 @@ private slots:
             run_one(*plain, a);
             const Run r = run_one(*spec, b);
             QVERIFY(r.stats.accepted < r.stats.proposed);  // rejections happened
-            const kv::SeqId ps = plain->conversation_sequence("c"), ss = spec->conversation_sequence("c");
+            const kv::SeqId ps = plain->conversation_sequence("c"),
+                            ss = spec->conversation_sequence("c");
             QVERIFY(ps >= 0 && ss >= 0);
             QCOMPARE(spec->kv().num_tokens(ss), plain->kv().num_tokens(ps));
             QCOMPARE(spec->kv().block_table(ss), plain->kv().block_table(ps));
@@ -228,7 +238,9 @@ private slots:
                 const int n = pos == 0 ? std::min<int>(held, static_cast<int>(r.prompt.size())) : 1;
                 QVERIFY(reference->kv().allocate_slots(rs, n));
                 runtime::Batch batch;
-                batch.chunks.push_back({rs, std::span(tokens).subspan(static_cast<std::size_t>(pos), static_cast<std::size_t>(n)),
+                batch.chunks.push_back({rs,
+                                        std::span(tokens).subspan(static_cast<std::size_t>(pos),
+                                                                  static_cast<std::size_t>(n)),
                                         pos, runtime::LogitsWanted::Last, nullptr});
                 reference->forward(batch, out);
                 pos += n;
@@ -265,7 +277,8 @@ private slots:
         sp.top_k = 4;
         sp.top_p = 1.0f;
         sp.min_p = 0.0f;
-        std::vector<std::int32_t> prompt = spec->tokenizer().encode("the cat sat on the", {.add_bos = true});
+        std::vector<std::int32_t> prompt =
+            spec->tokenizer().encode("the cat sat on the", {.add_bos = true});
         auto plain = test::load_for_reference_check(target_model());
         auto shaped = [&](const std::vector<std::int32_t>& seq) {
             const auto rows = test::run_sequence(*plain, seq, 64);
@@ -295,9 +308,11 @@ private slots:
                     auto seq = prompt;
                     seq.push_back(t);
                     const auto after = shaped(seq);
-                    const auto best = std::max_element(after.begin(), after.end(), [](const auto& a, const auto& b) {
-                        return a.second < b.second;
-                    })->first;
+                    const auto best = std::max_element(after.begin(), after.end(),
+                                                       [](const auto& a, const auto& b) {
+                                                           return a.second < b.second;
+                                                       })
+                                          ->first;
                     if (!pairs.count(t) || pairs[t] != best) changed = true;
                     pairs[t] = best;
                 }
@@ -352,9 +367,11 @@ private slots:
                                            26.12, 27.88, 29.59, 31.26, 32.91, 34.53, 36.12, 37.70};
         const int df = cells - 1;
         QVERIFY(df >= 3 && df <= 15);
-        qInfo("X^2 = %.2f, %d df, critical %.2f; %lld verifications, %lld proposals accepted, %lld rejected", chi2,
-              df, kCritical[df], static_cast<long long>(verifications), static_cast<long long>(accepted),
-              static_cast<long long>(rejected));
+        qInfo(
+            "X^2 = %.2f, %d df, critical %.2f; %lld verifications, %lld proposals accepted, %lld "
+            "rejected",
+            chi2, df, kCritical[df], static_cast<long long>(verifications),
+            static_cast<long long>(accepted), static_cast<long long>(rejected));
         QCOMPARE(outside, 0.0);
         QVERIFY2(chi2 < kCritical[df], qPrintable(QString::number(chi2)));
         QVERIFY(verifications > kRuns / 2);
@@ -376,7 +393,9 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, runtime::parse_speculation("ngram"));
         // A draft with another vocabulary: the real SmolLM2 (49152 tokens) for the tiny target.
         const std::string other = test::smollm2_model();
-        if (other.empty()) QSKIP("SmolLM2 is not installed: the vocabulary check is covered by test_cli_generation");
+        if (other.empty())
+            QSKIP(
+                "SmolLM2 is not installed: the vocabulary check is covered by test_cli_generation");
         o = options(SpeculationMode::Draft);
         o.speculation.draft_model = other;
         try {
@@ -384,7 +403,8 @@ private slots:
             QFAIL("a draft with another vocabulary was accepted");
         } catch (const FormatError& e) {
             const QString message(e.what());
-            QVERIFY2(message.contains("vocabulary") && !message.contains('\n'), qPrintable(message));
+            QVERIFY2(message.contains("vocabulary") && !message.contains('\n'),
+                     qPrintable(message));
         }
     }
 };

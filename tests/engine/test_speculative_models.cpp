@@ -25,11 +25,15 @@ using namespace tokenscope;
 namespace {
 
 const char* kPrompts[] = {
-    "Summarise this paragraph in two sentences, quoting its most important sentence word for word:\n\n"
-    "The river flooded the lower town every spring. In 1852 the council built a stone wall along the east "
-    "bank, paid for by a tax on the market. Since the wall was finished, the water has never reached the "
+    "Summarise this paragraph in two sentences, quoting its most important sentence word for "
+    "word:\n\n"
+    "The river flooded the lower town every spring. In 1852 the council built a stone wall along "
+    "the east "
+    "bank, paid for by a tax on the market. Since the wall was finished, the water has never "
+    "reached the "
     "market square, and the lower town has grown into the busiest part of the city.",
-    "Rename the variable `total` to `sum` in this Python function:\n\ndef average(values):\n    total = 0\n"
+    "Rename the variable `total` to `sum` in this Python function:\n\ndef average(values):\n    "
+    "total = 0\n"
     "    for value in values:\n        total = total + value\n    return total / len(values)\n",
     "Write a short poem about autumn leaves.",
 };
@@ -57,8 +61,8 @@ std::vector<float> plain_logits(runtime::Engine& e, const std::vector<std::int32
         const std::size_t n = pos == 0 ? prompt.size() : 1;
         if (!e.kv().allocate_slots(s, static_cast<int>(n))) throw std::runtime_error("kv full");
         runtime::Batch b;
-        b.chunks.push_back({s, std::span(seq).subspan(pos, n), static_cast<std::int64_t>(pos), runtime::LogitsWanted::Last,
-                            nullptr});
+        b.chunks.push_back({s, std::span(seq).subspan(pos, n), static_cast<std::int64_t>(pos),
+                            runtime::LogitsWanted::Last, nullptr});
         e.forward(b, out);
         pos += n;
     }
@@ -74,7 +78,8 @@ void check_model(const std::string& path) {
     auto plain = runtime::Engine::load(path, o);
     for (const char* mode : {"lookup", "draft"}) {
         runtime::EngineOptions so = o;
-        so.speculation = runtime::parse_speculation(std::string(mode) == "lookup" ? "lookup" : "draft:" + path);
+        so.speculation =
+            runtime::parse_speculation(std::string(mode) == "lookup" ? "lookup" : "draft:" + path);
         so.speculation.max_k = 6;
         auto spec = runtime::Engine::load(path, so);
         const runtime::PromptBuilder builder(*plain, std::nullopt);
@@ -93,7 +98,8 @@ void check_model(const std::string& path) {
             }
             QVERIFY2(i < a.size() && i < b.size(), "one run stopped early without a difference");
             const auto logits = plain_logits(*plain, r.prompt, a, i);
-            const float gap = logits[static_cast<std::size_t>(a[i])] - logits[static_cast<std::size_t>(b[i])];
+            const float gap =
+                logits[static_cast<std::size_t>(a[i])] - logits[static_cast<std::size_t>(b[i])];
             float worst = 0.0f;
             {
                 // The same position's logits through a multi-token chunk (the verification path).
@@ -105,18 +111,22 @@ void check_model(const std::string& path) {
                     worst = std::max(worst, std::abs(rows.back()[v] - logits[v]));
                     largest = std::max(largest, std::abs(logits[v]));
                 }
-                qInfo("decode-path vs 4-token-chunk logits at that position: max |difference| %.4f (largest |logit| %.1f)",
-                      static_cast<double>(worst), static_cast<double>(largest));
+                qInfo(
+                    "decode-path vs 4-token-chunk logits at that position: max |difference| %.4f "
+                    "(largest |logit| %.1f)",
+                    static_cast<double>(worst), static_cast<double>(largest));
             }
-            qInfo("%s, %s: first difference at token %zu of %zu: plain %d, speculative %d, logit gap %.5f", path.c_str(),
-                  mode, i, a.size(), a[i], b[i], static_cast<double>(gap));
+            qInfo(
+                "%s, %s: first difference at token %zu of %zu: plain %d, speculative %d, logit gap "
+                "%.5f",
+                path.c_str(), mode, i, a.size(), a[i], b[i], static_cast<double>(gap));
             // The plain token is the argmax of these logits, the speculative one within kTie of it.
             QVERIFY(gap >= 0.0f);
             QVERIFY2(gap <= 2.0f * worst, qPrintable(QString::number(static_cast<double>(gap))));
             ++tied;
         }
-        qInfo("%s, %s: %d of %zu prompts identical, %d differ at a near-tie", path.c_str(), mode, identical,
-              std::size(kPrompts), tied);
+        qInfo("%s, %s: %d of %zu prompts identical, %d differ at a near-tie", path.c_str(), mode,
+              identical, std::size(kPrompts), tied);
     }
 }
 
@@ -125,7 +135,7 @@ void check_model(const std::string& path) {
 class TestSpeculativeModels : public QObject {
     Q_OBJECT
 
-private slots:
+  private slots:
     void gemma() {
         const std::string model = test::gemma_model();
         if (model.empty()) QSKIP("Gemma 3 270M is not installed (run tools/setup-deps)");

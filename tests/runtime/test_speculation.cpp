@@ -14,7 +14,8 @@ using namespace tokenscope::runtime::speculation;
 
 namespace {
 
-std::vector<std::int32_t> lookup(std::vector<std::int32_t> tokens, int k, int min_n = 1, int max_n = 4) {
+std::vector<std::int32_t> lookup(std::vector<std::int32_t> tokens, int k, int min_n = 1,
+                                 int max_n = 4) {
     return lookup_continuation(tokens, k, LookupOptions{min_n, max_n});
 }
 
@@ -30,7 +31,7 @@ Dist dist(std::initializer_list<std::pair<std::int32_t, float>> items) {
 class TestSpeculation : public QObject {
     Q_OBJECT
 
-private slots:
+  private slots:
     void lookupFindsLatestLongestNgram() {
         // Suffix [1 2] occurs at 0 (the 4- and 3-gram suffixes nowhere earlier): continue with
         // what followed it, 3 4 1.
@@ -105,7 +106,8 @@ private slots:
             const double expected = kDraws * static_cast<double>(p[t].probability);
             chi2 += (observed[t] - expected) * (observed[t] - expected) / expected;
         }
-        qInfo("acceptance rule: chi-square %.2f (df 4, critical 18.47 at 0.001), %d rejections", chi2, rejections);
+        qInfo("acceptance rule: chi-square %.2f (df 4, critical 18.47 at 0.001), %d rejections",
+              chi2, rejections);
         QVERIFY2(chi2 < 18.47, qPrintable(QString::number(chi2)));
         // Rejection probability is the total variation distance sum max(0, q - p)
         // = 0.05 + 0.10 + 0.25 = 0.40.

@@ -5,8 +5,9 @@
 namespace tokenscope::runtime::speculation {
 
 float probability_of(std::span<const sampling::TokenLogit> sorted_by_id, std::int32_t id) {
-    const auto it = std::lower_bound(sorted_by_id.begin(), sorted_by_id.end(), id,
-                                     [](const sampling::TokenLogit& c, std::int32_t v) { return c.id < v; });
+    const auto it =
+        std::lower_bound(sorted_by_id.begin(), sorted_by_id.end(), id,
+                         [](const sampling::TokenLogit& c, std::int32_t v) { return c.id < v; });
     return it != sorted_by_id.end() && it->id == id ? it->probability : 0.0f;
 }
 

@@ -19,10 +19,10 @@ namespace tokenscope::runtime::speculation {
 
 struct Verdict {
     bool accepted = false;
-    std::int32_t token = -1;   // x when accepted, else the residual's draw
-    float p_proposed = 0.0f;   // p(x)
-    float q_proposed = 1.0f;   // q(x) (1 for a deterministic proposal)
-    float p_token = 0.0f;      // p(token)
+    std::int32_t token = -1;  // x when accepted, else the residual's draw
+    float p_proposed = 0.0f;  // p(x)
+    float q_proposed = 1.0f;  // q(x) (1 for a deterministic proposal)
+    float p_token = 0.0f;     // p(token)
 };
 
 // p: the target's distribution (items with probabilities, any order; tokens outside it have

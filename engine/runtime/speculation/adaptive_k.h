@@ -27,7 +27,8 @@ inline constexpr int kMaxK = 32;
 // exponential moving average of measured step times per chunk size.
 class StepCost {
   public:
-    explicit StepCost(double fixed = 0.5, double per_token = 0.2) : fixed_(fixed), per_token_(per_token) {}
+    explicit StepCost(double fixed = 0.5, double per_token = 0.2)
+        : fixed_(fixed), per_token_(per_token) {}
     // Verification of k proposals / plain step (1 for k = 0).
     double ratio(int k) const;
     // A decode step that ran `tokens` tokens (1: plain; k + 1: a verification) took `ms`.

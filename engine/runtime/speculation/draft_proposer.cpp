@@ -31,15 +31,17 @@ SamplingParams draft_params(SamplingParams params) {
 void check_same_vocabulary(const std::string& path, const tokenizer::Tokenizer& draft,
                            const tokenizer::Tokenizer& target) {
     if (draft.vocab_size() != target.vocab_size()) {
-        throw FormatError(path + ": the draft model's vocabulary has " + std::to_string(draft.vocab_size()) +
-                          " tokens, the target's " + std::to_string(target.vocab_size()) +
+        throw FormatError(path + ": the draft model's vocabulary has " +
+                          std::to_string(draft.vocab_size()) + " tokens, the target's " +
+                          std::to_string(target.vocab_size()) +
                           "; speculative decoding needs the same vocabulary");
     }
     for (std::int32_t id = 0; id < draft.vocab_size(); ++id) {
         if (draft.piece(id) != target.piece(id)) {
-            throw FormatError(path + ": the draft model's vocabulary differs from the target's at token " +
-                              std::to_string(id) + " ('" + draft.piece(id) + "' vs '" + target.piece(id) +
-                              "'); speculative decoding needs the same vocabulary");
+            throw FormatError(
+                path + ": the draft model's vocabulary differs from the target's at token " +
+                std::to_string(id) + " ('" + draft.piece(id) + "' vs '" + target.piece(id) +
+                "'); speculative decoding needs the same vocabulary");
         }
     }
 }
@@ -64,12 +66,15 @@ kv::SeqId DraftProposer::draft_sequence(kv::SeqId seq) const {
 bool DraftProposer::feed(State& s, std::span<const std::int32_t> tokens) {
     const std::int64_t budget = draft_->options().token_budget;
     for (std::size_t done = 0; done < tokens.size();) {
-        const auto n = static_cast<int>(std::min<std::size_t>(tokens.size() - done, static_cast<std::size_t>(budget)));
+        const auto n = static_cast<int>(
+            std::min<std::size_t>(tokens.size() - done, static_cast<std::size_t>(budget)));
         if (!draft_->kv().allocate_slots(s.seq, n)) return false;
         Batch batch;
         batch.chunks.push_back({s.seq, tokens.subspan(done, static_cast<std::size_t>(n)),
                                 static_cast<std::int64_t>(s.cached.size()),
-                                done + static_cast<std::size_t>(n) == tokens.size() ? LogitsWanted::Last : LogitsWanted::None,
+                                done + static_cast<std::size_t>(n) == tokens.size()
+                                    ? LogitsWanted::Last
+                                    : LogitsWanted::None,
                                 nullptr});
         draft_->forward(batch, s.out);
         s.cached.insert(s.cached.end(), tokens.begin() + static_cast<std::ptrdiff_t>(done),
@@ -79,7 +84,8 @@ bool DraftProposer::feed(State& s, std::span<const std::int32_t> tokens) {
     return true;
 }
 
-void DraftProposer::truncate_to_prefix(State& s, std::span<const std::int32_t> tokens, std::size_t limit) {
+void DraftProposer::truncate_to_prefix(State& s, std::span<const std::int32_t> tokens,
+                                       std::size_t limit) {
     std::size_t common = 0;
     const std::size_t n = std::min({s.cached.size(), tokens.size(), limit});
     while (common < n && s.cached[common] == tokens[common]) ++common;
@@ -117,7 +123,9 @@ void DraftProposer::propose(kv::SeqId seq, std::span<const std::int32_t> tokens,
         if (!greedy) {
             auto& sorted = out.q.emplace_back(q.items.begin(), q.items.end());
             std::sort(sorted.begin(), sorted.end(),
-                      [](const sampling::TokenLogit& a, const sampling::TokenLogit& b) { return a.id < b.id; });
+                      [](const sampling::TokenLogit& a, const sampling::TokenLogit& b) {
+                          return a.id < b.id;
+                      });
         }
         history_.push_back(token);
         if (i + 1 < k && !feed(s, std::span<const std::int32_t>(&history_.back(), 1))) break;

@@ -30,11 +30,12 @@ class DraftProposer : public Proposer {
     // Loads the draft with the target's engine options (speculation off) and checks that its
     // vocabulary is the target's, token for token; throws FormatError naming the first
     // difference otherwise.
-    DraftProposer(const std::string& path, const EngineOptions& options, const tokenizer::Tokenizer& target);
+    DraftProposer(const std::string& path, const EngineOptions& options,
+                  const tokenizer::Tokenizer& target);
     ~DraftProposer() override;
 
-    void propose(kv::SeqId seq, std::span<const std::int32_t> tokens, int k, const SamplingParams& sampling,
-                 Proposal& out) override;
+    void propose(kv::SeqId seq, std::span<const std::int32_t> tokens, int k,
+                 const SamplingParams& sampling, Proposal& out) override;
     void accept(kv::SeqId seq, std::span<const std::int32_t> kept) override;
     void release(kv::SeqId seq) override;
     const char* name() const override { return "draft"; }

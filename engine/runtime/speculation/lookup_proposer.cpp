@@ -9,8 +9,8 @@ std::vector<std::int32_t> lookup_continuation(std::span<const std::int32_t> toke
     std::vector<std::int32_t> out;
     const auto size = static_cast<std::ptrdiff_t>(tokens.size());
     if (k <= 0) return out;
-    for (int n = std::min<std::ptrdiff_t>(options.max_ngram, size - 1); n >= std::max(1, options.min_ngram);
-         --n) {
+    for (int n = std::min<std::ptrdiff_t>(options.max_ngram, size - 1);
+         n >= std::max(1, options.min_ngram); --n) {
         const auto suffix = tokens.last(static_cast<std::size_t>(n));
         // Occurrences starting at `start`, latest first; start + n < size, so it is earlier
         // than the suffix and has at least one token after it.

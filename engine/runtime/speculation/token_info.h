@@ -18,9 +18,9 @@ enum class TokenOrigin : std::uint8_t {
 const char* origin_name(TokenOrigin origin);
 
 struct Verification {
-    int k = 0;                          // tokens asked of the proposer
+    int k = 0;                           // tokens asked of the proposer
     std::vector<std::int32_t> proposed;  // what it proposed (at most k)
-    int accepted = 0;                   // leading proposals the target accepted
+    int accepted = 0;                    // leading proposals the target accepted
     // Where the target disagreed (accepted < proposed.size(); else -1 and zeros): the proposed
     // token with its target probability p and draft probability q (1 for prompt lookup and a
     // greedy draft), and the token the target drew instead with its p.
@@ -42,7 +42,9 @@ struct Stats {
         return proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
     }
     double mean_accepted() const {
-        return verifications > 0 ? static_cast<double>(accepted) / static_cast<double>(verifications) : 0.0;
+        return verifications > 0
+                   ? static_cast<double>(accepted) / static_cast<double>(verifications)
+                   : 0.0;
     }
 };
 
@@ -50,7 +52,7 @@ struct TokenSpeculation {
     bool enabled = false;  // the engine speculates (else everything below is default)
     TokenOrigin origin = TokenOrigin::Plain;
     std::shared_ptr<const Verification> verification;  // null for Plain tokens
-    Stats stats;  // the request's, after this token's step
+    Stats stats;                                       // the request's, after this token's step
 };
 
 }  // namespace tokenscope::runtime::speculation
