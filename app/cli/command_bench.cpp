@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "arguments.h"
+#include "bench_speculation.h"
 #include "bench_step_overhead.h"
 #include "commands.h"
 #include "generation_options.h"
@@ -71,9 +72,22 @@ struct DecodeResult {
 
 int run_bench(int argc, char** argv, int first) {
     const Arguments args("bench",
-                         join({{"model"}, {"prompt-lengths"}, {"n-decode"}, {"decode-contexts"}, {"concurrency"}, {"json", false}},
-                              engine_option_specs()),
+                         join({{"model"}, {"prompt-lengths"}, {"n-decode"}, {"decode-contexts"}, {"concurrency"}, {"json", false},
+                               {"repeats"}},
+                              join(engine_option_specs(), speculation_option_specs())),
                          argc, argv, first);
+    if (args.value("speculative")) {
+        // Speculative decoding against plain decoding on fixed prompts; nothing else.
+        runtime::EngineOptions options = engine_options(args);
+        apply_speculation_options(args, options);
+        const auto n = static_cast<int>(args.number("n-decode").value_or(128));
+        const auto repeats = static_cast<int>(args.number("repeats").value_or(1));
+        if (n < 2 || n > 4096) throw InvalidArgument("'bench': option '--n-decode' must be 2 to 4096 with --speculative");
+        if (repeats < 1 || repeats > 100) throw InvalidArgument("'bench': option '--repeats' must be 1 to 100");
+        auto engine = runtime::Engine::load(args.required("model"), options);
+        bench_speculation(*engine, n, repeats, args.flag("json"));
+        return 0;
+    }
     const std::vector<std::int64_t> lengths = parse_list("prompt-lengths", args.value("prompt-lengths").value_or("128,512"), 65536);
     const std::vector<std::int64_t> contexts = parse_list("decode-contexts", args.value("decode-contexts").value_or("16"), 65536);
     const std::vector<std::int64_t> concurrency =

@@ -16,11 +16,14 @@ namespace tokenscope::cli {
 
 int run_chat(int argc, char** argv, int first) {
     const Arguments args("chat",
-                         join(join({{"model"}, {"system"}, {"template"}, {"think"}, {"n-predict"}}, engine_option_specs()),
+                         join(join({{"model"}, {"system"}, {"template"}, {"think"}, {"n-predict"}},
+                                   join(engine_option_specs(), speculation_option_specs())),
                               sampling_option_specs()),
                          argc, argv, first);
     const runtime::SamplingParams sampling = sampling_params(args);
-    auto engine = runtime::Engine::load(args.required("model"), engine_options(args));
+    runtime::EngineOptions options = engine_options(args);
+    apply_speculation_options(args, options);
+    auto engine = runtime::Engine::load(args.required("model"), options);
     runtime::PromptBuilder builder(*engine, args.value("template"));
     if (auto think = args.value("think")) {
         if (*think != "on" && *think != "off") throw InvalidArgument("'chat': option '--think' must be on or off");
@@ -56,6 +59,7 @@ int run_chat(int argc, char** argv, int first) {
         std::string answer;
         runtime::Timings t;
         runtime::FinishReason reason = runtime::FinishReason::None;
+        runtime::speculation::Stats spec;
         while (engine->has_work()) {
             for (const auto& e : engine->step()) {
                 // Templates end the prompt with "Assistant:" or a newline; the answer's own
@@ -67,6 +71,7 @@ int run_chat(int argc, char** argv, int first) {
                 answer += text;
                 t = e.timings;
                 if (e.finished) reason = e.reason;
+                spec = e.speculation.stats;
             }
         }
         messages.push_back({"assistant", answer});
@@ -79,6 +84,11 @@ int run_chat(int argc, char** argv, int first) {
                      static_cast<long long>(t.prompt_tokens), static_cast<long long>(t.reused_tokens),
                      static_cast<long long>(t.prefilled_tokens), t.prefill_ms,
                      static_cast<long long>(t.generated_tokens), tps, runtime::finish_reason_name(reason));
+        if (options.speculation.mode != runtime::SpeculationMode::Off) {
+            std::fprintf(stderr, "[speculation: %lld of %lld proposed tokens accepted (%.0f%%), %.2f per verification]\n",
+                         static_cast<long long>(spec.accepted), static_cast<long long>(spec.proposed),
+                         100.0 * spec.acceptance_rate(), spec.mean_accepted());
+        }
     }
     return 0;
 }

@@ -13,13 +13,14 @@ namespace tokenscope::cli {
 int run_run(int argc, char** argv, int first) {
     const Arguments args("run",
                          join(join({{"model"}, {"prompt"}, {"chat", false}, {"template"}, {"n-predict"}, {"json", false}, {"dump-logits"}},
-                                   engine_option_specs()),
+                                   join(engine_option_specs(), speculation_option_specs())),
                               sampling_option_specs()),
                          argc, argv, first);
     const std::string model = args.required("model");
     const std::string prompt = args.required("prompt");
     const runtime::SamplingParams sampling = sampling_params(args);
-    const runtime::EngineOptions options = engine_options(args);
+    runtime::EngineOptions options = engine_options(args);
+    apply_speculation_options(args, options);
     const auto n_predict = args.number("n-predict").value_or(128);
     if (n_predict < 0 || n_predict > 1e6) throw InvalidArgument("'run': option '--n-predict' must be 0 to 1000000");
     const bool json = args.flag("json");
@@ -50,6 +51,7 @@ int run_run(int argc, char** argv, int first) {
     std::string text;
     runtime::Timings timings;
     runtime::FinishReason reason = runtime::FinishReason::None;
+    runtime::speculation::Stats spec;
     while (engine->has_work()) {
         for (const auto& e : engine->step()) {
             if (e.token >= 0 && e.reason != runtime::FinishReason::Eos && e.reason != runtime::FinishReason::StopToken) {
@@ -64,8 +66,10 @@ int run_run(int argc, char** argv, int first) {
                 std::fflush(stdout);
             }
             if (e.finished) reason = e.reason;
+            spec = e.speculation.stats;
         }
     }
+    const bool speculating = options.speculation.mode != runtime::SpeculationMode::Off;
     const double decode_tps = timings.generated_tokens > 1 && timings.decode_ms > 0
                                   ? static_cast<double>(timings.generated_tokens - 1) / (timings.decode_ms / 1000.0)
                                   : 0.0;
@@ -84,6 +88,17 @@ int run_run(int argc, char** argv, int first) {
         w.key("generated_tokens").value(timings.generated_tokens);
         w.key("tokens_per_s").value(decode_tps);
         w.end_object();
+        if (speculating) {
+            w.key("speculation").begin_object();
+            w.key("mode").value(runtime::speculation_mode_name(options.speculation.mode));
+            w.key("max_k").value(options.speculation.max_k);
+            w.key("verifications").value(spec.verifications);
+            w.key("proposed").value(spec.proposed);
+            w.key("accepted").value(spec.accepted);
+            w.key("acceptance_rate").value(spec.acceptance_rate());
+            w.key("mean_accepted").value(spec.mean_accepted());
+            w.end_object();
+        }
         w.end_object();
         std::printf("%s\n", w.str().c_str());
     } else {
@@ -91,6 +106,12 @@ int run_run(int argc, char** argv, int first) {
                      static_cast<long long>(timings.prompt_tokens), timings.prefill_ms,
                      static_cast<long long>(timings.generated_tokens), decode_tps,
                      runtime::finish_reason_name(reason));
+        if (speculating) {
+            std::fprintf(stderr, "[speculation %s: %lld verifications, %lld of %lld proposed tokens accepted (%.0f%%)]\n",
+                         runtime::speculation_mode_name(options.speculation.mode),
+                         static_cast<long long>(spec.verifications), static_cast<long long>(spec.accepted),
+                         static_cast<long long>(spec.proposed), 100.0 * spec.acceptance_rate());
+        }
     }
     return 0;
 }

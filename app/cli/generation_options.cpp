@@ -61,6 +61,22 @@ runtime::EngineOptions engine_options(const Arguments& args) {
     return o;
 }
 
+std::vector<OptionSpec> speculation_option_specs() {
+    return {{"speculative"}, {"draft-k"}};
+}
+
+void apply_speculation_options(const Arguments& args, runtime::EngineOptions& options) {
+    if (auto v = args.value("speculative")) {
+        try {
+            options.speculation = runtime::parse_speculation(*v);
+        } catch (const InvalidArgument& e) {
+            throw InvalidArgument(std::string("option '--speculative': ") + e.what());
+        }
+    }
+    options.speculation.max_k = static_cast<int>(
+        whole(args, "draft-k", options.speculation.max_k, 1, runtime::kMaxSpeculationK));
+}
+
 std::vector<OptionSpec> sampling_option_specs() {
     return {{"temp"}, {"top-k"}, {"top-p"}, {"min-p"}, {"repeat-penalty"}, {"repeat-window"}, {"seed"}};
 }

@@ -13,6 +13,11 @@ namespace tokenscope::cli {
 std::vector<OptionSpec> engine_option_specs();
 runtime::EngineOptions engine_options(const Arguments& args);
 
+// --speculative off|lookup|draft:PATH --draft-k K (run, chat, bench)
+std::vector<OptionSpec> speculation_option_specs();
+// Sets options.speculation from them (unchanged when absent).
+void apply_speculation_options(const Arguments& args, runtime::EngineOptions& options);
+
 // --temp --top-k --top-p --min-p --repeat-penalty --repeat-window --seed
 std::vector<OptionSpec> sampling_option_specs();
 runtime::SamplingParams sampling_params(const Arguments& args);

@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/cpu_backend.h"
+#include "runtime/speculation/acceptance.h"
+#include "runtime/speculation/draft_proposer.h"
 #include "util/error.h"
 
 namespace tokenscope::runtime {
@@ -35,10 +37,40 @@ struct Engine::Active {
     Clock::time_point submitted = Clock::now();
     bool cancelled = false;  // asked by cancel(); acted on at the next step
     bool done = false;       // finished and released; removed at the end of the step
+    // Speculation (engaged when the engine speculates and the request allows it).
+    std::optional<speculation::AdaptiveK> k_control;
+    speculation::Stats spec_stats;
+    speculation::Proposal proposal;          // this step's, empty for a plain step
+    std::vector<std::int32_t> verify_chunk;  // [last sampled token, proposals...]
+    int asked_k = 0;
 
     Active(Request r, const tokenizer::Tokenizer& tok)
         : request(std::move(r)), sampler(request.sampling), detokenizer(tok) {}
 };
+
+const char* speculation_mode_name(SpeculationMode mode) {
+    switch (mode) {
+        case SpeculationMode::Off: return "off";
+        case SpeculationMode::Lookup: return "lookup";
+        case SpeculationMode::Draft: return "draft";
+    }
+    return "unknown";
+}
+
+SpeculationOptions parse_speculation(const std::string& text) {
+    SpeculationOptions o;
+    if (text == "off") return o;
+    if (text == "lookup") {
+        o.mode = SpeculationMode::Lookup;
+        return o;
+    }
+    if (text.rfind("draft:", 0) == 0 && text.size() > 6) {
+        o.mode = SpeculationMode::Draft;
+        o.draft_model = text.substr(6);
+        return o;
+    }
+    throw InvalidArgument("speculation must be off, lookup or draft:PATH, got '" + text + "'");
+}
 
 const char* finish_reason_name(FinishReason reason) {
     switch (reason) {
@@ -77,6 +109,15 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     if (options.kv_capacity_tokens <= 0 || options.token_budget <= 0 || options.kv_block_size <= 0) {
         throw InvalidArgument("engine options: kv capacity, token budget and block size must be positive");
     }
+    const SpeculationOptions& spec = options.speculation;
+    if (spec.mode != SpeculationMode::Off && (spec.max_k < 1 || spec.max_k > kMaxSpeculationK)) {
+        throw InvalidArgument("speculation: k = " + std::to_string(spec.max_k) + " is out of range (1 to " +
+                              std::to_string(kMaxSpeculationK) + ")");
+    }
+    if (spec.mode == SpeculationMode::Lookup &&
+        (spec.lookup.min_ngram < 1 || spec.lookup.max_ngram < spec.lookup.min_ngram)) {
+        throw InvalidArgument("speculation: prompt lookup needs 1 <= min n-gram <= max n-gram");
+    }
     const auto start = Clock::now();
     std::unique_ptr<Engine> engine(new Engine(gguf::File::open(path), options));
     Engine& e = *engine;
@@ -96,6 +137,12 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     shape.type = options.kv_type;
     e.kv_ = std::make_unique<kv::KvCacheManager>(shape);
     e.backend_ = create_backend(e.config_, e.weights_, shape, options);
+    e.step_cost_ = speculation::StepCost(spec.verify_fixed_cost, spec.verify_token_cost);
+    if (spec.mode == SpeculationMode::Lookup) {
+        e.proposer_ = std::make_unique<speculation::LookupProposer>(spec.lookup);
+    } else if (spec.mode == SpeculationMode::Draft) {
+        e.proposer_ = std::make_unique<speculation::DraftProposer>(spec.draft_model, options, *e.tokenizer_);
+    }
     spdlog::info("loaded {} ({}, {} layers, width {}, vocab {}) in {:.0f} ms; {}", path, e.config_.architecture,
                  e.config_.layers, e.config_.embedding_length, e.config_.vocab_size, ms_since(start),
                  e.backend_->name());
@@ -140,6 +187,7 @@ RequestId Engine::submit(Request request) {
         a->seq = next_seq_++;
     }
     a->timings.reused_tokens = a->computed;
+    if (proposer_ && a->request.speculate) a->k_control.emplace(options_.speculation.max_k, options_.speculation.adaptive_k);
     if (a->request.capture.enabled) {
         if (!a->capture || a->capture->spec().layers != a->request.capture.layers ||
             a->capture->spec().heads != a->request.capture.heads ||
@@ -170,6 +218,11 @@ const inspect::AttentionCapture* Engine::capture(RequestId id) const {
     return it == captures_.end() ? nullptr : it->second.get();
 }
 
+kv::SeqId Engine::conversation_sequence(const std::string& key) const {
+    const auto it = conversations_.find(key);
+    return it == conversations_.end() ? -1 : it->second.seq;
+}
+
 void Engine::drop_conversation(const std::string& key) {
     auto it = conversations_.find(key);
     if (it == conversations_.end()) return;
@@ -195,6 +248,9 @@ bool Engine::ensure_slots(kv::SeqId seq, int n) {
 }
 
 void Engine::release(Active& a) {
+    // A draft's cache is not kept across turns: the next turn feeds the draft the whole
+    // conversation again (the draft is small; keeping it would need its own eviction).
+    if (proposer_) proposer_->release(a.seq);
     if (!kv_->has_sequence(a.seq)) return;
     if (a.request.conversation.empty()) {
         kv_->free_sequence(a.seq);
@@ -249,6 +305,19 @@ std::vector<TokenEvent> Engine::step() {
         const std::int64_t remaining = static_cast<std::int64_t>(a.tokens.size()) - a.computed;
         const int n = static_cast<int>(std::min(remaining, budget));
         if (n <= 0) continue;
+        if (remaining == 1 && schedule_verification(a, budget)) {
+            SeqChunk chunk;
+            chunk.seq = a.seq;
+            chunk.tokens = a.verify_chunk;
+            chunk.start_pos = a.computed;
+            chunk.logits = LogitsWanted::All;
+            chunk.capture = a.capture.get();
+            batch.chunks.push_back(chunk);
+            scheduled.push_back(&a);
+            budget -= static_cast<std::int64_t>(a.verify_chunk.size());
+            if (budget == 0) break;
+            continue;
+        }
         if (!ensure_slots(a.seq, n)) {
             if (!scheduled.empty()) break;  // wait until others finish and free blocks
             spdlog::warn("engine: request {} needs more KV cache than exists ({} tokens)", a.id,
@@ -272,51 +341,170 @@ std::vector<TokenEvent> Engine::step() {
     if (!batch.chunks.empty()) {
         backend_->forward(batch, *kv_, outputs_);
         sample_scheduled(batch, scheduled, ms_since(step_start), events);
+        // Decode and verification steps teach the cost model what a verification costs.
+        const bool decode_only = std::all_of(batch.chunks.begin(), batch.chunks.end(), [](const SeqChunk& c) {
+            return c.logits == LogitsWanted::All || c.tokens.size() == 1;
+        });
+        if (proposer_ && decode_only) step_cost_.record(static_cast<int>(batch.total_tokens()), ms_since(step_start));
     }
     std::erase_if(active_, [](const auto& a) { return a->done; });
     return events;
+}
+
+bool Engine::schedule_verification(Active& a, std::int64_t budget) {
+    a.proposal.clear();
+    a.asked_k = 0;
+    if (!a.k_control || a.generated == 0) return false;
+    // Every proposal accepted yields k + 1 tokens: stay within max_tokens, the step's budget and
+    // the model's context (the chunk writes positions up to size - 1 + k).
+    const std::int64_t room = std::min({static_cast<std::int64_t>(a.request.max_tokens) - a.generated - 1, budget - 1,
+                                        config_.context_length - static_cast<std::int64_t>(a.tokens.size())});
+    const int wanted = options_.speculation.adaptive ? a.k_control->next_k(step_cost_) : options_.speculation.max_k;
+    const int k = static_cast<int>(std::min<std::int64_t>(wanted, room));
+    if (k <= 0) return false;
+    a.asked_k = k;
+    proposer_->propose(a.seq, a.tokens, k, a.request.sampling, a.proposal);
+    if (a.proposal.tokens.empty()) return false;
+    a.verify_chunk.assign(1, a.tokens.back());
+    a.verify_chunk.insert(a.verify_chunk.end(), a.proposal.tokens.begin(), a.proposal.tokens.end());
+    if (!ensure_slots(a.seq, static_cast<int>(a.verify_chunk.size()))) {
+        a.proposal.clear();  // the cache is short: decode plainly, which may still fit
+        return false;
+    }
+    return true;
+}
+
+FinishReason Engine::append_token(Active& a, const SampleResult& s, TokenEvent& e) {
+    e.request = a.id;
+    e.token = s.token;
+    e.position = static_cast<std::int64_t>(a.tokens.size());
+    e.probability = s.probability;
+    e.logprob = s.model_logprob;
+    for (const auto& c : s.before) e.before.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
+    for (const auto& c : s.after) e.after.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
+    a.tokens.push_back(s.token);
+    ++a.generated;
+    a.timings.generated_tokens = a.generated;
+
+    FinishReason reason = FinishReason::None;
+    const auto& stops = a.request.stop_tokens;
+    if (s.token == tokenizer_->eos_id()) {
+        reason = FinishReason::Eos;
+    } else if (std::find(stops.begin(), stops.end(), s.token) != stops.end()) {
+        reason = FinishReason::StopToken;
+    } else {
+        e.text = filter_stop_strings(a, a.held_back + a.detokenizer.push(s.token), reason);
+        if (reason == FinishReason::None && a.generated >= a.request.max_tokens) reason = FinishReason::MaxTokens;
+    }
+    e.timings = a.timings;
+    e.speculation.enabled = a.k_control.has_value();
+    return reason;
 }
 
 void Engine::sample_scheduled(const Batch& batch, const std::vector<Active*>& scheduled, double step_ms,
                               std::vector<TokenEvent>& events) {
     for (std::size_t ci = 0; ci < scheduled.size(); ++ci) {
         Active& a = *scheduled[ci];
+        if (!a.proposal.tokens.empty()) {
+            verify_scheduled(a, outputs_.first_row[ci], step_ms, events);
+            continue;
+        }
         a.computed += static_cast<std::int64_t>(batch.chunks[ci].tokens.size());
         if (outputs_.first_row[ci] < 0) continue;  // a prefill chunk short of the prompt's end
         const SampleResult s = a.sampler.sample(outputs_.row(outputs_.first_row[ci]), a.tokens);
-        TokenEvent e;
-        e.request = a.id;
-        e.token = s.token;
-        e.position = static_cast<std::int64_t>(a.tokens.size());
-        e.probability = s.probability;
-        e.logprob = s.model_logprob;
-        for (const auto& c : s.before) e.before.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
-        for (const auto& c : s.after) e.after.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
         if (a.generated == 0) {
             a.timings.prefill_ms = ms_since(a.submitted);
         } else {
             a.timings.decode_ms += step_ms;
         }
         a.timings.token_ms = step_ms;
-        a.tokens.push_back(s.token);
-        ++a.generated;
-        a.timings.generated_tokens = a.generated;
-
-        FinishReason reason = FinishReason::None;
-        const auto& stops = a.request.stop_tokens;
-        if (s.token == tokenizer_->eos_id()) {
-            reason = FinishReason::Eos;
-        } else if (std::find(stops.begin(), stops.end(), s.token) != stops.end()) {
-            reason = FinishReason::StopToken;
-        } else {
-            e.text = filter_stop_strings(a, a.held_back + a.detokenizer.push(s.token), reason);
-            if (reason == FinishReason::None && a.generated >= a.request.max_tokens) reason = FinishReason::MaxTokens;
+        TokenEvent e;
+        const FinishReason reason = append_token(a, s, e);
+        if (a.k_control) {
+            a.spec_stats.current_k = a.k_control->best_k(step_cost_);
+            a.spec_stats.rate = a.k_control->rate();
+            e.speculation.stats = a.spec_stats;
         }
-        e.timings = a.timings;
         // The sampled token has not been through the model: the cache holds [0, computed).
         if (reason != FinishReason::None) finish(a, reason, e);
         events.push_back(std::move(e));
     }
+}
+
+void Engine::verify_scheduled(Active& a, std::int64_t row, double step_ms, std::vector<TokenEvent>& events) {
+    const auto& proposed = a.proposal.tokens;
+    const auto n = static_cast<int>(proposed.size());
+    auto verification = std::make_shared<speculation::Verification>();
+    verification->k = a.asked_k;
+    verification->proposed = proposed;
+    a.timings.decode_ms += step_ms;
+    a.timings.token_ms = step_ms;
+
+    // Row i holds the target's logits after chunk token i, i.e. its distribution for the
+    // position of proposal i (the last row: for the token after every proposal).
+    std::vector<TokenEvent> step_events;
+    FinishReason reason = FinishReason::None;
+    int accepted = 0;
+    int judged = 0;  // up to and including the first rejection, or until the request finished
+    for (int i = 0; i <= n && reason == FinishReason::None; ++i) {
+        const sampling::CandidateSet& p = a.sampler.shape(outputs_.row(row + i), a.tokens);
+        std::int32_t token = -1;
+        speculation::TokenOrigin origin = speculation::TokenOrigin::Bonus;
+        if (i < n) {
+            const std::span<const sampling::TokenLogit> q =
+                a.proposal.q.empty() ? std::span<const sampling::TokenLogit>{} : a.proposal.q[static_cast<std::size_t>(i)];
+            const double u_accept = a.sampler.next_uniform();
+            const double u_resample = a.sampler.next_uniform();
+            ++judged;
+            const speculation::Verdict v = speculation::judge(p.items, q, proposed[static_cast<std::size_t>(i)],
+                                                              u_accept, u_resample);
+            token = v.token;
+            if (v.accepted) {
+                origin = speculation::TokenOrigin::Accepted;
+                ++accepted;
+            } else {
+                origin = speculation::TokenOrigin::Corrected;
+                verification->rejected_token = proposed[static_cast<std::size_t>(i)];
+                verification->rejected_p = v.p_proposed;
+                verification->rejected_q = v.q_proposed;
+                verification->target_token = v.token;
+                verification->target_p = v.p_token;
+            }
+        } else {
+            token = a.sampler.params().temperature == 0.0f ? p.items.front().id
+                                                           : p.items[sampling::draw(p, a.sampler.next_uniform())].id;
+        }
+        TokenEvent e;
+        reason = append_token(a, a.sampler.result_for(token), e);
+        e.speculation.origin = origin;
+        step_events.push_back(std::move(e));
+        if (origin == speculation::TokenOrigin::Corrected) break;
+    }
+    verification->accepted = accepted;
+
+    // The cache holds the chunk's tokens up to the last accepted proposal: everything the
+    // sequence now has but its newest token. The rest (rejected or never judged) is dropped,
+    // which leaves the bookkeeping as if it had never been proposed; those slots are written
+    // again before anything reads them.
+    a.computed = static_cast<std::int64_t>(a.tokens.size()) - 1;
+    kv_->truncate(a.seq, static_cast<int>(a.computed));
+    proposer_->accept(a.seq, std::span<const std::int32_t>(a.tokens).first(static_cast<std::size_t>(a.computed)));
+    a.k_control->record(judged, accepted);
+    ++a.spec_stats.verifications;
+    // Proposals after a rejection count as proposed (and not accepted); ones left unjudged
+    // because the request finished do not count.
+    a.spec_stats.proposed += reason != FinishReason::None && judged == accepted ? judged : n;
+    a.spec_stats.accepted += accepted;
+    a.spec_stats.current_k = a.k_control->best_k(step_cost_);
+    a.spec_stats.rate = a.k_control->rate();
+    a.proposal.clear();
+
+    for (auto& e : step_events) {
+        e.speculation.verification = verification;
+        e.speculation.stats = a.spec_stats;
+    }
+    if (reason != FinishReason::None) finish(a, reason, step_events.back());
+    for (auto& e : step_events) events.push_back(std::move(e));
 }
 
 std::string Engine::filter_stop_strings(Active& a, std::string text, FinishReason& reason) {

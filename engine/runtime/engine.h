@@ -24,10 +24,40 @@
 #include "runtime/backend_registry.h"
 #include "runtime/gpu_plugin.h"
 #include "runtime/sampler.h"
+#include "runtime/speculation/adaptive_k.h"
+#include "runtime/speculation/lookup_proposer.h"
+#include "runtime/speculation/token_info.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenscope::runtime {
+
+namespace speculation {
+class Proposer;
+}
+
+// Speculative decoding (runtime/speculation/): a proposer guesses up to k tokens, the target
+// checks them in one forward pass (a chunk with every row's logits), the acceptance rule keeps
+// the output distribution exactly the target's, and the cache is truncated past the first
+// rejected token.
+enum class SpeculationMode { Off, Lookup, Draft };
+constexpr int kMaxSpeculationK = speculation::kMaxK;
+
+struct SpeculationOptions {
+    SpeculationMode mode = SpeculationMode::Off;
+    std::string draft_model;  // Draft: the GGUF path (same vocabulary as the target)
+    int max_k = 8;            // most tokens proposed per step, 1 to kMaxSpeculationK
+    bool adaptive = true;     // false: always propose max_k (tests)
+    speculation::LookupOptions lookup;
+    speculation::AdaptiveKOptions adaptive_k;
+    // The verification cost model until steps have been measured (adaptive_k.h).
+    double verify_fixed_cost = 0.5;
+    double verify_token_cost = 0.2;
+};
+
+// "off", "lookup" or "draft:PATH" (the CLI's --speculative); throws InvalidArgument otherwise.
+SpeculationOptions parse_speculation(const std::string& text);
+const char* speculation_mode_name(SpeculationMode mode);
 
 struct EngineOptions {
     int threads = 0;                       // 0: one per hardware thread
@@ -37,6 +67,7 @@ struct EngineOptions {
     std::int64_t token_budget = 512;       // tokens per step (prefill chunk size)
     Device device = Device::Cpu;           // Auto: CUDA when a usable GPU is registered and present
     GpuOptions gpu;                        // CUDA graphs, split-K attention (the bench toggles them)
+    SpeculationOptions speculation;
 };
 
 using RequestId = std::int64_t;
@@ -51,6 +82,9 @@ struct Request {
     // differs from the cached tokens. Empty: the cache is freed when the request finishes.
     std::string conversation;
     inspect::CaptureSpec capture;
+    // With EngineOptions::speculation on: false decodes this request plainly (the bench's
+    // baseline in the same engine).
+    bool speculate = true;
 };
 
 enum class FinishReason { None, Eos, StopToken, StopString, MaxTokens, Cancelled, ContextFull };
@@ -84,6 +118,7 @@ struct TokenEvent {
     Timings timings;
     bool finished = false;
     FinishReason reason = FinishReason::None;
+    speculation::TokenSpeculation speculation;
 };
 
 class Engine {
@@ -116,6 +151,11 @@ public:
     void forward(const Batch& batch, ForwardOutputs& out) { backend_->forward(batch, *kv_, out); }
     kv::KvCacheManager& kv() { return *kv_; }
     kv::SeqId new_sequence_id() { return next_seq_++; }
+    Backend& backend() { return *backend_; }
+    // The speculative proposer (null when speculation is off).
+    speculation::Proposer* proposer() { return proposer_.get(); }
+    // A cached conversation's sequence id, or -1 (tests compare caches).
+    kv::SeqId conversation_sequence(const std::string& key) const;
 
 private:
     struct Active;
@@ -132,6 +172,14 @@ private:
     void finish(Active& a, FinishReason reason, TokenEvent& event);
     void sample_scheduled(const Batch& batch, const std::vector<Active*>& scheduled, double step_ms,
                           std::vector<TokenEvent>& events);
+    // Schedules a's decode step as a verification of proposed tokens when speculation is on
+    // and the proposer has a guess; false: schedule it plainly.
+    bool schedule_verification(Active& a, std::int64_t budget);
+    // Judges the proposals of a verification chunk whose rows start at `row`.
+    void verify_scheduled(Active& a, std::int64_t row, double step_ms, std::vector<TokenEvent>& events);
+    // Appends a chosen token to the sequence and fills its event; returns why the request
+    // finishes with it (None: it goes on).
+    FinishReason append_token(Active& a, const SampleResult& s, TokenEvent& e);
     std::string filter_stop_strings(Active& a, std::string text, FinishReason& reason);
     void release(Active& a);
 
@@ -142,6 +190,8 @@ private:
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     std::unique_ptr<kv::KvCacheManager> kv_;
     std::unique_ptr<Backend> backend_;
+    std::unique_ptr<speculation::Proposer> proposer_;
+    speculation::StepCost step_cost_;  // measured decode/verification step times, all sequences
     std::vector<std::unique_ptr<Active>> active_;
     std::map<std::string, Cached> conversations_;
     std::map<RequestId, std::shared_ptr<inspect::AttentionCapture>> captures_;  // the latest few

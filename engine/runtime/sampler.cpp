@@ -56,6 +56,13 @@ double Sampler::next_uniform() {
 }
 
 SampleResult Sampler::sample(std::span<const float> logits, std::span<const std::int32_t> history) {
+    const sampling::CandidateSet& set = shape(logits, history);
+    const std::int32_t token = greedy_ ? set.items.front().id : set.items[sampling::draw(set, next_uniform())].id;
+    return result_for(token);
+}
+
+const sampling::CandidateSet& Sampler::shape(std::span<const float> logits,
+                                             std::span<const std::int32_t> history) {
     // One pass over the row for the maximum, the validity check, the block maxima and the
     // normaliser; everything after reads a few blocks or at most top_k candidates. The slow,
     // precise check runs only to name the offending index of a row that is to be rejected.
@@ -66,7 +73,8 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const std:
         kernels.scan_softmax(logits.data(), logits.size(), block_max_.data());
     if (!scan.clean || !(scan.max > -std::numeric_limits<float>::infinity()))
         sampling::check_logits(logits);
-    const sampling::SoftmaxStats raw{scan.max, std::log(scan.sum_exp)};
+    logits_ = logits;
+    raw_stats_ = {scan.max, std::log(scan.sum_exp)};
 
     // The shaped logits: the caller's row itself unless a penalty changes some of them.
     std::span<const float> shaped = logits;
@@ -80,72 +88,87 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const std:
         shaped = scratch_;
         shaped_block_max = scratch_block_max_;
     }
+    shaped_ = shaped;
 
     // How many of the best shaped tokens the chain needs: the argmax for greedy, top_k for a
     // top-k cut (0: the whole vocabulary, see below). Without penalties one selection serves
     // both that and the inspector's "before" list.
     const auto n = static_cast<std::size_t>(params_.n_candidates);
-    const bool greedy = params_.temperature == 0.0f;
+    greedy_ = params_.temperature == 0.0f;
     const bool cut =
-        !greedy && params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < logits.size();
-    const std::size_t needed = greedy ? 1 : cut ? static_cast<std::size_t>(params_.top_k) : 0;
-    std::vector<sampling::TokenLogit> best_raw =
-        sampling::best_n(logits, block_max_, penalised ? n : std::max(n, needed));
+        !greedy_ && params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < logits.size();
+    const std::size_t needed = greedy_ ? 1 : cut ? static_cast<std::size_t>(params_.top_k) : 0;
+    best_raw_ = sampling::best_n(logits, block_max_, penalised ? n : std::max(n, needed));
     std::vector<sampling::TokenLogit> best_penalised;
     if (penalised) best_penalised = sampling::best_n(shaped, shaped_block_max, needed);
-    const auto& best_shaped = penalised ? best_penalised : best_raw;
+    const auto& best_shaped = penalised ? best_penalised : best_raw_;
 
-    SampleResult result;
-    result.before = sampling::with_probabilities(best_raw, n, raw);
-
-    if (greedy) {
+    set_.items.clear();
+    if (greedy_) {
         // best_n skips -infinity; if penalties pushed every logit there, argmax's answer
         // (token 0) is what the chain always gave.
         const auto token = best_shaped.empty() ? sampling::argmax(shaped) : best_shaped.front().id;
-        result.token = token;
-        result.probability = 1.0f;
-        result.logprob = 0.0f;
-        result.support_size = 1;
-        if (n > 0) result.after.push_back({token, 1.0f, shaped[static_cast<std::size_t>(token)]});
+        set_.items.push_back({token, shaped[static_cast<std::size_t>(token)], 1.0f});
+        set_.sorted = true;
+        set_stats_ = {set_.items.front().logit, 0.0};
+        return set_;
+    }
+    if (cut) {
+        const auto k = std::min(best_shaped.size(), static_cast<std::size_t>(params_.top_k));
+        set_.items.assign(best_shaped.begin(), best_shaped.begin() + static_cast<std::ptrdiff_t>(k));
+        set_.sorted = true;
     } else {
-        sampling::CandidateSet set;
-        if (cut) {
-            const auto k = std::min(best_shaped.size(), static_cast<std::size_t>(params_.top_k));
-            set.items.assign(best_shaped.begin(),
-                             best_shaped.begin() + static_cast<std::ptrdiff_t>(k));
-            set.sorted = true;
+        // No top-k cut: every unmasked token, in id order (make_candidates' order; the draw
+        // walks the candidates in their order, so it matters for a given seed).
+        set_ = sampling::make_candidates(shaped, 0);
+    }
+    if (set_.items.empty())
+        throw InvalidArgument("sampler: the penalties left no token with a finite logit");
+    if (params_.top_p < 1.0f) sampling::top_p(set_, params_.top_p);
+    if (params_.min_p > 0.0f) sampling::min_p(set_, params_.min_p);
+    if (params_.temperature != 1.0f) sampling::temperature(set_, params_.temperature);
+    set_stats_ = sampling::softmax(set_);
+    return set_;
+}
+
+SampleResult Sampler::result_for(std::int32_t token) {
+    const auto n = static_cast<std::size_t>(params_.n_candidates);
+    SampleResult result;
+    result.token = token;
+    result.before = sampling::with_probabilities(best_raw_, n, raw_stats_);
+    if (greedy_) {
+        const bool argmax = token == set_.items.front().id;
+        result.probability = argmax ? 1.0f : 0.0f;
+        result.logprob = argmax ? 0.0f : -std::numeric_limits<float>::infinity();
+        result.support_size = 1;
+        if (n > 0) result.after.push_back({set_.items.front().id, 1.0f, set_.items.front().logit});
+    } else {
+        auto& items = set_.items;
+        const auto chosen = std::find_if(items.begin(), items.end(),
+                                         [&](const sampling::TokenLogit& c) { return c.id == token; });
+        if (chosen != items.end()) {
+            result.probability = chosen->probability;
+            result.logprob = static_cast<float>(
+                (static_cast<double>(chosen->logit) - set_stats_.max_logit) - set_stats_.log_sum);
         } else {
-            // No top-k cut: every unmasked token, in id order (make_candidates' order; the draw
-            // walks the candidates in their order, so it matters for a given seed).
-            set = sampling::make_candidates(shaped, 0);
+            result.logprob = -std::numeric_limits<float>::infinity();
         }
-        if (set.items.empty())
-            throw InvalidArgument("sampler: the penalties left no token with a finite logit");
-        if (params_.top_p < 1.0f) sampling::top_p(set, params_.top_p);
-        if (params_.min_p > 0.0f) sampling::min_p(set, params_.min_p);
-        if (params_.temperature != 1.0f) sampling::temperature(set, params_.temperature);
-        const auto stats = sampling::softmax(set);
-
-        const auto chosen = set.items[sampling::draw(set, next_uniform())];
-        result.token = chosen.id;
-        result.probability = chosen.probability;
-        result.logprob = static_cast<float>((static_cast<double>(chosen.logit) - stats.max_logit) -
-                                            stats.log_sum);
-        result.support_size = static_cast<std::int32_t>(set.items.size());
-
-        auto& items = set.items;
+        result.support_size = static_cast<std::int32_t>(items.size());
         const auto shown = std::min(n, items.size());
-        if (!set.sorted)
+        if (!set_.sorted) {
+            // After the draw: the draw walks the candidates in their order.
             std::partial_sort(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(shown),
                               items.end(), sampling::ranks_above);
+            set_.sorted = shown == items.size();
+        }
         result.after.reserve(shown);
         for (std::size_t i = 0; i < shown; ++i)
             result.after.push_back({items[i].id, items[i].probability, items[i].logit});
     }
 
     const double model_logprob =
-        (static_cast<double>(logits[static_cast<std::size_t>(result.token)]) - raw.max_logit) -
-        raw.log_sum;
+        (static_cast<double>(logits_[static_cast<std::size_t>(token)]) - raw_stats_.max_logit) -
+        raw_stats_.log_sum;
     result.model_logprob = static_cast<float>(model_logprob);
     result.model_probability = static_cast<float>(std::exp(model_logprob));
     return result;

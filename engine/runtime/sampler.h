@@ -42,6 +42,8 @@
 #include <span>
 #include <vector>
 
+#include "runtime/sampling_stages.h"
+
 namespace tokenscope::runtime {
 
 struct SamplingParams {
@@ -93,17 +95,41 @@ class Sampler {
     // One step. `logits` is one row (vocabulary-sized); `history` the tokens of the sequence so
     // far (prompt and generated), oldest first; only its tail of penalty_window tokens is read.
     // Throws InvalidArgument for empty/NaN/+inf logits or a history id outside the vocabulary.
+    // sample() is shape(), one draw from its candidates (none for greedy), then result_for().
     SampleResult sample(std::span<const float> logits, std::span<const std::int32_t> history);
+
+    // The distribution sample() draws from for this row and history, after every stage
+    // (penalties, top-k, top-p, min-p, temperature), with probabilities filled in; greedy: the
+    // argmax alone with probability 1. Speculative verification needs exactly this `p`, not a
+    // re-implementation of it. Valid until the next shape()/sample(); `logits` must stay alive
+    // until result_for() has been called. Throws as sample() does.
+    const sampling::CandidateSet& shape(std::span<const float> logits,
+                                        std::span<const std::int32_t> history);
+    // After shape(): what sample() reports had it drawn `token` (the inspector's before/after
+    // lists, probability under the shaped distribution, the model's own logprob). A token
+    // outside the shaped support gets probability 0.
+    SampleResult result_for(std::int32_t token);
+
+    // The next number of the seeded stream in [0, 1) (the speculative acceptance tests draw
+    // from the same stream as the plain draws).
+    double next_uniform();
 
     const SamplingParams& params() const { return params_; }
     // Restarts the random sequence from params().seed.
     void reset();
 
   private:
-    double next_uniform();
-
     SamplingParams params_;
     std::mt19937_64 rng_;
+    // What shape() leaves for result_for(): the row, its raw statistics and best tokens, the
+    // shaped logits and the final candidate set with its softmax statistics.
+    std::span<const float> logits_;
+    std::span<const float> shaped_;
+    sampling::SoftmaxStats raw_stats_;
+    sampling::SoftmaxStats set_stats_;
+    std::vector<sampling::TokenLogit> best_raw_;
+    sampling::CandidateSet set_;
+    bool greedy_ = false;
     // Reused across steps: the penalised logits (only when a penalty applies) and the block
     // maxima of the raw and the penalised row (logit_kernels.h).
     std::vector<float> scratch_;
