@@ -182,42 +182,60 @@ inline float load1(const std::uint8_t* row, std::int64_t k) {
     }
 }
 
+// The four-chain dot product of F16/BF16 rows with f32 activations, for R rows x T tokens.
+// Each (row, token) pair runs exactly the same operations in the same order whatever R and T
+// are, so one token (decode, FAvx2) and a small batch (a speculative verification chunk,
+// FAvx2Small) give bit-identical results for the same token.
+//
+// Four independent accumulators per pair instead of one, so the FMA latency chain does not
+// limit how far ahead the core can have loads in flight (one chain per row kept a 1-thread
+// F16 decode at ~6 GB/s on a Zen core).
+template <Type W, int MR, int MT, int R, int T>
+void tile_four_chains(FTile<MR, MT>& t) {
+    __m256 acc[R][T][4];
+    for (int i = 0; i < R; ++i) {
+        for (int j = 0; j < T; ++j) {
+            for (int u = 0; u < 4; ++u) acc[i][j][u] = _mm256_setzero_ps();
+        }
+    }
+    const std::int64_t full32 = t.n / 32 * 32;
+    for (std::int64_t k = 0; k < full32; k += 32) {
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; ++u) {
+            __m256 w[R];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; ++i) w[i] = load8<W>(t.w[i], k + 8 * u);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; ++j) {
+                const __m256 x = _mm256_load_ps(t.a[j] + k + 8 * u);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; ++i) acc[i][j][u] = _mm256_fmadd_ps(w[i], x, acc[i][j][u]);
+            }
+        }
+    }
+    const std::int64_t full = t.n / 8 * 8;
+    for (std::int64_t k = full32; k < full; k += 8) {
+        for (int i = 0; i < R; ++i) {
+            const __m256 w = load8<W>(t.w[i], k);
+            for (int j = 0; j < T; ++j)
+                acc[i][j][0] = _mm256_fmadd_ps(w, _mm256_load_ps(t.a[j] + k), acc[i][j][0]);
+        }
+    }
+    for (int i = 0; i < R; ++i) {
+        for (int j = 0; j < T; ++j) {
+            float tail = 0.0f;
+            for (std::int64_t k = full; k < t.n; ++k) tail += load1<W>(t.w[i], k) * t.a[j][k];
+            const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[i][j][0], acc[i][j][1]),
+                                             _mm256_add_ps(acc[i][j][2], acc[i][j][3]));
+            t.res[i][j] = hsum(sum) + tail;
+        }
+    }
+}
+
 template <Type W>
 struct FAvx2 {
     static constexpr int kRows = 2;
     static constexpr int kTokens = 4;
-    // One token (decode) streams the weights: four independent accumulators per row instead of
-    // one, so the FMA latency chain does not limit how far ahead the core can have loads in
-    // flight (one chain per row kept a 1-thread F16 decode at ~6 GB/s on a Zen core). F16 and
-    // BF16 only (see tile()).
-    template <int R>
-    static void tile_one_token(FTile<kRows, kTokens>& t) {
-        __m256 acc[R][4];
-        for (int i = 0; i < R; ++i) {
-            for (int u = 0; u < 4; ++u) acc[i][u] = _mm256_setzero_ps();
-        }
-        const float* a = t.a[0];
-        const std::int64_t full32 = t.n / 32 * 32;
-        for (std::int64_t k = 0; k < full32; k += 32) {
-#pragma GCC unroll 4
-            for (int u = 0; u < 4; ++u) {
-                const __m256 x = _mm256_load_ps(a + k + 8 * u);
-#pragma GCC unroll 4
-                for (int i = 0; i < R; ++i) acc[i][u] = _mm256_fmadd_ps(load8<W>(t.w[i], k + 8 * u), x, acc[i][u]);
-            }
-        }
-        const std::int64_t full = t.n / 8 * 8;
-        for (std::int64_t k = full32; k < full; k += 8) {
-            const __m256 x = _mm256_load_ps(a + k);
-            for (int i = 0; i < R; ++i) acc[i][0] = _mm256_fmadd_ps(load8<W>(t.w[i], k), x, acc[i][0]);
-        }
-        for (int i = 0; i < R; ++i) {
-            float tail = 0.0f;
-            for (std::int64_t k = full; k < t.n; ++k) tail += load1<W>(t.w[i], k) * a[k];
-            const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]), _mm256_add_ps(acc[i][2], acc[i][3]));
-            t.res[i][0] = hsum(sum) + tail;
-        }
-    }
 
     template <int R, int T>
     static void tile(FTile<kRows, kTokens>& t) {
@@ -225,7 +243,7 @@ struct FAvx2 {
         // models) keep one summation order for every token count, so a decode step and a
         // prefill of the same tokens agree to the last bit (test_forward relies on it).
         if constexpr (T == 1 && W != Type::F32) {
-            tile_one_token<R>(t);
+            tile_four_chains<W, kRows, kTokens, R, 1>(t);
             return;
         }
         __m256 acc[R][T];
@@ -254,88 +272,128 @@ struct FAvx2 {
     }
 };
 
-// One token (decode) over 32-block weights without the packed copy: each block is decoded in
-// registers and multiplied at once, so the weights are read once and nothing is written and
-// read back (the packing pass cost about as much as the dot products for one token). Same sums
-// as the packed path: d * d_a * sum(q * q_a) + coef * s_a per block.
+// F16/BF16 for 2 to 15 tokens (a speculative verification chunk, a short prompt): the one-token
+// arithmetic per (row, token), one row x three tokens per tile (12 accumulators).
 template <Type W>
-void gemv_q32_direct(const MatmulArgs& a) {
-    const std::uint8_t* aq = act_row(a, 0);
-    const auto* ad = reinterpret_cast<const float*>(aq + a.act_scale_offset);
-    const auto* as = reinterpret_cast<const float*>(aq + a.act_sum_offset);
+struct FAvx2Small {
+    static constexpr int kRows = 1;
+    static constexpr int kTokens = 3;
+    template <int R, int T>
+    static void tile(FTile<kRows, kTokens>& t) {
+        tile_four_chains<W, kRows, kTokens, R, T>(t);
+    }
+};
+
+// Decode (one token) and small batches (2-15 tokens: a speculative verification chunk, a short
+// prompt) over 32-block weights without the packed copy: each block is decoded in registers
+// once and multiplied at once for T tokens, so the weights are read once and nothing is
+// written and read back (for one token the packing pass cost about as much as the dot
+// products). Same sums as the packed path: d * d_a * sum(q * q_a) + coef * s_a per block.
+// Every token runs the same operations in the same order for any T, so a token's result in a
+// batch is bit-identical to its decode step (speculative decoding's greedy output then equals
+// plain decoding token for token).
+template <Type W, int T>
+void q32_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+    const std::uint8_t* aq[T];
+    const float* ad[T];
+    const float* as[T];
+    for (int t = 0; t < T; ++t) {
+        aq[t] = act_row(a, t0 + t);
+        ad[t] = reinterpret_cast<const float*>(aq[t] + a.act_scale_offset);
+        as[t] = reinterpret_cast<const float*>(aq[t] + a.act_sum_offset);
+    }
     const std::int64_t nb = a.n / 32;
     const std::size_t bb = a.row_bytes / static_cast<std::size_t>(nb);
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
     const __m256i ones = _mm256_set1_epi16(1);
-    // The int32 block sum of the products of one weight block and its activation block.
-    auto block_dot = [&](const std::uint8_t* blk, std::int64_t b) {
-        const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(aq + 32 * b));
-        __m256i pairs;
+    // The weight half of maddubs (Q8_0: |w|, the sign goes onto the activations).
+    auto decode = [&](const std::uint8_t* blk, __m256i& w) {
         if constexpr (W == Type::Q8_0) {
-            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-            pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+            w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+            return _mm256_abs_epi8(w);
         } else if constexpr (W == Type::Q4_0) {
-            pairs = _mm256_maddubs_epi16(split_nibbles16(blk + 2), x);
+            return split_nibbles16(blk + 2);
         } else if constexpr (W == Type::Q4_1) {
-            pairs = _mm256_maddubs_epi16(split_nibbles16(blk + 4), x);
+            return split_nibbles16(blk + 4);
         } else if constexpr (W == Type::Q5_0) {
-            pairs = _mm256_maddubs_epi16(_mm256_or_si256(split_nibbles16(blk + 6), fifth_bits(load_le32(blk + 2))), x);
+            return _mm256_or_si256(split_nibbles16(blk + 6), fifth_bits(load_le32(blk + 2)));
         } else {
-            pairs = _mm256_maddubs_epi16(_mm256_or_si256(split_nibbles16(blk + 8), fifth_bits(load_le32(blk + 4))), x);
+            return _mm256_or_si256(split_nibbles16(blk + 8), fifth_bits(load_le32(blk + 4)));
         }
+    };
+    // The int32 block sum of the products of one decoded weight block and token t's block b.
+    auto block_dot = [&](__m256i u, __m256i w, int t, std::int64_t b) {
+        const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(aq[t] + 32 * b));
+        const __m256i pairs = W == Type::Q8_0 ? _mm256_maddubs_epi16(u, _mm256_sign_epi8(x, w))
+                                              : _mm256_maddubs_epi16(u, x);
         return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
     };
     // Q4_0 / Q5_0 store q + offset; Q4_1 / Q5_1 a min m; Q8_0 is signed already.
     constexpr float kOffset = W == Type::Q4_0 ? 8.0f : W == Type::Q5_0 ? 16.0f : 0.0f;
     constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
-    for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
-        const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
-        prefetch_ahead(row, a.row_bytes, w_end);
-        // Two accumulators so consecutive blocks do not wait on one FMA chain.
-        __m256 acc0 = _mm256_setzero_ps();
-        __m256 acc1 = _mm256_setzero_ps();
-        float corr0 = 0.0f, corr1 = 0.0f;
-        std::int64_t b = 0;
-        for (; b + 1 < nb; b += 2) {
-            const std::uint8_t* b0 = row + static_cast<std::size_t>(b) * bb;
-            const std::uint8_t* b1 = b0 + bb;
-            const float d0 = half_to_float(b0), d1 = half_to_float(b1);
-            acc0 = _mm256_fmadd_ps(block_dot(b0, b), _mm256_set1_ps(d0 * ad[b]), acc0);
-            acc1 = _mm256_fmadd_ps(block_dot(b1, b + 1), _mm256_set1_ps(d1 * ad[b + 1]), acc1);
+    // Two accumulators per token so consecutive blocks do not wait on one FMA chain.
+    __m256 acc0[T], acc1[T];
+    float corr0[T], corr1[T];
+    for (int t = 0; t < T; ++t) {
+        acc0[t] = acc1[t] = _mm256_setzero_ps();
+        corr0[t] = corr1[t] = 0.0f;
+    }
+    std::int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        const std::uint8_t* b0 = row + static_cast<std::size_t>(b) * bb;
+        const std::uint8_t* b1 = b0 + bb;
+        const float d0 = half_to_float(b0), d1 = half_to_float(b1);
+        __m256i w0 = _mm256_setzero_si256(), w1 = _mm256_setzero_si256();
+        const __m256i u0 = decode(b0, w0), u1 = decode(b1, w1);
+        const float m0 = kHasMin ? half_to_float(b0 + 2) : 0.0f;
+        const float m1 = kHasMin ? half_to_float(b1 + 2) : 0.0f;
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+            acc0[t] =
+                _mm256_fmadd_ps(block_dot(u0, w0, t, b), _mm256_set1_ps(d0 * ad[t][b]), acc0[t]);
+            acc1[t] = _mm256_fmadd_ps(block_dot(u1, w1, t, b + 1),
+                                      _mm256_set1_ps(d1 * ad[t][b + 1]), acc1[t]);
             if constexpr (kHasMin) {
-                corr0 += half_to_float(b0 + 2) * as[b];
-                corr1 += half_to_float(b1 + 2) * as[b + 1];
+                corr0[t] += m0 * as[t][b];
+                corr1[t] += m1 * as[t][b + 1];
             } else if constexpr (kOffset != 0.0f) {
-                corr0 -= kOffset * d0 * as[b];
-                corr1 -= kOffset * d1 * as[b + 1];
+                corr0[t] -= kOffset * d0 * as[t][b];
+                corr1[t] -= kOffset * d1 * as[t][b + 1];
             }
         }
-        if (b < nb) {
-            const std::uint8_t* b0 = row + static_cast<std::size_t>(b) * bb;
-            const float d0 = half_to_float(b0);
-            acc0 = _mm256_fmadd_ps(block_dot(b0, b), _mm256_set1_ps(d0 * ad[b]), acc0);
+    }
+    if (b < nb) {
+        const std::uint8_t* b0 = row + static_cast<std::size_t>(b) * bb;
+        const float d0 = half_to_float(b0);
+        __m256i w0 = _mm256_setzero_si256();
+        const __m256i u0 = decode(b0, w0);
+        const float m0 = kHasMin ? half_to_float(b0 + 2) : 0.0f;
+        for (int t = 0; t < T; ++t) {
+            acc0[t] =
+                _mm256_fmadd_ps(block_dot(u0, w0, t, b), _mm256_set1_ps(d0 * ad[t][b]), acc0[t]);
             if constexpr (kHasMin) {
-                corr0 += half_to_float(b0 + 2) * as[b];
+                corr0[t] += m0 * as[t][b];
             } else if constexpr (kOffset != 0.0f) {
-                corr0 -= kOffset * d0 * as[b];
+                corr0[t] -= kOffset * d0 * as[t][b];
             }
         }
-        a.out[r] = hsum(_mm256_add_ps(acc0, acc1)) + corr0 + corr1;
+    }
+    for (int t = 0; t < T; ++t) {
+        a.out[(t0 + t) * a.out_stride + r] =
+            hsum(_mm256_add_ps(acc0[t], acc1[t])) + corr0[t] + corr1[t];
     }
 }
 
-// One token over Q4_K weights without the packed copy, as gemv_q32_direct does for 32-blocks.
-// Per super-block: d * d_a * sum_s sc[s] * sum(q * q_a) - dmin * sum_s m[s] * s_a(s), with the
-// activation sums s_a of the two 16-element halves of each 32-element sub-block added.
-// One token over Q4_K weights without the packed copy, as gemv_q32_direct does for 32-blocks.
-// Per super-block: d * d_a * sum_s sc[s] * sum(q * q_a) - dmin * sum_s m[s] * s_a(s), where
-// s_a(s) adds the activation sums of the two 16-element halves of sub-block s.
+// Q4_K without the packed copy, as q32_direct_row does for 32-blocks. Per super-block: d * d_a *
+// sum_s sc[s] * sum(q * q_a) - dmin * sum_s m[s] * s_a(s), where s_a(s) adds the activation sums of
+// the two 16-element halves of sub-block s.
 //
 // The 12 scale bytes (layout: tensor/kquant_scales.h) are unpacked as three little-endian
 // words: sc[0..3] and m[0..3] are the low 6 bits of bytes 0-3 and 4-7; sc[4..7] and m[4..7]
 // take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from bits 6-7 of
 // bytes 0-3 and 4-7. Four byte-parallel word operations give all sixteen at once.
-inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8], std::uint8_t (&m)[8]) {
+inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8],
+                             std::uint8_t (&m)[8]) {
     std::uint32_t w[3];
     std::memcpy(w, scales, 12);
     constexpr std::uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
@@ -349,63 +407,141 @@ inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8], 
     std::memcpy(m + 4, &m_hi, 4);
 }
 
-void gemv_q4_k_direct(const MatmulArgs& a) {
-    const std::uint8_t* aq = act_row(a, 0);
-    const auto* ad = reinterpret_cast<const float*>(aq + a.act_scale_offset);
-    const auto* as = reinterpret_cast<const float*>(aq + a.act_sum_offset);
+// Q4_K for T tokens, one row; the same per-token arithmetic for any T (see q32_direct_row).
+template <int T>
+void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+    const std::uint8_t* aq[T];
+    const float* ad[T];
+    const float* as[T];
+    for (int t = 0; t < T; ++t) {
+        aq[t] = act_row(a, t0 + t);
+        ad[t] = reinterpret_cast<const float*>(aq[t] + a.act_scale_offset);
+        as[t] = reinterpret_cast<const float*>(aq[t] + a.act_sum_offset);
+    }
     const std::int64_t nb = a.n / 256;
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
-        const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
-        prefetch_ahead(row, a.row_bytes, w_end);
-        __m256 acc = _mm256_setzero_ps();
-        __m256 min_acc = _mm256_setzero_ps();
-        for (std::int64_t b = 0; b < nb; ++b) {
-            const std::uint8_t* blk = row + static_cast<std::size_t>(b) * sizeof(BlockQ4_K);
-            std::uint8_t sc[8], m[8];
-            q4_k_scales_mins(blk + 4, sc, m);
+    const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
+    __m256 acc[T], min_acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = min_acc[t] = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < nb; ++b) {
+        const std::uint8_t* blk = row + static_cast<std::size_t>(b) * sizeof(BlockQ4_K);
+        std::uint8_t sc[8], m[8];
+        q4_k_scales_mins(blk + 4, sc, m);
+        std::uint64_t m8;
+        std::memcpy(&m8, m, 8);
+        const __m256 mins =
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m8))));
+        const __m256 mins_d = _mm256_mul_ps(mins, _mm256_set1_ps(half_to_float(blk + 2)));
+        const float d = half_to_float(blk);
+        __m256i isum[T];
+        for (int t = 0; t < T; ++t) {
             // The activation sums of the 8 sub-blocks: pairs of the 16 half sums. hadd leaves
             // them as (0 1 4 5 | 2 3 6 7); the 64-bit permute puts them in order.
-            const float* s16 = as + 16 * b;
+            const float* s16 = as[t] + 16 * b;
             const __m256 pairs = _mm256_castpd_ps(_mm256_permute4x64_pd(
-                _mm256_castps_pd(_mm256_hadd_ps(_mm256_loadu_ps(s16), _mm256_loadu_ps(s16 + 8))), 0xD8));
-            std::uint64_t m8;
-            std::memcpy(&m8, m, 8);
-            const __m256 mins = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m8))));
-            min_acc = _mm256_fmadd_ps(_mm256_mul_ps(mins, _mm256_set1_ps(half_to_float(blk + 2))), pairs, min_acc);
-            const std::uint8_t* qs = blk + 16;
-            const std::uint8_t* x = aq + 256 * b;
-            __m256i isum = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; ++c) {
-                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
-                const __m256i lo = _mm256_and_si256(q, low4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-                const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * c));
-                const __m256i xhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * c + 32));
-                const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_set1_epi16(sc[2 * c]));
-                const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xhi), _mm256_set1_epi16(sc[2 * c + 1]));
-                isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
-            }
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(half_to_float(blk) * ad[b]), acc);
+                _mm256_castps_pd(_mm256_hadd_ps(_mm256_loadu_ps(s16), _mm256_loadu_ps(s16 + 8))),
+                0xD8));
+            min_acc[t] = _mm256_fmadd_ps(mins_d, pairs, min_acc[t]);
+            isum[t] = _mm256_setzero_si256();
         }
-        a.out[r] = hsum(acc) - hsum(min_acc);
+        const std::uint8_t* qs = blk + 16;
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(q, low4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            const __m256i sc_lo = _mm256_set1_epi16(sc[2 * c]);
+            const __m256i sc_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                const std::uint8_t* x = aq[t] + 256 * b;
+                const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * c));
+                const __m256i xhi =
+                    _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * c + 32));
+                const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xlo), sc_lo);
+                const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xhi), sc_hi);
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(plo, phi));
+            }
+        }
+        for (int t = 0; t < T; ++t) {
+            acc[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * ad[t][b]), acc[t]);
+        }
+    }
+    for (int t = 0; t < T; ++t)
+        a.out[(t0 + t) * a.out_stride + r] = hsum(acc[t]) - hsum(min_acc[t]);
+}
+
+// Rows outermost (each weight row is read from memory once and stays in L1 for the later token
+// groups), tokens in groups of up to three (Row<T> is a row kernel above).
+template <template <int> class Row>
+void run_direct(const MatmulArgs& a) {
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
+        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes, w_end);
+        std::int64_t t0 = 0;
+        for (; t0 + 3 <= a.tokens; t0 += 3) Row<3>::run(a, r, t0);
+        if (a.tokens - t0 == 2) Row<2>::run(a, r, t0);
+        if (a.tokens - t0 == 1) Row<1>::run(a, r, t0);
     }
 }
+
+template <Type W>
+struct Q32Row {
+    template <int T>
+    struct Of {
+        static void run(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+            q32_direct_row<W, T>(a, r, t0);
+        }
+    };
+};
+
+template <int T>
+struct Q4KRow {
+    static void run(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+        q4_k_direct_row<T>(a, r, t0);
+    }
+};
 
 }  // namespace
 
 bool matmul_avx2(const MatmulArgs& args) {
-    if (args.tokens == 1) {
+    // Below the prefill panels' threshold (they take 16 tokens and more in matmul_rows): the
+    // decode kernels, for one token or a few, with the same per-token arithmetic.
+    if (args.tokens < kPanelMinTokensInternal) {
         switch (args.type) {
-            case Type::Q8_0: gemv_q32_direct<Type::Q8_0>(args); return true;
-            case Type::Q4_0: gemv_q32_direct<Type::Q4_0>(args); return true;
-            case Type::Q4_1: gemv_q32_direct<Type::Q4_1>(args); return true;
-            case Type::Q5_0: gemv_q32_direct<Type::Q5_0>(args); return true;
-            case Type::Q5_1: gemv_q32_direct<Type::Q5_1>(args); return true;
-            case Type::Q4_K: gemv_q4_k_direct(args); return true;
-            default: break;
+            case Type::Q8_0:
+                run_direct<Q32Row<Type::Q8_0>::Of>(args);
+                return true;
+            case Type::Q4_0:
+                run_direct<Q32Row<Type::Q4_0>::Of>(args);
+                return true;
+            case Type::Q4_1:
+                run_direct<Q32Row<Type::Q4_1>::Of>(args);
+                return true;
+            case Type::Q5_0:
+                run_direct<Q32Row<Type::Q5_0>::Of>(args);
+                return true;
+            case Type::Q5_1:
+                run_direct<Q32Row<Type::Q5_1>::Of>(args);
+                return true;
+            case Type::Q4_K:
+                run_direct<Q4KRow>(args);
+                return true;
+            case Type::F16:
+                if (args.tokens > 1) {
+                    run_f<FAvx2Small<Type::F16>>(args);
+                    return true;
+                }
+                break;
+            case Type::BF16:
+                if (args.tokens > 1) {
+                    run_f<FAvx2Small<Type::BF16>>(args);
+                    return true;
+                }
+                break;
+            default:
+                break;
         }
     }
     switch (args.type) {

@@ -30,6 +30,11 @@ struct MatmulArgs {
     std::int64_t panel_group_stride = 0;
 };
 
+// Fewest tokens that take the AVX2 prefill panels (the public kPanelMinTokens in matmul.h;
+// simd_dispatch.cpp checks they agree). Kept here as well because the AVX2 files must not
+// include matmul.h's standard headers (see above).
+constexpr std::int64_t kPanelMinTokensInternal = 16;
+
 // Each returns false when it has no kernel for the type at its level (the dispatcher then runs
 // the scalar one, which handles every type).
 void matmul_scalar(const MatmulArgs& args);

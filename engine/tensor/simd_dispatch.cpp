@@ -15,6 +15,8 @@
 
 namespace tokenscope::tensor {
 
+static_assert(kPanelMinTokens == detail::kPanelMinTokensInternal);
+
 namespace {
 
 SimdLevel detect() {

@@ -350,6 +350,7 @@ class TestMatmul : public QObject {
     void matchesFloat64Reference();
     void quantizedFromFloatsMatchesReference();
     void subRangeWritesOnlyItsRowsAtTheStride();
+    void smallBatchesMatchDecodeBitForBit();
     void preparedActivationsAreReused();
     void emptyInputs();
     void rejectsMismatchedArguments();
@@ -447,6 +448,40 @@ void TestMatmul::subRangeWritesOnlyItsRowsAtTheStride() {
                         // Same rows, same tiles: bit-identical to the full call.
                         QCOMPARE(got, full[static_cast<std::size_t>(t * stride + r)]);
                     }
+                }
+            }
+        }
+    }
+}
+
+// A speculative verification chunk (or a short prompt) of 2 to 15 tokens must give each token
+// exactly the bits a decode step of that token alone gives, at every level: greedy speculative
+// decoding is then token for token identical to plain decoding. (From kPanelMinTokens on, the
+// AVX2 prefill panels multiply exact f32 activations instead and are checked above.)
+void TestMatmul::smallBatchesMatchDecodeBitForBit() {
+    LevelGuard guard;
+    for (Type type : kAllTypes) {
+        const std::int64_t n = traits(type).block_size == 256 ? 2048 : 640;
+        const std::int64_t rows = 13;
+        const Bytes w = random_weights(type, rows, n, 21);
+        for (SimdLevel level : supported_levels()) {
+            set_simd_level(level);
+            for (std::int64_t tokens : {2, 3, 4, 5, 15}) {
+                QVERIFY(tokens < kPanelMinTokens);
+                const std::vector<float> x = random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
+                PreparedActivations acts;
+                prepare_activations(type, x.data(), tokens, n, acts);
+                std::vector<float> batch(static_cast<std::size_t>(tokens * rows));
+                matmul_rows(type, w.data(), n, 0, rows, acts, batch.data(), rows);
+                for (std::int64_t t = 0; t < tokens; ++t) {
+                    PreparedActivations one;
+                    prepare_activations(type, x.data() + t * n, 1, n, one);
+                    std::vector<float> alone(static_cast<std::size_t>(rows));
+                    matmul_rows(type, w.data(), n, 0, rows, one, alone.data(), rows);
+                    const bool same = std::memcmp(alone.data(), batch.data() + t * rows, alone.size() * sizeof(float)) == 0;
+                    const std::string what = std::string(type_name(type)) + " " + simd_level_name(level) + " token " +
+                                             std::to_string(t) + " of " + std::to_string(tokens);
+                    QVERIFY2(same, (what + ": the batch differs from the token alone").c_str());
                 }
             }
         }
