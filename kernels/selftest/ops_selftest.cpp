@@ -150,10 +150,12 @@ void check_rope(Rng& rng, std::vector<OpCheck>& out) {
         for (const bool neox : {false, true}) {
             const std::vector<float> x = rng.values(kTokens * kHeads * kHeadDim);
             std::vector<float> want = x;
+            std::vector<float> cos(kRopeDims / 2), sin(kRopeDims / 2);
             for (int t = 0; t < kTokens; ++t) {
                 const double p = static_cast<double>(pos[t]) / linear;
+                runtime::ops::rope_angles(p, inv.data(), kRopeDims / 2, cos.data(), sin.data());
                 for (int h = 0; h < kHeads; ++h)
-                    runtime::ops::rope(want.data() + (t * kHeads + h) * kHeadDim, kRopeDims, p, inv.data(), neox);
+                    runtime::ops::rope(want.data() + (t * kHeads + h) * kHeadDim, kRopeDims, cos.data(), sin.data(), neox);
             }
             DeviceBuffer<float> d_x(x);
             ops::rope(d_x.get(), kTokens, kHeads, kHeadDim, kRopeDims, d_pos.get(), base, linear, neox,
