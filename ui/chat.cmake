@@ -6,4 +6,6 @@ target_sources(tokenscope_ui PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/token_inspector.h ${CMAKE_CURRENT_LIST_DIR}/token_inspector.cpp
   ${CMAKE_CURRENT_LIST_DIR}/distribution_chart.h ${CMAKE_CURRENT_LIST_DIR}/distribution_chart.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sampling_panel.h ${CMAKE_CURRENT_LIST_DIR}/sampling_panel.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/speculation_controls.h ${CMAKE_CURRENT_LIST_DIR}/speculation_controls.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/speculation_explainer.h ${CMAKE_CURRENT_LIST_DIR}/speculation_explainer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/conversation_list.h ${CMAKE_CURRENT_LIST_DIR}/conversation_list.cpp)

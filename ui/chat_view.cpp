@@ -103,6 +103,19 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
            "yellow = uncertain, no tint = likely."));
     boundary_toggle_ = new QCheckBox(tr("Token &boundaries"), this);
     boundary_toggle_->setToolTip(tr("Underline tokens in alternating colours."));
+    speculation_legend_ = new QLabel(this);
+    speculation_legend_->setObjectName(QStringLiteral("speculationLegend"));
+    // A bar of the underline's colour, then what it means.
+    speculation_legend_->setText(
+        tr("<span style=\"color:%1\"><b>▁▁▁</b></span> accepted guess")
+            .arg(MessageDocument::acceptedGuessColor().name()));
+    speculation_legend_->setToolTip(
+        tr("Underlined tokens were guessed (prompt lookup or a draft model) and accepted by the "
+           "model: they came out of one verification pass together with the model's own "
+           "token. Click one to see the step in the Token panel."));
+    speculation_legend_->setForegroundRole(QPalette::PlaceholderText);
+    speculation_legend_->hide();
+    toggles->addWidget(speculation_legend_);
     toggles->addStretch(1);
     toggles->addWidget(color_toggle_);
     toggles->addWidget(boundary_toggle_);
@@ -384,6 +397,10 @@ void ChatView::toggleThinking(int message_index) {
 }
 
 // --- tokens ----------------------------------------------------------------------------------
+
+void ChatView::setSpeculationLegendVisible(bool visible) {
+    speculation_legend_->setVisible(visible);
+}
 
 bool ChatView::colorByProbability() const {
     return doc_->colorByProbability();

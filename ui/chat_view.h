@@ -116,6 +116,8 @@ class ChatView : public QWidget {
     void setGenerating(bool generating);
     void setColorByProbability(bool on);
     void setShowTokenBoundaries(bool on);
+    // Shows the legend of the accepted-guess underline (while speculative decoding is on).
+    void setSpeculationLegendVisible(bool visible);
     // Loads a user message into the input box for editing; Enter emits editRequested().
     void beginEdit(int message_index);
     void cancelEdit();
@@ -154,6 +156,7 @@ class ChatView : public QWidget {
     QPushButton* regenerate_ = nullptr;
     QCheckBox* color_toggle_ = nullptr;
     QCheckBox* boundary_toggle_ = nullptr;
+    QLabel* speculation_legend_ = nullptr;
     QFrame* edit_banner_ = nullptr;
     QLabel* edit_label_ = nullptr;
     QTimer* flush_timer_ = nullptr;

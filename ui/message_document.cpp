@@ -136,16 +136,32 @@ QTextCharFormat MessageDocument::bodyFormat(const Entry& entry, bool code, int t
     if (token >= 0) {
         if (color_by_probability_)
             f.setBackground(probabilityTint(entry.msg.tokens[token].probability));
-        if (show_boundaries_) {
-            // Alternating colours make adjacent tokens distinguishable without adding
-            // characters, so positions and copy/paste stay exact.
-            f.setUnderlineStyle(QTextCharFormat::SingleUnderline);
-            f.setUnderlineColor(token % 2 == 0 ? palette_.color(QPalette::Highlight)
-                                               : mix(palette_.color(QPalette::Text),
-                                                     palette_.color(QPalette::Base), 0.35));
-        }
+        setTokenUnderline(f, entry.msg.tokens[token], token);
     }
     return f;
+}
+
+QColor MessageDocument::acceptedGuessColor() {
+    // A teal that reads on light and dark bases and is not one of the probability tints.
+    return QColor(0x12, 0x9c, 0x94);
+}
+
+void MessageDocument::setTokenUnderline(QTextCharFormat& f, const TokenData& t, int token) const {
+    if (show_boundaries_) {
+        // Alternating colours make adjacent tokens distinguishable without adding
+        // characters, so positions and copy/paste stay exact. The user asked for boundaries:
+        // they take the underline over the speculation marking.
+        f.setUnderlineStyle(QTextCharFormat::SingleUnderline);
+        f.setUnderlineColor(token % 2 == 0 ? palette_.color(QPalette::Highlight)
+                                           : mix(palette_.color(QPalette::Text),
+                                                 palette_.color(QPalette::Base), 0.35));
+    } else if (t.origin == TokenOrigin::Accepted) {
+        // A guess the model accepted: it cost no decode pass of its own.
+        f.setUnderlineStyle(QTextCharFormat::SingleUnderline);
+        f.setUnderlineColor(acceptedGuessColor());
+    } else {
+        f.setUnderlineStyle(QTextCharFormat::NoUnderline);
+    }
 }
 
 QTextCharFormat MessageDocument::thinkingFormat(const Entry& entry, int token) const {
@@ -577,14 +593,7 @@ void MessageDocument::restyleTokens() {
             f.setBackground(color_by_probability_
                                 ? QBrush(probabilityTint(e.msg.tokens[t].probability))
                                 : QBrush(Qt::NoBrush));
-            if (show_boundaries_) {
-                f.setUnderlineStyle(QTextCharFormat::SingleUnderline);
-                f.setUnderlineColor(t % 2 == 0 ? palette_.color(QPalette::Highlight)
-                                               : mix(palette_.color(QPalette::Text),
-                                                     palette_.color(QPalette::Base), 0.35));
-            } else {
-                f.setUnderlineStyle(QTextCharFormat::NoUnderline);
-            }
+            setTokenUnderline(f, e.msg.tokens[t], t);
             cursor.setPosition(start);
             cursor.setPosition(end, QTextCursor::KeepAnchor);
             cursor.mergeCharFormat(f);

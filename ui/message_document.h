@@ -130,6 +130,9 @@ class MessageDocument : public QObject {
     // is translucent over the base colour, and text keeps the palette's text colour, which is
     // what keeps it readable on both light and dark palettes. p is quantised to 5 % steps.
     static QColor probabilityTint(float p);
+    // Underline colour of tokens that were an accepted speculative guess (TokenOrigin::Accepted);
+    // the chat view's legend uses it too. Token boundaries, when shown, take the underline.
+    static QColor acceptedGuessColor();
 
     // Monospace family used for code blocks.
     static QFont codeFont(const QFont& base);
@@ -188,6 +191,7 @@ class MessageDocument : public QObject {
     QTextCharFormat thinkingFormat(const Entry& entry, int token) const;
     QTextBlockFormat thinkingBlockFormat() const;
     QTextCharFormat foldFormat(int index) const;
+    void setTokenUnderline(QTextCharFormat& f, const TokenData& t, int token) const;
     void restyleTokens();
     void restyleAll();
     void rebuild();

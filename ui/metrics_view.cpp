@@ -4,11 +4,14 @@
 #include <QFrame>
 #include <QGridLayout>
 #include <QLabel>
+#include <QStyle>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
 
 #include "sparkline.h"
+#include "speculation_explainer.h"
 
 namespace tokenscope::ui {
 
@@ -66,7 +69,28 @@ MetricsView::MetricsView(QWidget* parent) : QWidget(parent) {
             tr("Prompt tokens whose K/V were already in the cache from earlier turns: they "
                "were not computed again"),
             1, 2);
+    addTile(QStringLiteral("acceptance"), tr("Accepted guesses"),
+            tr("Speculative decoding: proposed tokens the model accepted (accepted of "
+               "proposed, this reply)"),
+            2, 0);
+    addTile(QStringLiteral("plain"), tr("Plain decode"),
+            tr("One token per decode step: what decoding runs at without speculation (the "
+               "mean one-token step since the model was loaded)"),
+            2, 1);
+    addTile(QStringLiteral("speedup"), tr("Speedup"),
+            tr("Effective decode rate (the Decode tile) over the plain decode rate"), 2, 2);
     for (int c = 0; c < 3; ++c) grid_->setColumnStretch(c, 1);
+
+    why_free_ = new QToolButton(this);
+    why_free_->setObjectName(QStringLiteral("whyFreeButton"));
+    why_free_->setText(tr("Why is speculation free?"));
+    why_free_->setIcon(style()->standardIcon(QStyle::SP_MessageBoxInformation));
+    why_free_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    why_free_->setAutoRaise(true);
+    why_free_->setToolTip(tr("How checking guessed tokens can cost nearly nothing, with this "
+                             "model's numbers"));
+    connect(why_free_, &QToolButton::clicked, this, &MetricsView::showWhyFree);
+    layout->addWidget(why_free_, 0, Qt::AlignLeft);
 
     auto* line = new QFrame(this);
     line->setFrameShape(QFrame::HLine);
@@ -94,6 +118,7 @@ QLabel* MetricsView::addTile(const QString& key, const QString& caption, const Q
     auto* cap = new QLabel(caption, this);
     cap->setForegroundRole(QPalette::PlaceholderText);
     cap->setToolTip(tip);
+    captions_.insert(key, cap);
     auto* value = new QLabel(kNone, this);
     QFont big = value->font();
     big.setPointSizeF(big.pointSizeF() * 1.35);
@@ -110,6 +135,27 @@ QLabel* MetricsView::addTile(const QString& key, const QString& caption, const Q
 
 QString MetricsView::prefillRateTip() {
     return tr("Prompt tokens processed per second (compute-bound: matrix multiplications)");
+}
+
+bool MetricsView::speculationRowVisible() const {
+    return !values_.value(QStringLiteral("acceptance"))->isHidden();
+}
+
+void MetricsView::showWhyFree() {
+    if (!why_free_popup_) {
+        // A popup label: it closes on the next click elsewhere, like a tooltip that stays.
+        why_free_popup_ = new QLabel(this, Qt::Popup);
+        why_free_popup_->setObjectName(QStringLiteral("whyFreePopup"));
+        why_free_popup_->setWordWrap(true);
+        why_free_popup_->setTextFormat(Qt::RichText);
+        why_free_popup_->setMargin(10);
+        why_free_popup_->setFrameShape(QFrame::Box);
+        why_free_popup_->setFixedWidth(420);
+    }
+    why_free_popup_->setText(speculationExplanation(data_));
+    why_free_popup_->adjustSize();
+    why_free_popup_->move(why_free_->mapToGlobal(QPoint(0, why_free_->height())));
+    why_free_popup_->show();
 }
 
 QString MetricsView::valueToolTip(const QString& key) const {
@@ -150,6 +196,24 @@ void MetricsView::setData(const MetricsData& data) {
         prefill->setToolTip(prefillRateTip());
     }
     values_[QStringLiteral("decode")]->setText(format_rate(data.decode_tokens_per_s, "tok/s"));
+    captions_[QStringLiteral("decode")]->setText(data.speculating ? tr("Decode (effective)")
+                                                                  : tr("Decode"));
+    for (const char* key : {"acceptance", "plain", "speedup"}) {
+        values_[QLatin1String(key)]->setVisible(data.speculating);
+        captions_[QLatin1String(key)]->setVisible(data.speculating);
+    }
+    values_[QStringLiteral("acceptance")]->setText(
+        data.proposed > 0 ? tr("%1 % (%2/%3)")
+                                .arg(std::lround(100.0 * data.acceptanceRate()))
+                                .arg(group_digits(data.accepted), group_digits(data.proposed))
+                          : kNone);
+    values_[QStringLiteral("plain")]->setText(format_rate(data.plainTokensPerS(), "tok/s"));
+    values_[QStringLiteral("speedup")]->setText(
+        data.plainTokensPerS() > 0 && data.decode_tokens_per_s > 0
+            ? QStringLiteral("%1×").arg(data.decode_tokens_per_s / data.plainTokensPerS(), 0, 'f', 2)
+            : kNone);
+    if (why_free_popup_ && why_free_popup_->isVisible())
+        why_free_popup_->setText(speculationExplanation(data_));
     values_[QStringLiteral("bandwidth")]->setText(format_rate(data.effective_gbps, "GB/s"));
     values_[QStringLiteral("prompt")]->setText(
         data.prompt_tokens > 0 ? group_digits(data.prompt_tokens) : kNone);

@@ -1,7 +1,9 @@
 #pragma once
 // Speed of the last turn: time to first token, prefill and decode throughput, per-token
 // latency (sparkline), effective memory bandwidth and how much of the prompt came from the
-// KV cache instead of being recomputed. When only a few prompt tokens were computed (most came
+// KV cache instead of being recomputed. With speculative decoding a third row shows the
+// acceptance rate, plain decode speed and the speedup (the Decode tile is then the effective
+// rate), and a "Why is this free?" button explains it with this model's numbers. When only a few prompt tokens were computed (most came
 // from the cache, e.g. after Regenerate) the prefill tile shows that count, not a rate.
 #include <QHash>
 #include <QWidget>
@@ -10,6 +12,7 @@
 
 class QGridLayout;
 class QLabel;
+class QToolButton;
 
 namespace tokenscope::ui {
 
@@ -27,6 +30,11 @@ class MetricsView : public QWidget {
     // The tooltip of a tile's value (same keys).
     QString valueToolTip(const QString& key) const;
     Sparkline* sparkline() const { return sparkline_; }
+    // "acceptance", "plain", "speedup": the speculation row (hidden while not speculating).
+    bool speculationRowVisible() const;
+    QToolButton* whyFreeButton() const { return why_free_; }
+    // The popup the button shows (null until first shown).
+    QLabel* whyFreePopup() const { return why_free_popup_; }
 
     QSize minimumSizeHint() const override;
 
@@ -41,7 +49,12 @@ class MetricsView : public QWidget {
                     int column);
 
     MetricsData data_;
+    void showWhyFree();
+
     QHash<QString, QLabel*> values_;
+    QHash<QString, QLabel*> captions_;
+    QToolButton* why_free_ = nullptr;
+    QLabel* why_free_popup_ = nullptr;
     QLabel* latency_caption_ = nullptr;
     Sparkline* sparkline_ = nullptr;
     QGridLayout* grid_ = nullptr;

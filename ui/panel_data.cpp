@@ -13,6 +13,25 @@ void register_panel_types() {
     qRegisterMetaType<MemoryBudgetData>();
     qRegisterMetaType<ModelInfoData>();
     qRegisterMetaType<SamplingSettings>();
+    qRegisterMetaType<SpeculationSettings>();
+}
+
+QString speculationModeName(SpeculationSettings::Mode mode) {
+    switch (mode) {
+        case SpeculationSettings::Mode::Lookup:
+            return QStringLiteral("lookup");
+        case SpeculationSettings::Mode::Draft:
+            return QStringLiteral("draft");
+        case SpeculationSettings::Mode::Off:
+            break;
+    }
+    return QStringLiteral("off");
+}
+
+SpeculationSettings::Mode speculationModeFromName(const QString& name) {
+    if (name == QLatin1String("lookup")) return SpeculationSettings::Mode::Lookup;
+    if (name == QLatin1String("draft")) return SpeculationSettings::Mode::Draft;
+    return SpeculationSettings::Mode::Off;
 }
 
 QString beforeSettingsName() {

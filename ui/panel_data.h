@@ -7,6 +7,7 @@
 #include <QStringList>
 #include <QVector>
 #include <cstdint>
+#include <memory>
 
 namespace tokenscope::ui {
 
@@ -15,6 +16,29 @@ struct CandidateData {
     QString piece;  // display form: "▁" shown as a space
     float probability = 0.0f;
     float logit = 0.0f;
+};
+
+// Where a token came from under speculative decoding (mirrors the engine's TokenOrigin).
+enum class TokenOrigin : quint8 {
+    Plain,      // an ordinary decode step, or speculation off
+    Accepted,   // a proposed token the model accepted: it cost no decode step of its own
+    Corrected,  // the model rejected the proposal here and chose this token itself
+    Bonus,      // every proposal was accepted; the model's own next token from the same pass
+};
+
+// One verification step: what was proposed, how much of it the model accepted, and where it
+// disagreed. Shared (by pointer) by every token the step produced.
+struct SpeculationStepData {
+    int k = 0;                         // tokens asked of the proposer
+    QVector<CandidateData> proposed;   // id and piece of each proposal, in order
+    int accepted = 0;                  // leading proposals accepted
+    int tokens = 0;                    // tokens this step produced (accepted + the model's own)
+    double step_ms = 0.0;              // the verification pass
+    // Where the model disagreed (id -1 when it accepted everything): the rejected proposal with
+    // its probability under the model (p) and under the proposer (q), and the model's choice.
+    CandidateData rejected{-1, {}, 0.0f, 0.0f};
+    float rejected_q = 0.0f;
+    CandidateData target{-1, {}, 0.0f, 0.0f};
 };
 
 // One generated token: the span the chat view shows and the inspector explains.
@@ -26,7 +50,23 @@ struct TokenData {
     QVector<CandidateData> before;  // top candidates before sampling settings: softmax(raw logits)
     QVector<CandidateData> after;  // after sampling settings: penalty/top-k/top-p/min-p/temperature
     double step_ms = 0.0;
+    TokenOrigin origin = TokenOrigin::Plain;
+    std::shared_ptr<const SpeculationStepData> speculation;  // null: not from a verification
 };
+
+// Speculative decoding as chosen in the sampling panel. It is an engine option: changing it
+// reloads the engine (the draft model is loaded with it).
+struct SpeculationSettings {
+    enum class Mode { Off, Lookup, Draft };
+    Mode mode = Mode::Off;
+    QString draft_path;  // Draft: the GGUF file (same vocabulary as the chat model)
+    int max_k = 8;       // most tokens proposed per step (1 to kMaxK); the engine adapts below it
+    static constexpr int kMaxK = 32;
+    friend bool operator==(const SpeculationSettings&, const SpeculationSettings&) = default;
+};
+// "off", "lookup", "draft": the names QSettings stores.
+QString speculationModeName(SpeculationSettings::Mode mode);
+SpeculationSettings::Mode speculationModeFromName(const QString& name);
 
 struct SamplingSettings {
     float temperature = 0.8f;
@@ -80,6 +120,20 @@ struct MetricsData {
     double effective_gbps = 0.0;  // decode bytes per token x decode tok/s
     qint64 prompt_tokens = 0;
     qint64 reused_tokens = 0;
+    // Speculative decoding (all zero when off). decode_tokens_per_s is then the effective rate:
+    // every generated token over the decode time, verification passes included.
+    bool speculating = false;
+    qint64 verifications = 0;
+    qint64 proposed = 0;
+    qint64 accepted = 0;
+    int current_k = 0;               // what the engine will propose next (0: paused)
+    double plain_step_ms = 0.0;      // mean one-token decode step (since the model was loaded)
+    double verify_step_ms = 0.0;     // mean verification pass of this reply
+    double tokens_per_verification = 0.0;  // tokens a verification produced, on average
+    quint64 decode_bytes_per_token = 0;    // weights read per decode pass
+    double acceptanceRate() const { return proposed > 0 ? double(accepted) / double(proposed) : 0.0; }
+    // What plain decoding runs at on this machine: one token per one-token step.
+    double plainTokensPerS() const { return plain_step_ms > 0 ? 1000.0 / plain_step_ms : 0.0; }
 };
 
 struct MemoryBudgetData {
@@ -133,3 +187,4 @@ Q_DECLARE_METATYPE(tokenscope::ui::MetricsData)
 Q_DECLARE_METATYPE(tokenscope::ui::MemoryBudgetData)
 Q_DECLARE_METATYPE(tokenscope::ui::ModelInfoData)
 Q_DECLARE_METATYPE(tokenscope::ui::SamplingSettings)
+Q_DECLARE_METATYPE(tokenscope::ui::SpeculationSettings)

@@ -15,6 +15,7 @@
 
 #include "distribution_chart.h"
 #include "message_document.h"
+#include "speculation_controls.h"
 
 namespace tokenscope::ui {
 
@@ -128,6 +129,14 @@ SamplingPanel::SamplingPanel(QWidget* parent) : QWidget(parent) {
     think_->setVisible(false);
     grid_->addWidget(think_, grid_->rowCount(), 0, 1, 3);
     connect(think_, &QCheckBox::toggled, this, [this] { userChanged(); });
+
+    auto* speculation_box = new QGroupBox(tr("Speculative decoding"), this);
+    speculation_box->setObjectName(QStringLiteral("speculationBox"));
+    auto* speculation_layout = new QVBoxLayout(speculation_box);
+    speculation_layout->setContentsMargins(6, 4, 6, 6);
+    speculation_ = new SpeculationControls(speculation_box);
+    speculation_layout->addWidget(speculation_);
+    layout->addWidget(speculation_box);
 
     // The chart's box is titled with the step it shows (see showStep); the line under the
     // title says what the two bars are, in the words the token inspector uses too.

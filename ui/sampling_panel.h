@@ -10,6 +10,10 @@
 //   Creative  temperature 1.2, top-k 100, top-p 0.98, min-p 0.02 — varied, riskier wording
 // The preset button whose values match the current settings is shown checked.
 //
+// Under them, the speculative decoding controls (SpeculationControls: off / prompt lookup /
+// draft model, max k, the current k); they are engine options, not per-request settings, and
+// have their own signal.
+//
 // Under the settings, a DistributionChart shows one step's candidates before and after sampling
 // settings, titled with the step it shows: a token the user selected (showStep), the last
 // step of a stream (setLastStep), or none (clearStep).
@@ -35,6 +39,7 @@ class QSlider;
 namespace tokenscope::ui {
 
 class DistributionChart;
+class SpeculationControls;
 
 class SamplingPanel : public QWidget {
     Q_OBJECT
@@ -49,6 +54,7 @@ class SamplingPanel : public QWidget {
 
     SamplingSettings settings() const;
     DistributionChart* chart() const { return chart_; }
+    SpeculationControls* speculationControls() const { return speculation_; }
     // Controls by setting name ("temperature", "top_k", "top_p", "min_p", "repeat_penalty",
     // "repeat_window", "max_tokens", "seed"), for tests and the main window's shortcuts.
     QSlider* slider(const QString& name) const { return sliders_.value(name); }
@@ -99,6 +105,7 @@ class SamplingPanel : public QWidget {
     QPushButton* reroll_ = nullptr;
     QPushButton* presets_[3] = {nullptr, nullptr, nullptr};
     DistributionChart* chart_ = nullptr;
+    SpeculationControls* speculation_ = nullptr;
     QGroupBox* chart_box_ = nullptr;
     QLabel* explanation_ = nullptr;
     QGridLayout* grid_ = nullptr;

@@ -6,6 +6,7 @@
 #include <QPainter>
 #include <QStyledItemDelegate>
 #include <QTableWidget>
+#include <QTextDocumentFragment>
 #include <QVBoxLayout>
 #include <cmath>
 
@@ -92,6 +93,68 @@ QString capitalized(QString text) {
     return text;
 }
 
+QString escaped(const QString& piece) {
+    return visiblePiece(piece).toHtmlEscaped();
+}
+
+QString percent(float p) {
+    return formatProbability(p).toHtmlEscaped();
+}
+
+// The speculation section: where the token came from and what its verification step did.
+QString speculationHtml(const TokenData& t) {
+    const SpeculationStepData* step = t.speculation.get();
+    if (!step) return {};
+    QString origin;
+    switch (t.origin) {
+        case TokenOrigin::Accepted:
+            origin = QObject::tr("<b>Accepted guess</b>: the model agreed with the proposal");
+            break;
+        case TokenOrigin::Corrected:
+            origin = QObject::tr("<b>The model's correction</b>: it rejected the proposal here");
+            break;
+        case TokenOrigin::Bonus:
+            origin = QObject::tr("<b>Bonus token</b>: every proposal was accepted; the model's "
+                                 "own next token from the same pass");
+            break;
+        case TokenOrigin::Plain:
+            origin = QObject::tr("<b>Plain step</b>");
+            break;
+    }
+    QString html = origin + QStringLiteral("<br>");
+    html += QObject::tr("Its verification pass (%1 ms) produced %2 tokens.")
+                .arg(step->step_ms, 0, 'f', 1)
+                .arg(step->tokens);
+    // The proposals in order: accepted ones in the accepted-guess colour, the rejected one
+    // struck through, the ones after it (never judged) faint.
+    QStringList pieces;
+    for (int i = 0; i < step->proposed.size(); ++i) {
+        const QString piece =
+            QStringLiteral("“%1”").arg(escaped(step->proposed[i].piece));
+        if (i < step->accepted)
+            pieces << QStringLiteral("<span style=\"color:%1\">%2</span>")
+                          .arg(MessageDocument::acceptedGuessColor().name(), piece);
+        else if (i == step->accepted && step->rejected.id >= 0)
+            pieces << QStringLiteral("<s>%1</s>").arg(piece);
+        else
+            pieces << QStringLiteral("<span style=\"color:gray\">%1</span>").arg(piece);
+    }
+    html += QStringLiteral("<br>") +
+            QObject::tr("Proposed (k = %1): %2").arg(step->k).arg(pieces.join(QChar(' ')));
+    html += QStringLiteral("<br>") + QObject::tr("Accepted: %1 of %2")
+                                         .arg(step->accepted)
+                                         .arg(step->proposed.size());
+    if (step->rejected.id >= 0) {
+        html += QStringLiteral("<br>") +
+                QObject::tr("The model disagreed at “%1” (p %2 under the model, q %3 under the "
+                            "proposer) and chose “%4” (p %5).")
+                    .arg(escaped(step->rejected.piece), percent(step->rejected.probability),
+                         percent(step->rejected_q), escaped(step->target.piece),
+                         percent(step->target.probability));
+    }
+    return html;
+}
+
 }  // namespace
 
 TokenInspector::TokenInspector(QWidget* parent) : QWidget(parent) {
@@ -111,6 +174,17 @@ TokenInspector::TokenInspector(QWidget* parent) : QWidget(parent) {
     summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     layout->addWidget(piece_);
     layout->addWidget(summary_);
+    speculation_ = new QLabel(this);
+    speculation_->setObjectName(QStringLiteral("tokenSpeculation"));
+    speculation_->setWordWrap(true);
+    speculation_->setTextFormat(Qt::RichText);
+    speculation_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    speculation_->setToolTip(
+        tr("Speculative decoding: proposals are checked in one pass of the model. p: the "
+           "probability the model gives a token; q: the proposer's (1 for prompt lookup). A "
+           "proposal is accepted with probability min(1, p/q), which keeps the text exactly "
+           "what the model alone would write."));
+    layout->addWidget(speculation_);
     summary_->setToolTip(tr("p: the token's probability %1, the distribution it was drawn "
                             "from. logprob: the natural log of its probability %2.")
                              .arg(afterSettingsName(), beforeSettingsName()));
@@ -146,6 +220,12 @@ QString TokenInspector::summaryText() const {
     return summary_->text();
 }
 
+QString TokenInspector::speculationText() const {
+    return speculation_->isHidden()
+               ? QString()
+               : QTextDocumentFragment::fromHtml(speculation_->text()).toPlainText();
+}
+
 void TokenInspector::clear() {
     token_ = TokenData{};
     has_token_ = false;
@@ -153,6 +233,8 @@ void TokenInspector::clear() {
     summary_->setText(tr("Click a generated token in the chat to inspect it."));
     before_->setRowCount(0);
     after_->setRowCount(0);
+    speculation_->clear();
+    speculation_->hide();
 }
 
 void TokenInspector::setToken(const TokenData& token) {
@@ -165,6 +247,9 @@ void TokenInspector::setToken(const TokenData& token) {
                           .arg(QString::number(token.logprob, 'f', 3));
     if (token.step_ms > 0) summary += tr(" · %1 ms").arg(token.step_ms, 0, 'f', 1);
     summary_->setText(summary);
+    const QString speculation = speculationHtml(token);
+    speculation_->setText(speculation);
+    speculation_->setVisible(!speculation.isEmpty());
     fillTable(before_, token.before);
     fillTable(after_, token.after);
 }

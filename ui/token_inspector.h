@@ -4,7 +4,10 @@
 // and two tables: the top-10 candidates before sampling settings (softmax of the raw logits) and
 // after sampling settings (repetition penalty, top-k, top-p, min-p, temperature), each with a
 // probability bar, under a one-line explanation of the two. The chosen token's row is
-// highlighted in both.
+// highlighted in both. For a token from a speculative verification step, a section under the
+// summary says where it came from (accepted guess, the model's correction, bonus token) and what
+// the step proposed, how much the model accepted and where it disagreed, with both tokens'
+// probabilities.
 #include <QWidget>
 
 #include "panel_data.h"
@@ -27,6 +30,9 @@ class TokenInspector : public QWidget {
     QTableWidget* afterTable() const { return after_; }
     // The summary line ("id 42 · p 45.2% · logprob -0.794 · 12.3 ms"), for tests.
     QString summaryText() const;
+    // The speculation section as plain text ("" when the token is not from a verification).
+    QString speculationText() const;
+    QLabel* speculationLabel() const { return speculation_; }
     // The tables' headings and the line that explains them.
     QLabel* beforeHeading() const { return before_label_; }
     QLabel* afterHeading() const { return after_label_; }
@@ -45,6 +51,7 @@ class TokenInspector : public QWidget {
     bool has_token_ = false;
     QLabel* piece_ = nullptr;
     QLabel* summary_ = nullptr;
+    QLabel* speculation_ = nullptr;
     QLabel* explanation_ = nullptr;
     QLabel* before_label_ = nullptr;
     QLabel* after_label_ = nullptr;

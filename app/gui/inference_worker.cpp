@@ -10,6 +10,7 @@
 #include "model_summary.h"
 #include "runtime/engine.h"
 #include "runtime/prompt_builder.h"
+#include "speculation_meter.h"
 #include "util/error.h"
 
 namespace tokenscope::app {
@@ -43,6 +44,16 @@ ui::TokenData to_token_data(const runtime::TokenEvent& e, const tokenizer::Token
         t.after.push_back({c.id, display_token(tokenizer, c.id), c.probability, c.logit});
     return t;
 }
+
+// How many tokens e's step produced for e's request: the events of one verification share
+// its Verification; a plain step produces one.
+int tokens_in_step(const std::vector<runtime::TokenEvent>& events, const runtime::TokenEvent& e) {
+    if (!e.speculation.verification) return 1;
+    int n = 0;
+    for (const auto& other : events)
+        if (other.token >= 0 && other.speculation.verification == e.speculation.verification) ++n;
+    return std::max(1, n);
+}
 }  // namespace
 
 void register_worker_types() {
@@ -52,8 +63,56 @@ void register_worker_types() {
     qRegisterMetaType<LoadOptions>();
 }
 
-InferenceWorker::InferenceWorker(QObject* parent) : QObject(parent) {}
+InferenceWorker::InferenceWorker(QObject* parent)
+    : QObject(parent), speculation_(std::make_unique<SpeculationMeter>()) {}
 InferenceWorker::~InferenceWorker() = default;
+
+std::unique_ptr<runtime::Engine> InferenceWorker::load_engine(const LoadOptions& options) const {
+    runtime::EngineOptions o;
+    o.threads = options.threads;
+    o.kv_capacity_tokens = options.kv_capacity_tokens;
+    const auto type = kv::parse_element_type(options.kv_type.toStdString());
+    if (!type)
+        throw InvalidArgument("KV cache type '" + options.kv_type.toStdString() +
+                              "' is not f32, f16 or q8");
+    o.kv_type = *type;
+    o.device = runtime::parse_device(options.device.toStdString());
+    o.speculation = engine_speculation(options.speculation);
+    return runtime::Engine::load(model_path_.toStdString(), o);
+}
+
+void InferenceWorker::install_engine(std::unique_ptr<runtime::Engine> engine) {
+    prompts_.reset();
+    engine_ = std::move(engine);
+    prompts_ = std::make_unique<runtime::PromptBuilder>(*engine_, std::nullopt);
+    decode_bytes_per_token_ = inspect::model_cost(engine_->file()).decode_bytes_per_token;
+    current_conversation_ = -1;
+    labels_.clear();
+    speculation_ = std::make_unique<SpeculationMeter>();  // another engine: other step times
+    send_panels(false);
+}
+
+void InferenceWorker::setSpeculation(const ui::SpeculationSettings& settings) {
+    if (!engine_) {
+        options_.speculation = settings;
+        emit speculationApplied(settings);
+        return;
+    }
+    if (settings == options_.speculation) {
+        emit speculationApplied(settings);
+        return;
+    }
+    LoadOptions options = options_;
+    options.speculation = settings;
+    try {
+        // The new engine maps the same file (its pages are in memory) and loads the draft.
+        install_engine(load_engine(options));
+        options_ = options;
+    } catch (const std::exception& e) {
+        emit speculationFailed(QString::fromUtf8(e.what()));
+    }
+    emit speculationApplied(options_.speculation);
+}
 
 void InferenceWorker::loadModel(const QString& path, const LoadOptions& options) {
     cancel_load_.store(false);
@@ -80,33 +139,45 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
                               tr("Reading weights"));
         }
         emit loadProgress(85, tr("Validating and binding tensors"));
-        runtime::EngineOptions o;
-        o.threads = options.threads;
-        o.kv_capacity_tokens = options.kv_capacity_tokens;
-        const auto type = kv::parse_element_type(options.kv_type.toStdString());
-        if (!type)
-            throw InvalidArgument("KV cache type '" + options.kv_type.toStdString() +
-                                  "' is not f32, f16 or q8");
-        o.kv_type = *type;
-        o.device = runtime::parse_device(options.device.toStdString());
-        auto engine = runtime::Engine::load(path.toStdString(), o);
+        const QString previous_path = model_path_;
+        model_path_ = path;
+        LoadOptions used = options;
+        QString speculation_problem;
+        std::unique_ptr<runtime::Engine> engine;
+        try {
+            engine = load_engine(used);
+        } catch (const std::exception& e) {
+            if (used.speculation.mode == ui::SpeculationSettings::Mode::Off) {
+                model_path_ = previous_path;
+                throw;
+            }
+            // Perhaps only the speculation is at fault (a draft with another vocabulary):
+            // the model loads without it, and the user is told why. If the model itself is
+            // the problem, this load fails with the model's own message.
+            speculation_problem = QString::fromUtf8(e.what());
+            used.speculation.mode = ui::SpeculationSettings::Mode::Off;
+            try {
+                engine = load_engine(used);
+            } catch (...) {
+                model_path_ = previous_path;
+                throw;
+            }
+        }
         if (cancel_load_.load()) {
+            model_path_ = previous_path;
             emit loadCancelled();
             return;
         }
-        prompts_.reset();
-        engine_ = std::move(engine);
-        prompts_ = std::make_unique<runtime::PromptBuilder>(*engine_, std::nullopt);
-        decode_bytes_per_token_ = inspect::model_cost(engine_->file()).decode_bytes_per_token;
-        current_conversation_ = -1;
-        labels_.clear();
-        send_panels(false);
+        install_engine(std::move(engine));
+        options_ = used;
         emit loadProgress(100, tr("Ready"));
         ui::ModelInfoData info = model_info(*engine_, QString::fromStdString(prompts_->description()));
         info.supports_thinking = prompts_->supports_thinking();
         emit modelLoaded(info);
         if (!prompts_->template_problem().empty())
             emit promptNotice(QString::fromStdString(prompts_->template_problem()));
+        if (!speculation_problem.isEmpty()) emit speculationFailed(speculation_problem);
+        emit speculationApplied(options_.speculation);
     } catch (const std::exception& e) {
         emit loadFailed(QString::fromUtf8(e.what()));
     }
@@ -158,6 +229,8 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         current_request_ = engine_->submit(std::move(request));
 
         ui::MetricsData metrics;
+        metrics.decode_bytes_per_token = decode_bytes_per_token_;
+        speculation_->begin_reply();
         QElapsedTimer since_attention;
         since_attention.start();
         QElapsedTimer since_panels;
@@ -166,13 +239,17 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         bool complete = false;
         while (engine_->has_work()) {
             if (stop_requested_.load()) engine_->cancel(current_request_);
-            for (const auto& e : engine_->step()) {
+            const std::vector<runtime::TokenEvent> events = engine_->step();
+            for (const auto& e : events) {
                 if (e.token >= 0) {
+                    // A verification step returns all its tokens at once, with the step's time.
+                    const int in_step = tokens_in_step(events, e);
                     labels_ << display_token(engine_->tokenizer(), e.token);
                     ui::TokenData token = to_token_data(e, engine_->tokenizer());
+                    speculation_->annotate(e, in_step, engine_->tokenizer(), token);
                     text += token.text;
                     emit tokenGenerated(conversation, token);
-                    metrics.token_ms.push_back(e.timings.token_ms);
+                    metrics.token_ms.push_back(e.timings.token_ms / in_step);
                 } else if (!e.text.empty()) {
                     text += QString::fromStdString(e.text);
                 }
@@ -190,8 +267,18 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
                         ? 1000.0 * static_cast<double>(e.timings.generated_tokens - 1) /
                               e.timings.decode_ms
                         : 0;
-                metrics.effective_gbps = static_cast<double>(decode_bytes_per_token_) *
-                                         metrics.decode_tokens_per_s / 1e9;
+                // Bytes read per decode pass x passes per second. With speculation a pass can
+                // produce several tokens: the tokens that came without a pass of their own
+                // read no weights.
+                speculation_->fill(metrics);
+                const double decoded = double(std::max<std::int64_t>(0, e.timings.generated_tokens - 1));
+                const double passes_per_s =
+                    decoded > 0 ? metrics.decode_tokens_per_s *
+                                      std::max(0.0, decoded - double(speculation_->tokens_without_pass())) /
+                                      decoded
+                                : 0.0;
+                metrics.effective_gbps =
+                    static_cast<double>(decode_bytes_per_token_) * passes_per_s / 1e9;
                 if (e.finished) {
                     reason = QString::fromUtf8(runtime::finish_reason_name(e.reason));
                     complete = e.reason != runtime::FinishReason::Cancelled;

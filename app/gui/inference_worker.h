@@ -22,6 +22,8 @@ class PromptBuilder;
 
 namespace tokenscope::app {
 
+class SpeculationMeter;
+
 struct ChatTurn {
     QString role;  // "system", "user", "assistant"
     QString content;
@@ -32,6 +34,7 @@ struct LoadOptions {
     int kv_capacity_tokens = 4096;
     QString kv_type = "f16";        // f16, f32, q8
     QString device = "auto";        // cpu, cuda, auto (CUDA when a usable GPU is registered and present)
+    ui::SpeculationSettings speculation;
 };
 
 class InferenceWorker : public QObject {
@@ -55,12 +58,22 @@ public slots:
     void requestAttention(int layer, int head);
     // Frees a conversation's cached tokens (deleted conversation).
     void forgetConversation(qint64 conversation);
+    // Speculative decoding is an engine option: with a model loaded, the engine is loaded
+    // again with the new setting (the cached conversations are dropped). If that fails (a
+    // draft model with another vocabulary, a missing file) the current engine stays and
+    // speculationFailed says why. Without a model, the setting applies to the next load.
+    void setSpeculation(const tokenscope::ui::SpeculationSettings& settings);
 
 signals:
     void loadProgress(int percent, const QString& stage);
     void modelLoaded(const tokenscope::ui::ModelInfoData& info);
     void loadFailed(const QString& message);
     void loadCancelled();
+    // The speculation the loaded engine runs with (after every load and setSpeculation).
+    void speculationApplied(const tokenscope::ui::SpeculationSettings& settings);
+    // The chosen speculation could not be set up; the engine runs without it (or, after
+    // setSpeculation, with what it had). One message for the user.
+    void speculationFailed(const QString& message);
 
     void generationStarted(qint64 conversation, int prompt_tokens);
     void tokenGenerated(qint64 conversation, const tokenscope::ui::TokenData& token);
@@ -78,6 +91,9 @@ signals:
 
 private:
     void send_panels(bool include_attention);
+    std::unique_ptr<runtime::Engine> load_engine(const LoadOptions& options) const;
+    // Makes `engine` the current one (prompt builder, cost numbers, panels).
+    void install_engine(std::unique_ptr<runtime::Engine> engine);
 
     std::unique_ptr<runtime::Engine> engine_;
     std::unique_ptr<runtime::PromptBuilder> prompts_;
@@ -90,6 +106,9 @@ private:
     int attention_layer_ = 0;
     int attention_head_ = -1;
     std::uint64_t decode_bytes_per_token_ = 0;
+    QString model_path_;
+    LoadOptions options_;  // what the current engine was loaded with
+    std::unique_ptr<SpeculationMeter> speculation_;
 };
 
 void register_worker_types();

@@ -41,6 +41,7 @@
 #include "metrics_view.h"
 #include "model_info_view.h"
 #include "sampling_panel.h"
+#include "speculation_controls.h"
 #include "token_inspector.h"
 #include "trace_writer.h"
 #include "util/error.h"
@@ -156,6 +157,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     worker_thread_.setObjectName("inference");
     worker_thread_.start();
     connect_worker();
+    connect_speculation();
 
     connect(chat_, &ui::ChatView::sendRequested, this, &MainWindow::sendMessage);
     connect(chat_, &ui::ChatView::stopRequested, this, &MainWindow::stopGeneration);
@@ -524,6 +526,8 @@ void MainWindow::openModel(const QString& path) {
     QSettings settings;
     LoadOptions load = options_.load;
     load.kv_type = settings.value("model/kv_type", load.kv_type).toString();
+    load.speculation = sampling_->speculationControls()->settings();
+    pending_speculation_.reset();  // the load carries the panel's choice
     QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection, Q_ARG(QString, path),
                               Q_ARG(tokenscope::app::LoadOptions, load));
 }
@@ -808,6 +812,7 @@ void MainWindow::on_generation_finished(qint64 conversation, const QString& text
     refresh_conversations();
     // A finished reply means the model works: transient notes ("Model unchanged…") are over.
     if (model_ready_) set_model_status(model_status_);
+    if (pending_speculation_) apply_speculation(*std::exchange(pending_speculation_, std::nullopt));
     emit generationDone();
 }
 

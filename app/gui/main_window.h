@@ -126,6 +126,10 @@ class MainWindow : public QMainWindow {
     void place_docks(bool compact);
     void apply_dock_sizes();
     void connect_worker();
+    // Speculative decoding (main_window_speculation.cpp): the sampling panel's controls, the
+    // worker's engine reload, QSettings, the chat legend and the live k.
+    void connect_speculation();
+    void apply_speculation(const ui::SpeculationSettings& settings);
     void refresh_conversations();
     void start_generation();
     void on_generation_finished(qint64 conversation, const QString& text, const QString& reason,
@@ -213,6 +217,9 @@ class MainWindow : public QMainWindow {
     bool model_ready_ = false;
     bool generating_ = false;
     QString model_path_;
+    // A speculation change made while a reply streams: applied when it finishes (it reloads
+    // the engine, which would end the reply).
+    std::optional<ui::SpeculationSettings> pending_speculation_;
 };
 
 }  // namespace tokenscope::app

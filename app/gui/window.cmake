@@ -1,4 +1,5 @@
-target_sources(tokenscope_app PRIVATE ${CMAKE_CURRENT_LIST_DIR}/main_window.cpp)
+target_sources(tokenscope_app PRIVATE ${CMAKE_CURRENT_LIST_DIR}/main_window.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/main_window_speculation.cpp)
 
 add_executable(tokenscope ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
 target_link_libraries(tokenscope PRIVATE tokenscope_app)
