@@ -552,11 +552,21 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q5_0:
         case Type::Q5_1:
         case Type::Q8_0:
-            // One token reads each packed weight once: interleaving would only add work.
-            if (args.tokens > 1) {
+            // One token reads each packed weight once: interleaving would only add work. Small
+            // batches (a speculative verification chunk) run the one-token kernels so every
+            // token's result is bit-identical to its decode step (test_matmul
+            // smallBatchesMatchDecodeBitForBit): Q32Avx512's per-token sums do not depend on the
+            // tile, the Q8_0 GEMV runs once per token (its rows stay in L2 between tokens).
+            if (args.tokens >= kPanelMinTokensInternal) {
                 run_q32<Q32InterleavedAvx512>(args);
             } else if (args.type == Type::Q8_0) {
-                run_gemv_q8_0(args);
+                for (std::int64_t t = 0; t < args.tokens; ++t) {
+                    MatmulArgs one = args;
+                    one.acts = act_row(args, t);
+                    one.out = args.out + t * args.out_stride;
+                    one.tokens = 1;
+                    run_gemv_q8_0(one);
+                }
             } else {
                 run_q32<Q32Avx512>(args);
             }
