@@ -44,7 +44,8 @@ runtime::SpeculationOptions engine_speculation(const ui::SpeculationSettings& se
 }
 
 void SpeculationMeter::begin_reply() {
-    steps_.clear();
+    last_verification_.reset();
+    last_step_.reset();
     stats_ = {};
     enabled_ = false;
     verify_ms_sum_ = 0.0;
@@ -67,11 +68,8 @@ void SpeculationMeter::annotate(const runtime::TokenEvent& e, int tokens_in_step
         }
         return;
     }
-    auto found = steps_.find(s.verification.get());
-    if (found == steps_.end()) {
-        // The step's first token: convert the verification and count the pass once. The map
-        // keeps only this step's entries (older verifications are finished with).
-        steps_.clear();
+    if (s.verification != last_verification_) {
+        // The step's first token: convert the verification and count the pass once.
         const spec::Verification& v = *s.verification;
         auto step = std::make_shared<ui::SpeculationStepData>();
         step->k = v.k;
@@ -87,12 +85,13 @@ void SpeculationMeter::annotate(const runtime::TokenEvent& e, int tokens_in_step
             step->target = {v.target_token, display_token(tokenizer, v.target_token), v.target_p,
                             0.0f};
         }
-        found = steps_.emplace(s.verification.get(), std::move(step)).first;
+        last_verification_ = s.verification;
+        last_step_ = std::move(step);
         verify_ms_sum_ += e.timings.token_ms;
         ++verify_steps_;
         verify_tokens_ += tokens_in_step;
     }
-    token.speculation = found->second;
+    token.speculation = last_step_;
 }
 
 void SpeculationMeter::fill(ui::MetricsData& m) const {

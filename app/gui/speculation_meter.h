@@ -8,7 +8,6 @@
 // time; the meter is told how many tokens the step produced so that per-token latency is the
 // step's time shared among them, not the step's time counted once per token.
 #include <cstdint>
-#include <map>
 #include <memory>
 
 #include "panel_data.h"
@@ -35,9 +34,11 @@ class SpeculationMeter {
     std::int64_t tokens_without_pass() const { return verify_tokens_ - verify_steps_; }
 
   private:
-    std::map<const runtime::speculation::Verification*,
-             std::shared_ptr<const ui::SpeculationStepData>>
-        steps_;  // this step's verifications, converted once
+    // The last verification seen and its conversion, shared by the tokens of its step. The
+    // engine's object is held, not just its address: a freed step's address can be reused by
+    // the next step's verification.
+    std::shared_ptr<const runtime::speculation::Verification> last_verification_;
+    std::shared_ptr<const ui::SpeculationStepData> last_step_;
     runtime::speculation::Stats stats_;
     bool enabled_ = false;
     // Plain one-token decode steps since the model was loaded (an exponential mean: the
