@@ -24,7 +24,10 @@ class TestInferenceWorker : public QObject {
     QString model_;
 
     void load(const QString& path) {
-        const app::LoadOptions options{2, 512, "f16"};
+        app::LoadOptions options;
+        options.threads = 2;
+        options.kv_capacity_tokens = 512;
+        options.kv_type = "f16";
         QVERIFY(QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection,
                                           Q_ARG(QString, path),
                                           Q_ARG(tokenscope::app::LoadOptions, options)));
@@ -264,6 +267,123 @@ class TestInferenceWorker : public QObject {
         load(model_);
         QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 20000);
         QVERIFY(!loaded.at(0).at(0).value<ui::ModelInfoData>().supports_thinking);
+    }
+
+    // Speculation on the real default model: prompt lookup gives the same greedy text as plain
+    // decoding; a verification step's several tokens all arrive, in order, each with its origin
+    // and the step they share; per-token latency shares the step's time; the metrics report
+    // acceptance. A draft with another vocabulary is refused with a clear message and the
+    // engine keeps running. Last in this suite: it leaves SmolLM2 loaded.
+    void speculationLookupMatchesPlainAndDeliversEveryToken() {
+        const std::string smol = test::smollm2_model();
+        if (smol.empty()) QSKIP("SmolLM2-135M-Instruct is not installed (run tools/setup-deps)");
+        QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);
+        QSignalSpy applied(worker_, &InferenceWorker::speculationApplied);
+        QSignalSpy failed(worker_, &InferenceWorker::speculationFailed);
+        load(QString::fromStdString(smol));
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(applied.count() == 1, 10000);
+        QCOMPARE(applied.last().at(0).value<ui::SpeculationSettings>().mode,
+                 ui::SpeculationSettings::Mode::Off);
+        const QVector<ChatTurn> turns{
+            {"user", "Repeat this sentence exactly: The quick brown fox jumps over the lazy dog "
+                     "near the river bank."}};
+        auto run = [&](qint64 conversation, QList<ui::TokenData>& tokens, QString& text,
+                       ui::MetricsData& metrics) {
+            QSignalSpy token_spy(worker_, &InferenceWorker::tokenGenerated);
+            QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+            QSignalSpy metrics_spy(worker_, &InferenceWorker::metricsChanged);
+            generate(conversation, turns, 32, false);
+            QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 120000);
+            for (const auto& t : token_spy) tokens << t.at(1).value<ui::TokenData>();
+            text = finished.at(0).at(1).toString();
+            metrics = metrics_spy.last().at(0).value<ui::MetricsData>();
+        };
+        QList<ui::TokenData> plain_tokens;
+        QString plain_text;
+        ui::MetricsData plain_metrics;
+        run(301, plain_tokens, plain_text, plain_metrics);
+        QVERIFY(!plain_metrics.speculating);
+        for (const auto& t : plain_tokens) QCOMPARE(t.origin, ui::TokenOrigin::Plain);
+
+        ui::SpeculationSettings lookup;
+        lookup.mode = ui::SpeculationSettings::Mode::Lookup;
+        lookup.max_k = 8;
+        QVERIFY(QMetaObject::invokeMethod(worker_, "setSpeculation", Qt::QueuedConnection,
+                                          Q_ARG(tokenscope::ui::SpeculationSettings, lookup)));
+        QTRY_VERIFY_WITH_TIMEOUT(applied.count() == 2, 60000);
+        QCOMPARE(applied.last().at(0).value<ui::SpeculationSettings>(), lookup);
+        QCOMPARE(failed.count(), 0);
+
+        QList<ui::TokenData> tokens;
+        QString text;
+        ui::MetricsData metrics;
+        run(302, tokens, text, metrics);
+        QCOMPARE(text, plain_text);
+        QCOMPARE(tokens.size(), plain_tokens.size());
+        QString streamed;
+        for (qsizetype i = 0; i < tokens.size(); ++i) {
+            streamed += tokens[i].text;
+            QCOMPARE(tokens[i].id, plain_tokens[i].id);
+        }
+        QCOMPARE(streamed, text);
+        // Every token of a verification step arrived, consecutively, sharing the step.
+        int accepted = 0;
+        int multi_token_steps = 0;
+        for (qsizetype i = 0; i < tokens.size();) {
+            const auto step = tokens[i].speculation;
+            if (!step) {
+                QCOMPARE(tokens[i].origin, ui::TokenOrigin::Plain);
+                ++i;
+                continue;
+            }
+            qsizetype n = 0;
+            while (i + n < tokens.size() && tokens[i + n].speculation == step) ++n;
+            // The step's tokens: its accepted proposals, then the model's own (unless the reply
+            // ended inside the step).
+            QVERIFY2(n == step->tokens || i + n == tokens.size(),
+                     qPrintable(QStringLiteral("%1 of %2").arg(n).arg(step->tokens)));
+            for (qsizetype j = 0; j < n; ++j) {
+                if (j < step->accepted) {
+                    QCOMPARE(tokens[i + j].origin, ui::TokenOrigin::Accepted);
+                    QCOMPARE(tokens[i + j].id, step->proposed[j].id);
+                    ++accepted;
+                } else {
+                    QVERIFY(tokens[i + j].origin == ui::TokenOrigin::Corrected ||
+                            tokens[i + j].origin == ui::TokenOrigin::Bonus);
+                }
+            }
+            if (n > 1) ++multi_token_steps;
+            i += n;
+        }
+        QVERIFY2(multi_token_steps >= 1, "no verification step produced more than one token");
+        QVERIFY(accepted >= 1);
+        QVERIFY(metrics.speculating);
+        QVERIFY(metrics.proposed > 0);
+        QCOMPARE(metrics.accepted, qint64(accepted));
+        QVERIFY(metrics.verifications >= multi_token_steps);
+        QVERIFY(metrics.verify_step_ms > 0);
+        QVERIFY(metrics.tokens_per_verification > 1.0);
+        QVERIFY(metrics.decode_bytes_per_token > 0);
+        // One latency value per token, a step's time shared among its tokens.
+        QCOMPARE(metrics.token_ms.size(), tokens.size());
+
+        // A draft with another vocabulary (the tiny test model): refused, engine kept.
+        ui::SpeculationSettings draft;
+        draft.mode = ui::SpeculationSettings::Mode::Draft;
+        draft.draft_path = model_;
+        QVERIFY(QMetaObject::invokeMethod(worker_, "setSpeculation", Qt::QueuedConnection,
+                                          Q_ARG(tokenscope::ui::SpeculationSettings, draft)));
+        QTRY_VERIFY_WITH_TIMEOUT(applied.count() == 3, 60000);
+        QCOMPARE(failed.count(), 1);
+        const QString message = failed.at(0).at(0).toString();
+        QVERIFY2(message.contains(QStringLiteral("same vocabulary")), qPrintable(message));
+        QCOMPARE(applied.last().at(0).value<ui::SpeculationSettings>(), lookup);
+        QList<ui::TokenData> again;
+        QString again_text;
+        ui::MetricsData again_metrics;
+        run(303, again, again_text, again_metrics);
+        QCOMPARE(again_text, plain_text);
     }
 };
 

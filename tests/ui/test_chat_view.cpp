@@ -6,6 +6,7 @@
 #include <QElapsedTimer>
 #include <QEventLoop>
 #include <QHelpEvent>
+#include <QLabel>
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSignalSpy>
@@ -306,6 +307,61 @@ class TestChatView : public QObject {
         view.setShowTokenBoundaries(true);
         QCOMPARE(formatOf(0).underlineStyle(), QTextCharFormat::SingleUnderline);
         QVERIFY(formatOf(0).underlineColor() != formatOf(1).underlineColor());
+    }
+
+    // Tokens that were an accepted speculative guess carry the teal underline; the model's
+    // own tokens (plain, correction, bonus) do not. Boundaries, when on, take the underline,
+    // and switching them off brings the marking back. The legend shows on request.
+    void acceptedGuessesAreUnderlined() {
+        ChatView view;
+        view.resize(600, 300);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        auto step = std::make_shared<SpeculationStepData>();
+        step->k = 3;
+        step->accepted = 2;
+        step->tokens = 3;
+        const TokenOrigin origins[] = {TokenOrigin::Plain, TokenOrigin::Accepted,
+                                       TokenOrigin::Accepted, TokenOrigin::Corrected};
+        view.beginAssistantMessage();
+        for (int i = 0; i < 4; ++i) {
+            TokenData t = makeToken(sampleWord(i), 0.9f, 10 + i);
+            t.origin = origins[i];
+            if (i > 0) t.speculation = step;
+            view.appendToken(t);
+        }
+        view.finishAssistantMessage();
+        MessageDocument* doc = view.messageDocument();
+        auto formatOf = [&](int token) {
+            QTextCursor c(doc->document());
+            c.setPosition(doc->tokenRange({0, token}).first + 1);
+            return c.charFormat();
+        };
+        QCOMPARE(formatOf(0).underlineStyle(), QTextCharFormat::NoUnderline);
+        for (int i : {1, 2}) {
+            QCOMPARE(formatOf(i).underlineStyle(), QTextCharFormat::SingleUnderline);
+            QCOMPARE(formatOf(i).underlineColor(), MessageDocument::acceptedGuessColor());
+        }
+        QCOMPARE(formatOf(3).underlineStyle(), QTextCharFormat::NoUnderline);
+        // The token keeps its origin and step for the inspector.
+        QCOMPARE(doc->message(0).tokens[1].origin, TokenOrigin::Accepted);
+        QCOMPARE(doc->message(0).tokens[1].speculation->accepted, 2);
+
+        view.setShowTokenBoundaries(true);
+        QVERIFY(formatOf(1).underlineColor() != MessageDocument::acceptedGuessColor() ||
+                formatOf(2).underlineColor() != MessageDocument::acceptedGuessColor());
+        QCOMPARE(formatOf(0).underlineStyle(), QTextCharFormat::SingleUnderline);
+        view.setShowTokenBoundaries(false);
+        QCOMPARE(formatOf(0).underlineStyle(), QTextCharFormat::NoUnderline);
+        QCOMPARE(formatOf(2).underlineColor(), MessageDocument::acceptedGuessColor());
+
+        auto* legend = view.findChild<QLabel*>(QStringLiteral("speculationLegend"));
+        QVERIFY(legend);
+        QVERIFY(!legend->isVisible());
+        view.setSpeculationLegendVisible(true);
+        QVERIFY(legend->isVisible());
+        QVERIFY(legend->text().contains(MessageDocument::acceptedGuessColor().name()));
+        QVERIFY(legend->text().contains(QStringLiteral("accepted guess")));
     }
 
     void codeBlocksAreMonospace() {

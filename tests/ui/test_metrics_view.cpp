@@ -1,10 +1,13 @@
 // The metrics panel and its sparkline: numbers as given, maximum on the top row.
 #include <QApplication>
 #include <QDir>
+#include <QLabel>
 #include <QTest>
+#include <QToolButton>
 
 #include "metrics_view.h"
 #include "sparkline.h"
+#include "speculation_explainer.h"
 #include "widget_test_support.h"
 
 using namespace tokenscope::ui;
@@ -55,7 +58,59 @@ class TestMetricsView : public QObject {
     void fewPrefilledTokensShowCountNotRate();
     void clearReturnsToEmpty();
     void savePanelPngs();
+    void speculationRowAndWhyFree();
 };
+
+// With speculation: acceptance, plain rate and speedup next to the (effective) decode rate,
+// and the "Why is speculation free?" popup explains with the same numbers. Without: the row
+// is hidden and the popup says how to turn it on.
+void TestMetricsView::speculationRowAndWhyFree() {
+    MetricsView view;
+    view.resize(420, 400);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    QVERIFY(!view.speculationRowVisible());
+
+    MetricsData m;
+    m.decode_tokens_per_s = 60.0;
+    m.token_ms = {10, 12, 11};
+    m.speculating = true;
+    m.verifications = 10;
+    m.proposed = 40;
+    m.accepted = 30;
+    m.current_k = 4;
+    m.plain_step_ms = 25.0;  // 40 tok/s plain
+    m.verify_step_ms = 50.0;
+    m.tokens_per_verification = 4.0;
+    m.decode_bytes_per_token = 100'000'000;
+    view.setData(m);
+    QVERIFY(view.speculationRowVisible());
+    QCOMPARE(view.valueText("acceptance"), QStringLiteral("75 % (30/40)"));
+    QCOMPARE(view.valueText("plain"), QStringLiteral("40.0\u00a0tok/s"));
+    QCOMPARE(view.valueText("speedup"), QStringLiteral("1.50×"));
+    QCOMPARE(view.valueText("decode"), QStringLiteral("60.0\u00a0tok/s"));
+
+    QVERIFY(view.whyFreeButton());
+    QTest::mouseClick(view.whyFreeButton(), Qt::LeftButton);
+    QTRY_VERIFY(view.whyFreePopup() && view.whyFreePopup()->isVisible());
+    const QString text = view.whyFreePopup()->text();
+    QVERIFY2(text.contains(QStringLiteral("100.0 MB")), qPrintable(text));   // bytes per pass
+    QVERIFY2(text.contains(QStringLiteral("25.0 ms")), qPrintable(text));    // plain step
+    QVERIFY2(text.contains(QStringLiteral("4.0 GB/s")), qPrintable(text));   // 100 MB / 25 ms
+    QVERIFY2(text.contains(QStringLiteral("50.0 ms")), qPrintable(text));    // verification
+    QVERIFY2(text.contains(QStringLiteral("2.00× a plain step")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("<b>75 %</b> (30 of 40)")), qPrintable(text));
+    // 50 ms / 4 tokens = 12.5 ms per token against 25 ms: 2x faster.
+    QVERIFY2(text.contains(QStringLiteral("12.5 ms")) && text.contains(QStringLiteral("2.00× faster")),
+             qPrintable(text));
+    test::save_png(*view.whyFreePopup(), QStringLiteral("metrics_why_free"));
+    view.whyFreePopup()->hide();
+
+    view.setData(MetricsData{});
+    QVERIFY(!view.speculationRowVisible());
+    QCOMPARE(speculationExplanation(MetricsData{}).contains(QStringLiteral("Speculation is off")),
+             true);
+}
 
 void TestMetricsView::sparklineMaxOnTopRow() {
     Sparkline s;

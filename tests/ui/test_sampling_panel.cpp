@@ -2,7 +2,10 @@
 // shaped distribution against hand-computed float64 softmax.
 #include <QCheckBox>
 #include <QDir>
+#include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QLineEdit>
+#include <QSpinBox>
 #include <QGroupBox>
 #include <QHelpEvent>
 #include <QLabel>
@@ -17,6 +20,7 @@
 #include "message_document.h"
 #include "panel_data.h"
 #include "sampling_panel.h"
+#include "speculation_controls.h"
 #include "token_inspector.h"
 #include "widget_test_support.h"
 
@@ -111,6 +115,128 @@ SamplingSettings noCuts(float temperature) {
 class TestSamplingPanel : public QObject {
     Q_OBJECT
   private slots:
+    // The speculation controls emit exactly the chosen setting, once per user change; a draft
+    // needs a file (the picker opens, and cancelling it goes back without a signal); max k
+    // is only an input while speculation is on; setSettings does not emit.
+    void speculationControlsEmitTheChoice() {
+        SamplingPanel panel;
+        panel.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&panel));
+        SpeculationControls* c = panel.speculationControls();
+        QVERIFY(c);
+        QSignalSpy changed(c, &SpeculationControls::speculationChanged);
+        auto last = [&] { return changed.last().at(0).value<SpeculationSettings>(); };
+        QCOMPARE(c->settings().mode, SpeculationSettings::Mode::Off);
+        QVERIFY(!c->maxKBox()->isEnabled());
+        QVERIFY(!c->draftPathEdit()->isEnabled());
+
+        c->modeBox()->setCurrentIndex(c->modeBox()->findData(int(SpeculationSettings::Mode::Lookup)));
+        QCOMPARE(changed.count(), 1);
+        QCOMPARE(last().mode, SpeculationSettings::Mode::Lookup);
+        QCOMPARE(last().max_k, 8);
+        QVERIFY(c->maxKBox()->isEnabled());
+
+        c->maxKBox()->setValue(12);
+        QCOMPARE(changed.count(), 2);
+        QCOMPARE(last().max_k, 12);
+        QCOMPARE(last().mode, SpeculationSettings::Mode::Lookup);
+
+        // Draft without a file: the picker is asked; "cancel" restores prompt lookup silently.
+        int asked = 0;
+        c->setDraftPicker([&] {
+            ++asked;
+            return QString();
+        });
+        c->modeBox()->setCurrentIndex(c->modeBox()->findData(int(SpeculationSettings::Mode::Draft)));
+        QCOMPARE(asked, 1);
+        QCOMPARE(changed.count(), 2);
+        QCOMPARE(c->settings().mode, SpeculationSettings::Mode::Lookup);
+        // A chosen file: one signal with the path.
+        c->setDraftPicker([] { return QStringLiteral("/models/draft.gguf"); });
+        c->modeBox()->setCurrentIndex(c->modeBox()->findData(int(SpeculationSettings::Mode::Draft)));
+        QCOMPARE(changed.count(), 3);
+        QCOMPARE(last().mode, SpeculationSettings::Mode::Draft);
+        QCOMPARE(last().draft_path, QStringLiteral("/models/draft.gguf"));
+        QCOMPARE(last().max_k, 12);
+        QVERIFY(c->browseButton()->isEnabled());
+
+        // The live k.
+        c->setCurrentK(5);
+        QCOMPARE(c->currentKLabel()->text(), QStringLiteral("now: 5"));
+        c->setCurrentK(0);
+        QVERIFY(c->currentKLabel()->text().contains(QStringLiteral("paused")));
+
+        // From outside (QSettings, the engine's answer): shown, not emitted.
+        SpeculationSettings off;
+        c->setSettings(off);
+        QCOMPARE(changed.count(), 3);
+        QCOMPARE(c->settings(), off);
+        QCOMPARE(c->currentKLabel()->text(), QStringLiteral("now: —"));
+        QCOMPARE(speculationModeFromName(speculationModeName(SpeculationSettings::Mode::Draft)),
+                 SpeculationSettings::Mode::Draft);
+        QCOMPARE(speculationModeFromName(QStringLiteral("nonsense")), SpeculationSettings::Mode::Off);
+    }
+
+    // The token panel explains a token from a verification step: its origin, what the step
+    // proposed, how much was accepted, and where the model disagreed with both probabilities.
+    void tokenInspectorShowsTheVerification() {
+        TokenInspector inspector;
+        inspector.setToken(parisToken());
+        QVERIFY(inspector.speculationText().isEmpty());  // a plain token: no section
+
+        auto step = std::make_shared<SpeculationStepData>();
+        step->k = 4;
+        step->proposed = {{11, QStringLiteral(" quick"), 0, 0},
+                          {12, QStringLiteral(" brown"), 0, 0},
+                          {13, QStringLiteral(" cat"), 0, 0},
+                          {14, QStringLiteral(" jumps"), 0, 0}};
+        step->accepted = 2;
+        step->tokens = 3;
+        step->step_ms = 21.5;
+        step->rejected = {13, QStringLiteral(" cat"), 0.02f, 0};
+        step->rejected_q = 1.0f;
+        step->target = {15, QStringLiteral(" fox"), 0.93f, 0};
+        TokenData accepted = parisToken();
+        accepted.text = QStringLiteral(" brown");
+        accepted.origin = TokenOrigin::Accepted;
+        accepted.speculation = step;
+        inspector.setToken(accepted);
+        const QString text = inspector.speculationText();
+        QVERIFY2(text.contains(QStringLiteral("Accepted guess")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("Proposed (k = 4)")), qPrintable(text));
+        const QString proposed = QStringLiteral("“%1” “%2” “%3” “%4”")
+                                     .arg(visiblePiece(QStringLiteral(" quick")),
+                                          visiblePiece(QStringLiteral(" brown")),
+                                          visiblePiece(QStringLiteral(" cat")),
+                                          visiblePiece(QStringLiteral(" jumps")));
+        QVERIFY2(text.contains(proposed), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("Accepted: 2 of 4")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("produced 3 tokens")), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("disagreed at “%1” (p %2")
+                                   .arg(visiblePiece(QStringLiteral(" cat")))
+                                   .arg(formatProbability(0.02f))),
+                 qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("q %1").arg(formatProbability(1.0f))), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("chose “%1” (p %2)")
+                                   .arg(visiblePiece(QStringLiteral(" fox")))
+                                   .arg(formatProbability(0.93f))),
+                 qPrintable(text));
+        // The rejected proposal is struck through in the rich text.
+        QVERIFY(inspector.speculationLabel()->text().contains(
+            QStringLiteral("<s>“%1”</s>").arg(visiblePiece(QStringLiteral(" cat")).toHtmlEscaped())));
+
+        TokenData corrected = accepted;
+        corrected.origin = TokenOrigin::Corrected;
+        inspector.setToken(corrected);
+        QVERIFY(inspector.speculationText().contains(QStringLiteral("correction")));
+        inspector.resize(360, 760);
+        inspector.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&inspector));
+        test::save_png(inspector, QStringLiteral("token_inspector_speculation"));
+        inspector.clear();
+        QVERIFY(inspector.speculationText().isEmpty());
+    }
+
     void initTestCase() {
         register_panel_types();
         QDir().mkpath(kShotDir);
