@@ -172,6 +172,22 @@ class TestSpeculation : public QObject {
         QVERIFY(std::abs(k.rate() - (1 - std::pow(0.85, 6))) < 1e-9);
         QCOMPARE(k.next_k(cost), 3);
     }
+
+    void adaptiveKRampsUp() {
+        // At a = 0.95 with free verification every k pays and best_k is max_k = 8, but a new
+        // sequence earns it: k <= 2 before any verification, then 4, 6, 8 (ramp 2).
+        AdaptiveKOptions o;
+        o.initial_rate = 0.95;
+        AdaptiveK k(8, o);
+        const StepCost free(0.0, 0.0);
+        QCOMPARE(k.best_k(free), 8);
+        std::vector<int> ks;
+        for (int i = 0; i < 5; ++i) {
+            ks.push_back(k.next_k(free));
+            k.record(ks.back(), ks.back());
+        }
+        QCOMPARE(ks, (std::vector<int>{2, 4, 6, 8, 8}));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSpeculation)

@@ -49,7 +49,7 @@ int AdaptiveK::best_k(const StepCost& cost) const {
 }
 
 int AdaptiveK::next_k(const StepCost& cost) {
-    const int k = best_k(cost);
+    const int k = std::min(best_k(cost), options_.ramp * (verifications_ + 1));
     if (k > 0) {
         plain_steps_ = 0;
         return k;
@@ -60,6 +60,7 @@ int AdaptiveK::next_k(const StepCost& cost) {
 }
 
 void AdaptiveK::record(int judged, int accepted) {
+    ++verifications_;
     for (int i = 0; i < accepted; ++i) rate_ += options_.weight * (1.0 - rate_);
     if (accepted < judged) rate_ += options_.weight * (0.0 - rate_);
 }

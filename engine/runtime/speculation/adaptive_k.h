@@ -45,6 +45,11 @@ struct AdaptiveKOptions {
     double min_gain = 0.03;     // below 1 + min_gain times plain decoding, k = 0
     int probe_interval = 16;    // plain steps between probes while k = 0
     int probe_k = 2;
+    // k may grow by this much per verification seen: a sequence starts at k <= ramp and earns
+    // longer proposals. Without it the optimistic initial rate sent k = 8 verifications
+    // (3x a decode step on the CPU) at text that accepts nothing, and open-ended prompts on
+    // SmolLM2 lost 11-14 % before the rate caught up.
+    int ramp = 2;
 };
 
 class AdaptiveK {
@@ -70,6 +75,7 @@ class AdaptiveK {
     AdaptiveKOptions options_;
     double rate_;
     int plain_steps_ = 0;
+    int verifications_ = 0;
 };
 
 }  // namespace tokenscope::runtime::speculation
