@@ -104,7 +104,7 @@ QString percent(float p) {
 // The speculation section: where the token came from and what its verification step did.
 QString speculationHtml(const TokenData& t) {
     const SpeculationStepData* step = t.speculation.get();
-    if (!step) return {};
+    if (!step && t.origin == TokenOrigin::Plain) return {};
     QString origin;
     switch (t.origin) {
         case TokenOrigin::Accepted:
@@ -114,13 +114,18 @@ QString speculationHtml(const TokenData& t) {
             origin = QObject::tr("<b>The model's correction</b>: it rejected the proposal here");
             break;
         case TokenOrigin::Bonus:
-            origin = QObject::tr("<b>Bonus token</b>: every proposal was accepted; the model's "
-                                 "own next token from the same pass");
+            origin = QObject::tr(
+                "<b>Bonus token</b>: every proposal was accepted; the model's "
+                "own next token from the same pass");
             break;
         case TokenOrigin::Plain:
             origin = QObject::tr("<b>Plain step</b>");
             break;
     }
+    // A saved reply keeps where each token came from, not its step's proposals.
+    if (!step)
+        return origin + QStringLiteral("<br>") +
+               QObject::tr("(The verification step's details are not kept with saved replies.)");
     QString html = origin + QStringLiteral("<br>");
     html += QObject::tr("Its verification pass (%1 ms) produced %2 tokens.")
                 .arg(step->step_ms, 0, 'f', 1)
@@ -129,8 +134,7 @@ QString speculationHtml(const TokenData& t) {
     // struck through, the ones after it (never judged) faint.
     QStringList pieces;
     for (int i = 0; i < step->proposed.size(); ++i) {
-        const QString piece =
-            QStringLiteral("“%1”").arg(escaped(step->proposed[i].piece));
+        const QString piece = QStringLiteral("“%1”").arg(escaped(step->proposed[i].piece));
         if (i < step->accepted)
             pieces << QStringLiteral("<span style=\"color:%1\">%2</span>")
                           .arg(MessageDocument::acceptedGuessColor().name(), piece);
@@ -141,13 +145,13 @@ QString speculationHtml(const TokenData& t) {
     }
     html += QStringLiteral("<br>") +
             QObject::tr("Proposed (k = %1): %2").arg(step->k).arg(pieces.join(QChar(' ')));
-    html += QStringLiteral("<br>") + QObject::tr("Accepted: %1 of %2")
-                                         .arg(step->accepted)
-                                         .arg(step->proposed.size());
+    html += QStringLiteral("<br>") +
+            QObject::tr("Accepted: %1 of %2").arg(step->accepted).arg(step->proposed.size());
     if (step->rejected.id >= 0) {
         html += QStringLiteral("<br>") +
-                QObject::tr("The model disagreed at “%1” (p %2 under the model, q %3 under the "
-                            "proposer) and chose “%4” (p %5).")
+                QObject::tr(
+                    "The model disagreed at “%1” (p %2 under the model, q %3 under the "
+                    "proposer) and chose “%4” (p %5).")
                     .arg(escaped(step->rejected.piece), percent(step->rejected.probability),
                          percent(step->rejected_q), escaped(step->target.piece),
                          percent(step->target.probability));

@@ -95,11 +95,14 @@ const QList<Migration>& migrations() {
 // --- token trace encoding: "TSTR", u16 version, u32 count, then per token
 //   version 1: i32 id, f32 probability, f32 logprob, str text, list(before)
 //   version 2: the same, then list(after)
+//   version 3: the same, then u8 origin (0 plain, 1 accepted guess, 2 correction, 3 bonus token:
+//              how speculative decoding produced it, so a reopened reply keeps its marking)
 // list = u32 n, n x candidate; candidate = i32 id, str piece, f32 p (version 2: then f32 logit);
-// str = u32 byte length + UTF-8; all little-endian. Version 1 is still read (rows written by
-// earlier builds); only version 2 is written.
+// str = u32 byte length + UTF-8; all little-endian. Versions 1 and 2 are still read (rows
+// written by earlier builds); only version 3 is written.
 constexpr char kTraceMagic[4] = {'T', 'S', 'T', 'R'};
-constexpr quint16 kTraceVersion = 2;
+constexpr quint16 kTraceVersion = 3;
+constexpr quint8 kLastOrigin = 3;
 
 class TraceWriter {
   public:
@@ -208,6 +211,7 @@ QByteArray encode_token_trace(const QList<TraceToken>& trace) {
                 w.put_float(candidate.logit);
             }
         }
+        w.put(token.origin);
     }
     return w.bytes;
 }
@@ -219,14 +223,14 @@ QList<TraceToken> decode_token_trace(const QByteArray& bytes) {
     TraceReader r(bytes);
     r.get<quint32>();  // the magic, checked above
     const quint16 version = r.get<quint16>();
-    if (version != 1 && version != 2) {
+    if (version < 1 || version > 3) {
         throw FormatError("token trace: version " + std::to_string(version) +
-                          " is not supported (this build reads 1 and 2)");
+                          " is not supported (this build reads 1 to 3)");
     }
-    // Smallest token: id + 2 floats + empty text + candidate count(s) = 20 (v2: 24) bytes;
-    // smallest candidate: 12 (v2: 16) bytes.
+    // Smallest token: id + 2 floats + empty text + candidate count(s) (+ origin) = 20 (v2: 24,
+    // v3: 25) bytes; smallest candidate: 12 (v2, v3: 16) bytes.
     const qsizetype min_candidate = version == 1 ? 12 : 16;
-    const quint32 count = r.get_count(version == 1 ? 20 : 24);
+    const quint32 count = r.get_count(version == 1 ? 20 : version == 2 ? 24 : 25);
     QList<TraceToken> trace;
     trace.reserve(count);
     for (quint32 i = 0; i < count; ++i) {
@@ -247,6 +251,14 @@ QList<TraceToken> decode_token_trace(const QByteArray& bytes) {
                 candidate.probability = r.get_float();
                 if (version >= 2) candidate.logit = r.get_float();
                 list.append(std::move(candidate));
+            }
+        }
+        if (version >= 3) {
+            token.origin = r.get<quint8>();
+            if (token.origin > kLastOrigin) {
+                throw FormatError("token trace: token " + std::to_string(i) + " has origin " +
+                                  std::to_string(token.origin) + " at offset " +
+                                  std::to_string(r.offset() - 1) + " (known: 0 to 3)");
             }
         }
         trace.append(std::move(token));

@@ -101,6 +101,9 @@ struct TraceToken {
     // (what the token was drawn from). A version 1 trace has only `before`.
     QList<TraceCandidate> before;
     QList<TraceCandidate> after;
+    // How speculative decoding produced the token (ui::TokenOrigin's value; 0: a plain decode
+    // step). Version 3; older traces read as 0.
+    quint8 origin = 0;
 
     friend bool operator==(const TraceToken&, const TraceToken&) = default;
 };

@@ -17,6 +17,7 @@ TraceToken trace_from_token(const ui::TokenData& t) {
     token.logprob = t.logprob;
     for (const auto& c : t.before) token.before.append({c.id, c.piece, c.probability, c.logit});
     for (const auto& c : t.after) token.after.append({c.id, c.piece, c.probability, c.logit});
+    token.origin = static_cast<quint8>(t.origin);
     return token;
 }
 
@@ -28,6 +29,9 @@ ui::TokenData token_from_trace(const TraceToken& t) {
     token.logprob = t.logprob;
     for (const auto& c : t.before) token.before.push_back({c.id, c.piece, c.probability, c.logit});
     for (const auto& c : t.after) token.after.push_back({c.id, c.piece, c.probability, c.logit});
+    // The step's proposals are not stored, only where the token came from: enough for the
+    // chat's marking and the Token panel's origin line.
+    token.origin = static_cast<ui::TokenOrigin>(t.origin);
     return token;
 }
 

@@ -2,6 +2,7 @@
 // writer process killed with SIGKILL mid-write losing nothing it had reported as committed.
 #include "conversation_store.h"
 #include "store_writer_protocol.h"
+#include "trace_writer.h"
 #include "util/error.h"
 
 #include <QElapsedTimer>
@@ -413,6 +414,75 @@ class TestConversationStore : public QObject {
         QCOMPARE(back[0], token);
         QCOMPARE(back[0].after.size(), 1);
         QCOMPARE(back[0].before[1].logit, 11.8f);
+    }
+
+    // Version 3 keeps how speculative decoding produced each token (the chat's underline).
+    void tokenTraceKeepsOrigin() {
+        ConversationStore store(fresh_path());
+        const qint64 c = store.create_conversation(QStringLiteral("trace v3"), QString());
+        const qint64 id = store.append_message(c, Role::Assistant, QStringLiteral("ab"));
+        TraceToken plain{1, QStringLiteral("a"), 1.0f, 0.0f, {}, {}};
+        TraceToken accepted = plain;
+        accepted.id = 2;
+        accepted.origin = 1;
+        TraceToken bonus = plain;
+        bonus.origin = 3;
+        store.set_token_trace(id, {plain, accepted, bonus});
+        const QList<TraceToken> back = store.token_trace(id);
+        QCOMPARE(back.size(), 3);
+        QCOMPARE(back[0].origin, quint8{0});
+        QCOMPARE(back[1].origin, quint8{1});
+        QCOMPARE(back[2].origin, quint8{3});
+        // The window's token data keeps its origin through the stored form.
+        tokenscope::ui::TokenData shown;
+        shown.id = 2;
+        shown.origin = tokenscope::ui::TokenOrigin::Accepted;
+        QCOMPARE(tokenscope::app::trace_from_token(shown).origin, quint8{1});
+        QCOMPARE(tokenscope::app::token_from_trace(back[1]).origin, tokenscope::ui::TokenOrigin::Accepted);
+        QCOMPARE(tokenscope::app::token_from_trace(back[2]).origin, tokenscope::ui::TokenOrigin::Bonus);
+        // An origin this build does not know is named, with its offset: the last byte.
+        QByteArray bytes = tokenscope::app::encode_token_trace({accepted});
+        QCOMPARE(static_cast<int>(bytes.back()), 1);
+        bytes.back() = 7;
+        const QString error =
+            error_of<tokenscope::FormatError>([&] { tokenscope::app::decode_token_trace(bytes); });
+        QVERIFY2(error.contains(QStringLiteral("origin 7")) &&
+                     error.contains(QStringLiteral("offset ") + QString::number(bytes.size() - 1)),
+                 qPrintable(error));
+    }
+
+    // Rows written by the previous build (version 2: both lists with logits, no origin) still
+    // read, as plain tokens. Spelled out by hand from the format comment.
+    void version2TraceStillReads() {
+        QByteArray v2("TSTR", 4);
+        auto u16 = [&](quint16 v) { v2.append(char(v & 0xff)).append(char(v >> 8)); };
+        auto u32 = [&](quint32 v) {
+            for (int i = 0; i < 4; ++i) v2.append(char((v >> (8 * i)) & 0xff));
+        };
+        auto f32 = [&](float f) {
+            quint32 bits;
+            std::memcpy(&bits, &f, 4);
+            u32(bits);
+        };
+        u16(2);       // version
+        u32(1);       // one token
+        u32(7);       // id
+        f32(0.5f);    // probability
+        f32(-0.69f);  // logprob
+        u32(1);
+        v2.append("a");
+        u32(0);  // before: none
+        u32(1);  // after: one candidate
+        u32(7);
+        u32(1);
+        v2.append("a");
+        f32(0.5f);
+        f32(3.25f);  // its logit
+        const QList<TraceToken> trace = tokenscope::app::decode_token_trace(v2);
+        QCOMPARE(trace.size(), 1);
+        QCOMPARE(trace[0].after.size(), 1);
+        QCOMPARE(trace[0].after[0].logit, 3.25f);
+        QCOMPARE(trace[0].origin, quint8{0});
     }
 
     // Rows written by the previous build (trace version 1: one list, no logits) still read.
