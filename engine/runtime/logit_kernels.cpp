@@ -8,11 +8,17 @@
 
 #if defined(TOKENSCOPE_X86_64)
 #include <immintrin.h>
+
+#include "runtime/exp_avx2.h"
 #endif
 
 namespace tokenscope::runtime::sampling {
 
 namespace {
+
+#if defined(TOKENSCOPE_X86_64)
+using simd::exp_nonpositive;
+#endif
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -96,34 +102,6 @@ LogitScan scan_avx2(const float* logits, std::size_t n, float* block_max) {
     }
     out.clean = _mm256_movemask_ps(bad) == 0;
     return out;
-}
-
-// exp(x) for x <= 0 (Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2, 1 + r + r^2 P(r) with P
-// of degree 5 for exp(r), 2^n through the exponent bits); within 2 ulp of a correctly rounded
-// exp. Values below ln(FLT_MIN), -infinity included, give exactly 0 rather than a denormal:
-// next to the maximum's term of 1 they are invisible in a float or double sum either way.
-TOKENSCOPE_TARGET("avx2,fma") __m256 exp_nonpositive(__m256 x) {
-    const __m256 lowest = _mm256_set1_ps(-87.33654f);
-    const __m256 underflow = _mm256_cmp_ps(x, lowest, _CMP_LT_OQ);
-    x = _mm256_max_ps(x, lowest);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    // ln2 in two parts (Cody-Waite): n * 0.693359375 is exact in float.
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-    // n >= -126 after the clamp, so 2^n is a normal float.
-    const __m256i exponent =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
-    return _mm256_andnot_ps(underflow, e);
 }
 
 // Maximum and normaliser in one pass (the row is read from memory once; the second look at a
