@@ -102,12 +102,11 @@ void InferenceWorker::setSpeculation(const ui::SpeculationSettings& settings) {
         emit speculationApplied(settings);
         return;
     }
-    LoadOptions options = options_;
-    options.speculation = settings;
     try {
-        // The new engine maps the same file (its pages are in memory) and loads the draft.
-        install_engine(load_engine(options));
-        options_ = options;
+        // The same engine with another proposer: cached conversations keep their KV cache, so
+        // the next turn still prefills only its new tokens. A draft model loads here.
+        engine_->set_speculation(engine_speculation(settings));
+        options_.speculation = settings;
     } catch (const std::exception& e) {
         emit speculationFailed(QString::fromUtf8(e.what()));
     }

@@ -58,9 +58,9 @@ public slots:
     void requestAttention(int layer, int head);
     // Frees a conversation's cached tokens (deleted conversation).
     void forgetConversation(qint64 conversation);
-    // Speculative decoding is an engine option: with a model loaded, the engine is loaded
-    // again with the new setting (the cached conversations are dropped). If that fails (a
-    // draft model with another vocabulary, a missing file) the current engine stays and
+    // With a model loaded, the engine swaps its proposer (Engine::set_speculation): the model
+    // is not loaded again and cached conversations keep their KV cache. If that fails (a
+    // draft model with another vocabulary, a missing file) the previous setting stays and
     // speculationFailed says why. Without a model, the setting applies to the next load.
     void setSpeculation(const tokenscope::ui::SpeculationSettings& settings);
 

@@ -1,6 +1,6 @@
 // MainWindow's speculative decoding wiring: the sampling panel's controls restored from and
-// saved to QSettings, changes sent to the worker (which loads the engine again off the GUI
-// thread), the result shown (chat legend, live k, status bar) and failures explained.
+// saved to QSettings, changes sent to the worker (which swaps the engine's proposer off the
+// GUI thread, loading a draft model if one is chosen), the result shown (chat legend, live k, status bar) and failures explained.
 #include <QFileInfo>
 #include <QSettings>
 #include <QStatusBar>
@@ -92,7 +92,9 @@ void MainWindow::connect_speculation() {
 }
 
 void MainWindow::apply_speculation(const ui::SpeculationSettings& settings) {
-    statusBar()->showMessage(tr("Loading the engine with the new speculation setting…"));
+    statusBar()->showMessage(settings.mode == ui::SpeculationSettings::Mode::Draft
+                                 ? tr("Loading the draft model…")
+                                 : tr("Changing speculative decoding…"));
     QMetaObject::invokeMethod(worker_, "setSpeculation", Qt::QueuedConnection,
                               Q_ARG(tokenscope::ui::SpeculationSettings, settings));
 }

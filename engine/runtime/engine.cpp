@@ -100,6 +100,33 @@ std::unique_ptr<Backend> create_backend(const model::ModelConfig& config, const 
 }
 }  // namespace
 
+namespace {
+
+void validate_speculation(const SpeculationOptions& spec) {
+    if (spec.mode != SpeculationMode::Off && (spec.max_k < 1 || spec.max_k > kMaxSpeculationK)) {
+        throw InvalidArgument("speculation: k = " + std::to_string(spec.max_k) + " is out of range (1 to " +
+                              std::to_string(kMaxSpeculationK) + ")");
+    }
+    if (spec.mode == SpeculationMode::Lookup &&
+        (spec.lookup.min_ngram < 1 || spec.lookup.max_ngram < spec.lookup.min_ngram)) {
+        throw InvalidArgument("speculation: prompt lookup needs 1 <= min n-gram <= max n-gram");
+    }
+}
+
+// The proposer `options.speculation` asks for (null when off). A draft model is loaded here and
+// checked against the target's vocabulary.
+std::unique_ptr<speculation::Proposer> make_proposer(const EngineOptions& options,
+                                                     const tokenizer::Tokenizer& target) {
+    const SpeculationOptions& spec = options.speculation;
+    if (spec.mode == SpeculationMode::Lookup) return std::make_unique<speculation::LookupProposer>(spec.lookup);
+    if (spec.mode == SpeculationMode::Draft) {
+        return std::make_unique<speculation::DraftProposer>(spec.draft_model, options, target);
+    }
+    return nullptr;
+}
+
+}  // namespace
+
 Engine::Engine(gguf::File file, const EngineOptions& options)
     : file_(std::move(file)), options_(options) {}
 
@@ -109,15 +136,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     if (options.kv_capacity_tokens <= 0 || options.token_budget <= 0 || options.kv_block_size <= 0) {
         throw InvalidArgument("engine options: kv capacity, token budget and block size must be positive");
     }
-    const SpeculationOptions& spec = options.speculation;
-    if (spec.mode != SpeculationMode::Off && (spec.max_k < 1 || spec.max_k > kMaxSpeculationK)) {
-        throw InvalidArgument("speculation: k = " + std::to_string(spec.max_k) + " is out of range (1 to " +
-                              std::to_string(kMaxSpeculationK) + ")");
-    }
-    if (spec.mode == SpeculationMode::Lookup &&
-        (spec.lookup.min_ngram < 1 || spec.lookup.max_ngram < spec.lookup.min_ngram)) {
-        throw InvalidArgument("speculation: prompt lookup needs 1 <= min n-gram <= max n-gram");
-    }
+    validate_speculation(options.speculation);
     const auto start = Clock::now();
     std::unique_ptr<Engine> engine(new Engine(gguf::File::open(path), options));
     Engine& e = *engine;
@@ -137,12 +156,8 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     shape.type = options.kv_type;
     e.kv_ = std::make_unique<kv::KvCacheManager>(shape);
     e.backend_ = create_backend(e.config_, e.weights_, shape, options);
-    e.step_cost_ = speculation::StepCost(spec.verify_fixed_cost, spec.verify_token_cost);
-    if (spec.mode == SpeculationMode::Lookup) {
-        e.proposer_ = std::make_unique<speculation::LookupProposer>(spec.lookup);
-    } else if (spec.mode == SpeculationMode::Draft) {
-        e.proposer_ = std::make_unique<speculation::DraftProposer>(spec.draft_model, options, *e.tokenizer_);
-    }
+    e.proposer_ = make_proposer(options, *e.tokenizer_);
+    e.step_cost_ = speculation::StepCost(options.speculation.verify_fixed_cost, options.speculation.verify_token_cost);
     spdlog::info("loaded {} ({}, {} layers, width {}, vocab {}) in {:.0f} ms; {}", path, e.config_.architecture,
                  e.config_.layers, e.config_.embedding_length, e.config_.vocab_size, ms_since(start),
                  e.backend_->name());
@@ -228,6 +243,21 @@ void Engine::drop_conversation(const std::string& key) {
     if (it == conversations_.end()) return;
     if (kv_->has_sequence(it->second.seq)) kv_->free_sequence(it->second.seq);
     conversations_.erase(it);
+}
+
+void Engine::set_speculation(const SpeculationOptions& speculation) {
+    if (!active_.empty()) {
+        throw InvalidArgument("speculation: cannot change it while " + std::to_string(active_.size()) +
+                              " request(s) are running");
+    }
+    validate_speculation(speculation);
+    EngineOptions options = options_;
+    options.speculation = speculation;
+    // Built before anything changes: a draft that fails to load leaves the old setup in place.
+    auto proposer = make_proposer(options, *tokenizer_);
+    proposer_ = std::move(proposer);
+    options_ = std::move(options);
+    step_cost_ = speculation::StepCost(speculation.verify_fixed_cost, speculation.verify_token_cost);
 }
 
 bool Engine::evict_idle_conversation() {

@@ -135,6 +135,11 @@ public:
     bool has_work() const { return !active_.empty(); }
     // Forgets a conversation's cached sequence (its blocks return to the pool).
     void drop_conversation(const std::string& key);
+    // Replaces the speculative decoding setup (off, prompt lookup, another draft model or k)
+    // without loading the target again, so cached conversations keep their KV cache and the
+    // next turn still prefills only its new tokens. Only between requests (InvalidArgument
+    // while any is active); on any error the engine keeps its previous setup.
+    void set_speculation(const SpeculationOptions& speculation);
 
     const model::ModelConfig& config() const { return config_; }
     const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }

@@ -379,6 +379,79 @@ class TestSpeculative : public QObject {
         QVERIFY(accepted > kRuns / 20);
     }
 
+    // Switching speculation between requests keeps the target and its cached conversations:
+    // the next turn reuses the cached prefix, the output is still plain greedy decoding, a
+    // draft that fails to load leaves the previous setup, and no switch happens mid-request.
+    void switchingSpeculationKeepsTheCache() {
+        auto plain = runtime::Engine::load(target_model(), options(SpeculationMode::Off));
+        auto e = runtime::Engine::load(target_model(), options(SpeculationMode::Off));
+        QVERIFY(e->proposer() == nullptr);
+        runtime::Request first = request(*e, kRepetitive, 16);
+        first.conversation = "c";
+        const std::vector<std::int32_t> prompt = first.prompt;
+        const Run turn1 = run_one(*e, first);
+        const kv::SeqId seq = e->conversation_sequence("c");
+        QVERIFY(seq >= 0);
+
+        auto lookup = options(SpeculationMode::Lookup).speculation;
+        e->set_speculation(lookup);
+        QVERIFY(e->proposer() != nullptr);
+        QCOMPARE(QString(e->proposer()->name()), QString("lookup"));
+        QCOMPARE(e->conversation_sequence("c"), seq);  // the cached turn survived the switch
+
+        // Turn 2 continues the conversation: everything up to turn 1's output is cached.
+        std::vector<std::int32_t> prompt2 = prompt;
+        prompt2.insert(prompt2.end(), turn1.tokens.begin(), turn1.tokens.end());
+        const auto more = e->tokenizer().encode(" the cat sat on the mat.", {.add_bos = false});
+        prompt2.insert(prompt2.end(), more.begin(), more.end());
+        runtime::Request second;
+        second.prompt = prompt2;
+        second.sampling.temperature = 0.0f;
+        second.max_tokens = 24;
+        second.conversation = "c";
+        const auto id = e->submit(second);
+        std::int64_t reused = -1;
+        Run turn2;
+        for (int guard = 0; e->has_work() && guard < 10000; ++guard) {
+            for (const auto& ev : e->step()) {
+                if (ev.request != id) continue;
+                if (reused < 0 && ev.token >= 0) reused = ev.timings.reused_tokens;
+                if (ev.token >= 0) turn2.tokens.push_back(ev.token);
+                turn2.stats = ev.speculation.stats;
+            }
+            // No switch while a request runs.
+            if (e->has_work()) QVERIFY_THROWS_EXCEPTION(InvalidArgument, e->set_speculation(lookup));
+        }
+        // The cache held the prompt and all of turn 1's output but the last token (its K/V
+        // are computed when it is fed back).
+        QCOMPARE(reused, static_cast<std::int64_t>(prompt.size() + turn1.tokens.size()) - 1);
+        QVERIFY(turn2.stats.verifications > 0);
+        runtime::Request alone;
+        alone.prompt = prompt2;
+        alone.sampling.temperature = 0.0f;
+        alone.max_tokens = 24;
+        QCOMPARE(turn2.tokens, run_one(*plain, alone).tokens);
+
+        // A draft that cannot load (a missing file) leaves prompt lookup in place.
+        auto bad = options(SpeculationMode::Draft).speculation;
+        bad.draft_model = "/nonexistent/draft.gguf";
+        QVERIFY_THROWS_EXCEPTION(Error, e->set_speculation(bad));
+        QVERIFY(e->proposer() != nullptr);
+        QCOMPARE(e->options().speculation.mode, SpeculationMode::Lookup);
+        auto bad_k = lookup;
+        bad_k.max_k = 0;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, e->set_speculation(bad_k));
+        QCOMPARE(e->options().speculation.max_k, lookup.max_k);
+
+        // And a draft model that does load, then off again.
+        e->set_speculation(options(SpeculationMode::Draft, 3).speculation);
+        QCOMPARE(e->options().speculation.mode, SpeculationMode::Draft);
+        QVERIFY(dynamic_cast<runtime::speculation::DraftProposer*>(e->proposer()) != nullptr);
+        e->set_speculation(runtime::SpeculationOptions{});
+        QVERIFY(e->proposer() == nullptr);
+        QCOMPARE(e->conversation_sequence("c"), seq);
+    }
+
     void badInput() {
         auto o = options(SpeculationMode::Lookup, 0);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, runtime::Engine::load(target_model(), o));

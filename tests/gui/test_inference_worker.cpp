@@ -314,6 +314,20 @@ class TestInferenceWorker : public QObject {
         QTRY_VERIFY_WITH_TIMEOUT(applied.count() == 2, 60000);
         QCOMPARE(applied.last().at(0).value<ui::SpeculationSettings>(), lookup);
         QCOMPARE(failed.count(), 0);
+        // The switch kept the engine and its cached conversation: asking conversation 301
+        // again prefills only what differs from its cached tokens, and greedy text is the same.
+        {
+            QList<ui::TokenData> again;
+            QString again_text;
+            ui::MetricsData again_metrics;
+            run(301, again, again_text, again_metrics);
+            QCOMPARE(again_text, plain_text);
+            QVERIFY2(again_metrics.reused_tokens > 0 &&
+                         again_metrics.reused_tokens >= again_metrics.prompt_tokens - 1,
+                     qPrintable(QStringLiteral("%1 of %2 prompt tokens reused")
+                                    .arg(again_metrics.reused_tokens)
+                                    .arg(again_metrics.prompt_tokens)));
+        }
 
         QList<ui::TokenData> tokens;
         QString text;
