@@ -343,6 +343,20 @@ class TestChatView : public QObject {
             QCOMPARE(formatOf(i).underlineColor(), MessageDocument::acceptedGuessColor());
         }
         QCOMPARE(formatOf(3).underlineStyle(), QTextCharFormat::NoUnderline);
+        // And it is painted in that colour (the format alone once gave a text-coloured line).
+        {
+            const QColor teal = MessageDocument::acceptedGuessColor();
+            auto near_teal = [&](QColor c) {
+                return std::abs(c.red() - teal.red()) < 40 &&
+                       std::abs(c.green() - teal.green()) < 40 &&
+                       std::abs(c.blue() - teal.blue()) < 40;
+            };
+            const QImage shot = view.transcript()->viewport()->grab().toImage();
+            int teal_pixels = 0;
+            for (int y = 0; y < shot.height(); ++y)
+                for (int x = 0; x < shot.width(); ++x) teal_pixels += near_teal(shot.pixelColor(x, y));
+            QVERIFY2(teal_pixels >= 10, qPrintable(QStringLiteral("%1 teal pixels").arg(teal_pixels)));
+        }
         // The token keeps its origin and step for the inspector.
         QCOMPARE(doc->message(0).tokens[1].origin, TokenOrigin::Accepted);
         QCOMPARE(doc->message(0).tokens[1].speculation->accepted, 2);
