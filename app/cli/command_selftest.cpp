@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "arguments.h"
 #include "commands.h"
 #include "inspect/attention_capture.h"
 #include "runtime/engine.h"
+#include "selftest_speculation.h"
 #include "synthetic_model.h"
 #include "table.h"
 #include "util/error.h"
@@ -23,11 +25,10 @@ namespace tokenscope::cli {
 
 namespace {
 
-struct Row {
-    std::string name, precision;
-    double error = 0, tolerance = 0;
-    bool passed = false;
-};
+using Row = SelftestResult;
+
+int print_results(const std::vector<Row>& rows);
+int run_cpu_checks(const std::optional<std::string>& model);
 
 double relative_error(std::span<const float> a, std::span<const float> b) {
     double num = 0, den = 0;
@@ -152,7 +153,8 @@ void compare_models(const std::string& path, const std::string& label, double to
 int run_selftest(int argc, char** argv, int first) {
     const Arguments args("selftest", {{"device"}, {"model"}, {"seed"}}, argc, argv, first);
     const std::string device = args.value("device").value_or("cuda");
-    if (device != "cuda") throw InvalidArgument("'selftest': only --device cuda has a self-test (the CPU backend is checked by the test suite)");
+    if (device == "cpu") return run_cpu_checks(args.value("model"));
+    if (device != "cuda") throw InvalidArgument("'selftest': --device must be cuda or cpu, got '" + device + "'");
     const runtime::GpuPluginStatus& status = runtime::gpu_plugin();
     if (!status.plugin) {
         std::printf("SKIP: selftest --device cuda: %s\n", status.problem.c_str());
@@ -233,11 +235,21 @@ int run_selftest(int argc, char** argv, int first) {
         }
         set_env("TOKENSCOPE_CUDA_INT8_GEMV", nullptr);
     }
+    // Speculative decoding on the GPU: verification chunks, KV rollback, a draft on the device.
+    for (const auto& r : check_speculation((dir / "tiny-Q8_0.gguf").string(), "tiny llama Q8_0", runtime::Device::Cuda)) rows.push_back(r);
     std::vector<std::string> models;
     if (auto m = args.value("model")) models.push_back(*m);
     else if (std::filesystem::exists(paths::default_model())) models.push_back(paths::default_model().string());
-    for (const auto& m : models) compare_models(m, std::filesystem::path(m).filename().string(), 0.1, rows);
+    for (const auto& m : models) {
+        compare_models(m, std::filesystem::path(m).filename().string(), 0.1, rows);
+        for (const auto& r : check_speculation(m, std::filesystem::path(m).filename().string(), runtime::Device::Cuda)) rows.push_back(r);
+    }
+    return print_results(rows);
+}
 
+namespace {
+
+int print_results(const std::vector<Row>& rows) {
     Table table({"check", "precision", "error", "tolerance", "result"}, {false, false, true, true, false});
     int failed = 0;
     for (const auto& r : rows) {
@@ -250,5 +262,30 @@ int run_selftest(int argc, char** argv, int first) {
     std::printf("%s\n%zu passed, %d failed\n", table.render().c_str(), rows.size() - static_cast<std::size_t>(failed), failed);
     return failed == 0 ? 0 : 1;
 }
+
+// --device cpu: the device-independent checks (speculative decoding) on the CPU backend, on a
+// tiny synthetic model and the given or default model, so they are known to work before a GPU
+// runs them.
+int run_cpu_checks(const std::optional<std::string>& model) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tokenscope-selftest";
+    std::filesystem::create_directories(dir);
+    SyntheticShape tiny;
+    tiny.width = 256;
+    tiny.layers = 2;
+    tiny.heads = 4;
+    tiny.kv_heads = 2;
+    tiny.ffn = 512;
+    tiny.vocab = 1000;
+    const std::string path = (dir / "tiny-cpu-Q8_0.gguf").string();
+    write_synthetic_model(path, tensor::Type::Q8_0, tiny);
+    std::vector<Row> rows = check_speculation(path, "tiny llama Q8_0", runtime::Device::Cpu);
+    std::string m = model.value_or(std::filesystem::exists(paths::default_model()) ? paths::default_model().string() : "");
+    if (!m.empty()) {
+        for (const auto& r : check_speculation(m, std::filesystem::path(m).filename().string(), runtime::Device::Cpu)) rows.push_back(r);
+    }
+    return print_results(rows);
+}
+
+}  // namespace
 
 }  // namespace tokenscope::cli
