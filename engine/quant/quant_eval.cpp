@@ -96,16 +96,26 @@ void log_softmax(std::span<const float> logits, std::span<float> out) {
     for (std::size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
 }
 
-double kl_divergence(std::span<const float> base_logprobs, std::span<const float> logits) {
+namespace {
+
+// KL(P || Q) with P = softmax(base) given its log-sum-exp, Q = softmax(logits); float64 throughout,
+// so identical rows give exactly 0.
+double kl_with_base_lse(std::span<const float> base, double base_lse, std::span<const float> logits) {
     const double lse = logsumexp(logits);
     double kl = 0.0;
     for (std::size_t i = 0; i < logits.size(); ++i) {
-        const double lp = base_logprobs[i];
+        const double lp = static_cast<double>(base[i]) - base_lse;
         const double p = std::exp(lp);
         if (p == 0.0) continue;
         kl += p * (lp - (static_cast<double>(logits[i]) - lse));
     }
     return std::max(0.0, kl);
+}
+
+}  // namespace
+
+double kl_divergence(std::span<const float> base_logits, std::span<const float> logits) {
+    return kl_with_base_lse(base_logits, logsumexp(base_logits), logits);
 }
 
 EvalResult evaluate_quantizations(const EvalOptions& options) {
@@ -151,12 +161,15 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
         run_window(*base, window, base_lp);
         // Positions 0..size-2 predict the next token of the window.
         const std::size_t scored = window.size() - 1;
+        std::vector<double> base_lse(scored);
+        std::vector<std::size_t> base_top(scored);
         for (std::size_t i = 0; i < scored; ++i) {
-            std::span<float> row(base_lp.data() + i * vocab, vocab);
-            // The same expression as the models' below, so the base against itself gives 0.
-            const double lse = logsumexp(row);
-            base_acc.nll -= static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - lse;
-            for (float& v : row) v = static_cast<float>(static_cast<double>(v) - lse);
+            // Raw logits and their log-sum-exp are kept (not float log-probabilities), and the
+            // same expressions serve the models below, so the base against itself gives 0.
+            const std::span<const float> row(base_lp.data() + i * vocab, vocab);
+            base_lse[i] = logsumexp(row);
+            base_top[i] = argmax(row);
+            base_acc.nll -= static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - base_lse[i];
             ++base_acc.scored;
         }
         for (std::size_t m = 0; m < models.size(); ++m) {
@@ -167,8 +180,8 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
                 const std::span<const float> row(logits.data() + i * vocab, vocab);
                 const double lse = logsumexp(row);
                 acc[m].nll -= static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - lse;
-                acc[m].kl.push_back(kl_divergence(lp, row));
-                acc[m].agree += argmax(lp) == argmax(row) ? 1 : 0;
+                acc[m].kl.push_back(kl_with_base_lse(lp, base_lse[i], row));
+                acc[m].agree += base_top[i] == argmax(row) ? 1 : 0;
                 ++acc[m].scored;
             }
         }

@@ -3,9 +3,9 @@
 // llama-perplexity --kl-divergence does: perplexity, and per scored position the KL divergence
 // KL(P_base || P_model) of the next-token distributions and whether their top-1 tokens agree.
 //
-// Memory: the base's log-softmax rows are computed once per window of `ctx` tokens and reused
+// Memory: the base's logit rows (and each row's log-sum-exp) are computed once per window of `ctx` tokens and reused
 // by every model, which are all loaded at once (mmapped) and run on that window in turn. So
-// at most ctx x vocab floats of base log-probabilities are held (Gemma 3: 512 x 262144 x 4 B =
+// at most ctx x vocab floats of base logits are held (Gemma 3: 512 x 262144 x 4 B =
 // 512 MiB), however long the text, instead of text_tokens x vocab.
 #include <cstdint>
 #include <functional>
@@ -52,7 +52,7 @@ EvalResult evaluate_quantizations(const EvalOptions& options);
 
 // log-softmax of `logits` into `out` (same length); float64 sums.
 void log_softmax(std::span<const float> logits, std::span<float> out);
-// KL(P || Q) in nats, P given as log-probabilities, Q as raw logits.
-double kl_divergence(std::span<const float> base_logprobs, std::span<const float> logits);
+// KL(P || Q) in nats, P = softmax(base_logits), Q = softmax(logits); float64 sums.
+double kl_divergence(std::span<const float> base_logits, std::span<const float> logits);
 
 }  // namespace tokenscope::quant

@@ -68,7 +68,7 @@ AffineFit fit_affine(const float* x, const float* w, int n, int nmax) {
         double b = 0;
         const double det = sw * sqq - sq * sq;
         if (det > 0) {
-            a = (n * sqx - sq * sx) / det;
+            a = (sw * sqx - sq * sx) / det;
             b = (sqq * sx - sq * sqx) / det;
         }
         if (b > 0 || det <= 0) {
@@ -78,9 +78,21 @@ AffineFit fit_affine(const float* x, const float* w, int n, int nmax) {
         }
         if (!(a > 0)) continue;
         double error = 0;
-        for (int i = 0; i < n; ++i) {
-            const double diff = a * q[i] + b - x[i];
-            error += (w ? w[i] : 1.0) * diff * diff;
+        if (w) {
+            // Weighted: judge the fit by the codes it will really get (x re-rounded against a, b),
+            // not by the grid's codes; a weighted fit can otherwise shrink the scale so far that
+            // the re-rounded codes clip.
+            const float inverse_a = static_cast<float>(1.0 / a);
+            for (int i = 0; i < n; ++i) {
+                const int qi = round_clamp((x[i] - static_cast<float>(b)) * inverse_a, 0, nmax);
+                const double diff = a * qi + b - x[i];
+                error += w[i] * diff * diff;
+            }
+        } else {
+            for (int i = 0; i < n; ++i) {
+                const double diff = a * q[i] + b - x[i];
+                error += diff * diff;
+            }
         }
         if (error < best_error) {
             best_error = error;
@@ -119,9 +131,20 @@ float fit_symmetric(const float* x, const float* w, int n, int nneg, int npos) {
         if (!(sqq > 0)) continue;
         const double a = sqx / sqq;
         double error = 0;
-        for (int i = 0; i < n; ++i) {
-            const double diff = a * q[i] - x[i];
-            error += (w ? w[i] : 1.0) * diff * diff;
+        if (w) {
+            // Weighted: judge the scale by the codes x re-rounded against it (see fit_affine).
+            if (a == 0) continue;
+            const float inverse_a = static_cast<float>(1.0 / a);
+            for (int i = 0; i < n; ++i) {
+                const int qi = round_clamp(x[i] * inverse_a, -nneg, npos);
+                const double diff = a * qi - x[i];
+                error += w[i] * diff * diff;
+            }
+        } else {
+            for (int i = 0; i < n; ++i) {
+                const double diff = a * q[i] - x[i];
+                error += diff * diff;
+            }
         }
         if (error < best_error) {
             best_error = error;
