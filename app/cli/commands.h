@@ -16,5 +16,8 @@ int run_render_template(int argc, char** argv, int first);
 int run_make_model(int argc, char** argv, int first);
 int run_selftest(int argc, char** argv, int first);
 int run_kernel_lab(int argc, char** argv, int first);
+int run_imatrix(int argc, char** argv, int first);
+int run_quantize(int argc, char** argv, int first);
+int run_quant_eval(int argc, char** argv, int first);
 
 }  // namespace tokenscope::cli

@@ -44,6 +44,14 @@ const char* const kUsage =
     "            perplexity over a text file\n"
     "  make-model --out FILE [--type f16|q8_0|q4_k|...] [--width 1024 --layers 16 --heads 16\n"
     "            --kv-heads 4 --ffn 2816 --vocab 32000 --seed 1]   a synthetic Llama for benchmarks\n"
+    "  imatrix   --model FILE --file CALIBRATION.txt --out FILE.imatrix [--ctx 512] [--chunks N] [--threads N]\n"
+    "            importance matrix: mean squared input activation per column of each weight matrix\n"
+    "            (llama.cpp's GGUF imatrix format)\n"
+    "  quantize  --model IN --out OUT --type T [--imatrix FILE] [--pure] [--threads N] [--json]\n"
+    "            T: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K, recipes Q4_K_M Q5_K_M;\n"
+    "            output projection Q6_K, _M recipes raise attn_v/ffn_down (--pure: T everywhere)\n"
+    "  quant-eval --base FILE --models A,B,... --file TEXT [--ctx 512] [--decode-tokens 32] [--threads N]\n"
+    "            [--json|--markdown]   size, bits/weight, perplexity, KL divergence vs base, top-1, tok/s\n"
     "  selftest  --device cuda [--model FILE]   every CUDA op and whole-model logits against the CPU,\n"
     "            and speculative decoding on the GPU; --device cpu runs the speculative checks on the CPU\n"
     "  devices   [--json]\n"
@@ -82,7 +90,7 @@ int dispatch(int argc, char** argv) {
     tokenscope::log::configure(log_level);
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, render-template, ppl, make-model, selftest, kernel-lab, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
@@ -94,11 +102,14 @@ int dispatch(int argc, char** argv) {
     if (command == "bench-tokenizer") return tokenscope::cli::run_bench_tokenizer(argc, argv, first + 1);
     if (command == "render-template") return tokenscope::cli::run_render_template(argc, argv, first + 1);
     if (command == "ppl") return tokenscope::cli::run_ppl(argc, argv, first + 1);
+    if (command == "imatrix") return tokenscope::cli::run_imatrix(argc, argv, first + 1);
+    if (command == "quantize") return tokenscope::cli::run_quantize(argc, argv, first + 1);
+    if (command == "quant-eval") return tokenscope::cli::run_quant_eval(argc, argv, first + 1);
     if (command == "make-model") return tokenscope::cli::run_make_model(argc, argv, first + 1);
     if (command == "selftest") return tokenscope::cli::run_selftest(argc, argv, first + 1);
     if (command == "kernel-lab") return tokenscope::cli::run_kernel_lab(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, render-template, ppl, make-model, selftest, kernel-lab, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, devices; see --help)");
 }
 
 }  // namespace

@@ -1,9 +1,16 @@
 #include "gguf/writer.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#ifdef _WIN32
+#include <io.h>
+#else
+#include <unistd.h>
+#endif
 
 #include "gguf/file.h"
 #include "util/error.h"
@@ -102,8 +109,7 @@ void Writer::set(const std::string& key, Value value) {
     metadata_.emplace_back(key, std::move(value));
 }
 
-void Writer::add_tensor(const std::string& name, tensor::Type type, std::vector<std::int64_t> dims,
-                        std::span<const std::uint8_t> data) {
+void Writer::check_new_tensor(const std::string& name, const std::vector<std::int64_t>& dims) const {
     for (const auto& t : tensors_) {
         if (t.name == name) throw InvalidArgument("tensor '" + name + "' added twice");
     }
@@ -111,19 +117,36 @@ void Writer::add_tensor(const std::string& name, tensor::Type type, std::vector<
         throw InvalidArgument("tensor '" + name + "': " + std::to_string(dims.size()) +
                               " dimensions (must be 1 to 4)");
     }
-    std::int64_t elements = 1;
     for (auto d : dims) {
         if (d <= 0) throw InvalidArgument("tensor '" + name + "': non-positive dimension");
-        elements *= d;
     }
-    const std::size_t expected =
-        tensor::row_bytes(type, dims[0]) * static_cast<std::size_t>(elements / dims[0]);
+}
+
+std::size_t Writer::expected_bytes(const PendingTensor& t) const {
+    std::int64_t elements = 1;
+    for (auto d : t.dims) elements *= d;
+    return tensor::row_bytes(t.type, t.dims[0]) * static_cast<std::size_t>(elements / t.dims[0]);
+}
+
+void Writer::add_tensor(const std::string& name, tensor::Type type, std::vector<std::int64_t> dims,
+                        std::span<const std::uint8_t> data) {
+    check_new_tensor(name, dims);
+    PendingTensor pending{name, type, std::move(dims), {}, false};
+    const std::size_t expected = expected_bytes(pending);
     if (data.size() != expected) {
         throw InvalidArgument("tensor '" + name + "': " + std::to_string(data.size()) +
                               " bytes of data, its type and shape need " +
                               std::to_string(expected));
     }
-    tensors_.push_back({name, type, std::move(dims), {data.begin(), data.end()}});
+    pending.data.assign(data.begin(), data.end());
+    tensors_.push_back(std::move(pending));
+}
+
+void Writer::add_tensor_info(const std::string& name, tensor::Type type, std::vector<std::int64_t> dims) {
+    check_new_tensor(name, dims);
+    PendingTensor pending{name, type, std::move(dims), {}, true};
+    expected_bytes(pending);  // throws when the row length does not fit the type
+    tensors_.push_back(std::move(pending));
 }
 
 std::uint64_t Writer::alignment() const {
@@ -133,7 +156,7 @@ std::uint64_t Writer::alignment() const {
     return kDefaultAlignment;
 }
 
-std::vector<std::uint8_t> Writer::to_bytes() const {
+std::vector<std::uint8_t> Writer::header_bytes() const {
     const std::uint64_t align = alignment();
     ByteSink sink;
     sink.put<std::uint32_t>(kMagic);
@@ -152,16 +175,97 @@ std::vector<std::uint8_t> Writer::to_bytes() const {
         for (auto d : t.dims) sink.put<std::int64_t>(d);
         sink.put<std::uint32_t>(static_cast<std::uint32_t>(t.type));
         sink.put<std::uint64_t>(offset);
-        offset += (t.data.size() + align - 1) / align * align;
+        offset += (expected_bytes(t) + align - 1) / align * align;
     }
-    if (!tensors_.empty()) {
+    if (!tensors_.empty()) sink.pad_to(align);
+    return std::move(sink.out);
+}
+
+std::vector<std::uint8_t> Writer::to_bytes() const {
+    for (const auto& t : tensors_) {
+        if (t.streamed) throw InvalidArgument("tensor '" + t.name + "' has no data (use write_streamed)");
+    }
+    const std::uint64_t align = alignment();
+    ByteSink sink;
+    sink.out = header_bytes();
+    for (const auto& t : tensors_) {
+        sink.append(t.data.data(), t.data.size());
         sink.pad_to(align);
-        for (const auto& t : tensors_) {
-            sink.append(t.data.data(), t.data.size());
-            sink.pad_to(align);
-        }
     }
     return std::move(sink.out);
+}
+
+namespace {
+
+// An open temporary file that is removed unless commit() renamed it into place.
+class TemporaryFile {
+  public:
+    explicit TemporaryFile(const std::string& target) : target_(target), path_(target + ".partial") {
+        file_ = std::fopen(path_.c_str(), "wb");
+        if (!file_) fail("cannot create");
+    }
+    TemporaryFile(const TemporaryFile&) = delete;
+    TemporaryFile& operator=(const TemporaryFile&) = delete;
+    ~TemporaryFile() {
+        if (file_) std::fclose(file_);
+        if (!committed_) std::remove(path_.c_str());
+    }
+    void write(const std::uint8_t* data, std::size_t size) {
+        if (size > 0 && std::fwrite(data, 1, size, file_) != size) fail("write failed");
+    }
+    void commit() {
+        if (std::fflush(file_) != 0) fail("write failed");
+#ifdef _WIN32
+        if (::_commit(::_fileno(file_)) != 0) fail("flush to disk failed");
+#else
+        if (::fsync(::fileno(file_)) != 0) fail("flush to disk failed");
+#endif
+        std::FILE* f = file_;
+        file_ = nullptr;
+        if (std::fclose(f) != 0) fail("close failed");
+        std::error_code error;
+        std::filesystem::rename(path_, target_, error);
+        if (error) throw IoError(target_ + ": cannot rename from " + path_ + ": " + error.message());
+        committed_ = true;
+    }
+
+  private:
+    [[noreturn]] void fail(const char* what) {
+        const int e = errno;
+        throw IoError(path_ + " (temporary file for " + target_ + "): " + what + ": " + std::strerror(e));
+    }
+    std::string target_;
+    std::string path_;
+    std::FILE* file_ = nullptr;
+    bool committed_ = false;
+};
+
+}  // namespace
+
+void Writer::write_streamed(const std::string& path, const TensorProducer& produce) const {
+    const std::uint64_t align = alignment();
+    const std::vector<std::uint8_t> header = header_bytes();
+    TemporaryFile file(path);
+    file.write(header.data(), header.size());
+    std::vector<std::uint8_t> produced;
+    const std::vector<std::uint8_t> zeros(static_cast<std::size_t>(align), 0);
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+        const PendingTensor& t = tensors_[i];
+        const std::vector<std::uint8_t>* data = &t.data;
+        if (t.streamed) {
+            produced.clear();
+            produce(i, produced);
+            if (produced.size() != expected_bytes(t)) {
+                throw InvalidArgument("tensor '" + t.name + "': producer gave " + std::to_string(produced.size()) +
+                                      " bytes, its type and shape need " + std::to_string(expected_bytes(t)));
+            }
+            data = &produced;
+        }
+        file.write(data->data(), data->size());
+        const std::size_t pad = static_cast<std::size_t>((align - data->size() % align) % align);
+        file.write(zeros.data(), pad);
+    }
+    file.commit();
 }
 
 void Writer::write(const std::string& path) const {

@@ -152,6 +152,10 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
                 ops::rms_norm(x_.data() + i * width, L.attn_norm.data(), xn_.data() + i * width, width, c.norm_eps);
             }
         });
+        const int li = static_cast<int>(l);
+        observe(li, MatmulSite::AttnQ, L.wq, xn_.data(), T);
+        observe(li, MatmulSite::AttnK, L.wk, xn_.data(), T);
+        observe(li, MatmulSite::AttnV, L.wv, xn_.data(), T);
         matmul(L.wq, xn_.data(), T, q_.data());
         matmul(L.wk, xn_.data(), T, k_.data(), /*same_input=*/true);
         matmul(L.wv, xn_.data(), T, v_.data(), /*same_input=*/true);
@@ -189,6 +193,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         attention_.run(pool_, storage_, attention_layer, attention_chunks_, q_.data(),
                        attn_.data());
 
+        observe(li, MatmulSite::AttnOutput, L.wo, attn_.data(), T);
         matmul(L.wo, attn_.data(), T, proj_.data());
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t i = b; i < e; ++i) {
@@ -199,6 +204,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
             }
         });
 
+        observe(li, MatmulSite::FfnGate, L.w_gate, xn_.data(), T);
+        observe(li, MatmulSite::FfnUp, L.w_up, xn_.data(), T);
         matmul(L.w_gate, xn_.data(), T, gate_.data());
         matmul(L.w_up, xn_.data(), T, up_.data(), /*same_input=*/true);
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
@@ -212,6 +219,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
                 }
             }
         });
+        observe(li, MatmulSite::FfnDown, L.w_down, gate_.data(), T);
         matmul(L.w_down, gate_.data(), T, proj_.data());
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t i = b; i < e; ++i) {
@@ -245,6 +253,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         ops::rms_norm(x_.data() + rows[static_cast<std::size_t>(r)] * width, weights_.output_norm.data(),
                       xn_.data() + r * width, width, c.norm_eps);
     }
+    observe(-1, MatmulSite::Output, weights_.output, xn_.data(), R);
     matmul(weights_.output, xn_.data(), R, out.logits.data());
 }
 

@@ -16,6 +16,22 @@
 
 namespace tokenscope::runtime {
 
+// Which matmul of the forward pass an observer is shown. The GGUF tensor behind each is
+// named by the model (blk.N.attn_q.weight, ...; phi3's fused attn_qkv / ffn_up serve two or
+// three sites with the same input).
+enum class MatmulSite { AttnQ, AttnK, AttnV, AttnOutput, FfnGate, FfnUp, FfnDown, Output };
+
+// Sees the f32 input activations of every weight matmul of CpuBackend::forward, before the
+// product: `x` holds `tokens` rows of `w.cols` floats. Called on the forward pass's thread,
+// between parallel loops. `layer` is -1 for the output projection. The importance matrix
+// (quant/imatrix.h) is built from these.
+class MatmulObserver {
+public:
+    virtual ~MatmulObserver() = default;
+    virtual void on_matmul(int layer, MatmulSite site, const model::WeightMatrix& w, const float* x,
+                           std::int64_t tokens) = 0;
+};
+
 class CpuBackend : public Backend {
 public:
     // `config` and `weights` must outlive the backend (the Engine owns all three).
@@ -28,6 +44,9 @@ public:
 
     int threads() const { return pool_.size(); }
     const kv::KvStorage& kv_storage() const { return storage_; }
+    // Null (the default) turns observation off; the only cost left is one branch per matmul.
+    // The observer must outlive its registration.
+    void set_matmul_observer(MatmulObserver* observer) { observer_ = observer; }
 
 private:
     // y[t * w.rows + r] = W[r] · x[t] for t < tokens. same_input: x is the previous call's
@@ -35,12 +54,16 @@ private:
     // same format (q/k/v and gate/up share their input; preparing runs on one thread).
     void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                 bool same_input = false);
+    void observe(int layer, MatmulSite site, const model::WeightMatrix& w, const float* x, std::int64_t tokens) {
+        if (observer_) observer_->on_matmul(layer, site, w, x, tokens);
+    }
 
     const model::ModelConfig& config_;
     const model::ModelWeights& weights_;
     kv::KvStorage storage_;
     ThreadPool pool_;
     RopeTable rope_global_, rope_local_;  // the local one for sliding-window layers
+    MatmulObserver* observer_ = nullptr;
 
     // Scratch, grown to the largest batch seen and reused.
     std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;

@@ -36,7 +36,8 @@ struct AffineFit {
     float offset;
 };
 
-AffineFit fit_affine(const float* x, int n, int nmax) {
+// w: per-element weights of the squared error (null: all 1).
+AffineFit fit_affine(const float* x, const float* w, int n, int nmax) {
     float lo = 0.0f;  // offset >= 0 means the grid must reach down to min(0, min x)
     float hi = x[0];
     for (int i = 0; i < n; ++i) {
@@ -52,20 +53,22 @@ AffineFit fit_affine(const float* x, int n, int nmax) {
         const float inverse =
             (static_cast<float>(nmax) + kGridStep * static_cast<float>(k)) / range;
         // Least squares of x ~= a * q + b over the codes this grid gives.
-        double sq = 0, sqq = 0, sx = 0, sqx = 0;
+        double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
         int q[32];
         for (int i = 0; i < n; ++i) {
+            const double wi = w ? w[i] : 1.0;
             q[i] = round_clamp((x[i] - lo) * inverse, 0, nmax);
-            sq += q[i];
-            sqq += static_cast<double>(q[i]) * q[i];
-            sx += x[i];
-            sqx += static_cast<double>(q[i]) * x[i];
+            sw += wi;
+            sq += wi * q[i];
+            sqq += wi * static_cast<double>(q[i]) * q[i];
+            sx += wi * x[i];
+            sqx += wi * static_cast<double>(q[i]) * x[i];
         }
         double a = 0;
         double b = 0;
-        const double det = n * sqq - sq * sq;
+        const double det = sw * sqq - sq * sq;
         if (det > 0) {
-            a = (n * sqx - sq * sx) / det;
+            a = (sw * sqx - sq * sx) / det;
             b = (sqq * sx - sq * sqx) / det;
         }
         if (b > 0 || det <= 0) {
@@ -75,9 +78,21 @@ AffineFit fit_affine(const float* x, int n, int nmax) {
         }
         if (!(a > 0)) continue;
         double error = 0;
-        for (int i = 0; i < n; ++i) {
-            const double diff = a * q[i] + b - x[i];
-            error += diff * diff;
+        if (w) {
+            // Weighted: judge the fit by the codes it will really get (x re-rounded against a, b),
+            // not by the grid's codes; a weighted fit can otherwise shrink the scale so far that
+            // the re-rounded codes clip.
+            const float inverse_a = static_cast<float>(1.0 / a);
+            for (int i = 0; i < n; ++i) {
+                const int qi = round_clamp((x[i] - static_cast<float>(b)) * inverse_a, 0, nmax);
+                const double diff = a * qi + b - x[i];
+                error += w[i] * diff * diff;
+            }
+        } else {
+            for (int i = 0; i < n; ++i) {
+                const double diff = a * q[i] + b - x[i];
+                error += diff * diff;
+            }
         }
         if (error < best_error) {
             best_error = error;
@@ -89,7 +104,7 @@ AffineFit fit_affine(const float* x, int n, int nmax) {
 
 // x ~= scale * q, q in [-nneg, npos]; the scale may be negative so that the element of largest
 // magnitude can use the longer (negative) side of the code range whatever its sign.
-float fit_symmetric(const float* x, int n, int nneg, int npos) {
+float fit_symmetric(const float* x, const float* w, int n, int nneg, int npos) {
     float amax = 0.0f;
     float signed_max = 0.0f;
     for (int i = 0; i < n; ++i) {
@@ -108,16 +123,28 @@ float fit_symmetric(const float* x, int n, int nneg, int npos) {
         double sqq = 0, sqx = 0;
         int q[32];
         for (int i = 0; i < n; ++i) {
+            const double wi = w ? w[i] : 1.0;
             q[i] = round_clamp(x[i] * inverse, -nneg, npos);
-            sqq += static_cast<double>(q[i]) * q[i];
-            sqx += static_cast<double>(q[i]) * x[i];
+            sqq += wi * static_cast<double>(q[i]) * q[i];
+            sqx += wi * static_cast<double>(q[i]) * x[i];
         }
         if (!(sqq > 0)) continue;
         const double a = sqx / sqq;
         double error = 0;
-        for (int i = 0; i < n; ++i) {
-            const double diff = a * q[i] - x[i];
-            error += diff * diff;
+        if (w) {
+            // Weighted: judge the scale by the codes x re-rounded against it (see fit_affine).
+            if (a == 0) continue;
+            const float inverse_a = static_cast<float>(1.0 / a);
+            for (int i = 0; i < n; ++i) {
+                const int qi = round_clamp(x[i] * inverse_a, -nneg, npos);
+                const double diff = a * qi - x[i];
+                error += w[i] * diff * diff;
+            }
+        } else {
+            for (int i = 0; i < n; ++i) {
+                const double diff = a * q[i] - x[i];
+                error += diff * diff;
+            }
         }
         if (error < best_error) {
             best_error = error;
@@ -137,14 +164,14 @@ struct AffineSuperBlock {
     int q[QK_K];
 };
 
-void quantize_affine_super_block(const float* x, int sub_size, int nmax, int max_code,
+void quantize_affine_super_block(const float* x, const float* w, int sub_size, int nmax, int max_code,
                                  AffineSuperBlock& out) {
     const int subs = QK_K / sub_size;
     AffineFit fits[16];
     float max_scale = 0.0f;
     float max_offset = 0.0f;
     for (int s = 0; s < subs; ++s) {
-        fits[s] = fit_affine(x + s * sub_size, sub_size, nmax);
+        fits[s] = fit_affine(x + s * sub_size, w ? w + s * sub_size : nullptr, sub_size, nmax);
         max_scale = std::fmax(max_scale, fits[s].scale);
         max_offset = std::fmax(max_offset, fits[s].offset);
     }
@@ -174,12 +201,12 @@ struct SymmetricSuperBlock {
     int q[QK_K];
 };
 
-void quantize_symmetric_super_block(const float* x, int nneg, int npos, int max_code,
+void quantize_symmetric_super_block(const float* x, const float* w, int nneg, int npos, int max_code,
                                     SymmetricSuperBlock& out) {
     float scales[16];
     float amax = 0.0f;
     for (int s = 0; s < 16; ++s) {
-        scales[s] = fit_symmetric(x + 16 * s, 16, nneg, npos);
+        scales[s] = fit_symmetric(x + 16 * s, w ? w + 16 * s : nullptr, 16, nneg, npos);
         amax = std::fmax(amax, std::fabs(scales[s]));
     }
     out.d = to_half_scale(amax / static_cast<float>(max_code));
@@ -222,10 +249,14 @@ void pack_high_bit(const int* codes, int bit, std::uint8_t* mask) {
 }  // namespace
 
 void quantize_row_q2_k(const float* in, void* blocks, std::int64_t n) {
+    quantize_row_q2_k_weighted(in, blocks, n, nullptr);
+}
+
+void quantize_row_q2_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w) {
     auto* y = static_cast<BlockQ2_K*>(blocks);
     AffineSuperBlock sb;
-    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K) {
-        quantize_affine_super_block(in, 16, 3, 15, sb);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K, w = w ? w + QK_K : nullptr) {
+        quantize_affine_super_block(in, w, 16, 3, 15, sb);
         store_f16(y[b].d, sb.d.bits);
         store_f16(y[b].dmin, sb.dmin.bits);
         for (int s = 0; s < 16; ++s)
@@ -235,11 +266,15 @@ void quantize_row_q2_k(const float* in, void* blocks, std::int64_t n) {
 }
 
 void quantize_row_q3_k(const float* in, void* blocks, std::int64_t n) {
+    quantize_row_q3_k_weighted(in, blocks, n, nullptr);
+}
+
+void quantize_row_q3_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w) {
     auto* y = static_cast<BlockQ3_K*>(blocks);
     SymmetricSuperBlock sb;
-    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K) {
+    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K, w = w ? w + QK_K : nullptr) {
         // Sub-block scales are 6-bit signed (stored +32); keep them in [-31, 31].
-        quantize_symmetric_super_block(in, 4, 3, 31, sb);
+        quantize_symmetric_super_block(in, w, 4, 3, 31, sb);
         store_f16(y[b].d, sb.d.bits);
         std::uint8_t u[16];
         for (int s = 0; s < 16; ++s) u[s] = static_cast<std::uint8_t>(sb.sc[s] + 32);
@@ -253,10 +288,14 @@ void quantize_row_q3_k(const float* in, void* blocks, std::int64_t n) {
 }
 
 void quantize_row_q4_k(const float* in, void* blocks, std::int64_t n) {
+    quantize_row_q4_k_weighted(in, blocks, n, nullptr);
+}
+
+void quantize_row_q4_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w) {
     auto* y = static_cast<BlockQ4_K*>(blocks);
     AffineSuperBlock sb;
-    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K) {
-        quantize_affine_super_block(in, 32, 15, 63, sb);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K, w = w ? w + QK_K : nullptr) {
+        quantize_affine_super_block(in, w, 32, 15, 63, sb);
         store_f16(y[b].d, sb.d.bits);
         store_f16(y[b].dmin, sb.dmin.bits);
         pack_scale_min_k4(sb.sc, sb.m, y[b].scales);
@@ -265,10 +304,14 @@ void quantize_row_q4_k(const float* in, void* blocks, std::int64_t n) {
 }
 
 void quantize_row_q5_k(const float* in, void* blocks, std::int64_t n) {
+    quantize_row_q5_k_weighted(in, blocks, n, nullptr);
+}
+
+void quantize_row_q5_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w) {
     auto* y = static_cast<BlockQ5_K*>(blocks);
     AffineSuperBlock sb;
-    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K) {
-        quantize_affine_super_block(in, 32, 31, 63, sb);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K, w = w ? w + QK_K : nullptr) {
+        quantize_affine_super_block(in, w, 32, 31, 63, sb);
         store_f16(y[b].d, sb.d.bits);
         store_f16(y[b].dmin, sb.dmin.bits);
         pack_scale_min_k4(sb.sc, sb.m, y[b].scales);
@@ -278,10 +321,14 @@ void quantize_row_q5_k(const float* in, void* blocks, std::int64_t n) {
 }
 
 void quantize_row_q6_k(const float* in, void* blocks, std::int64_t n) {
+    quantize_row_q6_k_weighted(in, blocks, n, nullptr);
+}
+
+void quantize_row_q6_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w) {
     auto* y = static_cast<BlockQ6_K*>(blocks);
     SymmetricSuperBlock sb;
-    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K) {
-        quantize_symmetric_super_block(in, 32, 31, 127, sb);
+    for (std::int64_t b = 0; b < n / QK_K; ++b, in += QK_K, w = w ? w + QK_K : nullptr) {
+        quantize_symmetric_super_block(in, w, 32, 31, 127, sb);
         store_f16(y[b].d, sb.d.bits);
         for (int s = 0; s < 16; ++s) y[b].scales[s] = static_cast<std::int8_t>(sb.sc[s]);
         // Stored code u = q + 32; with e = 128n + 32k + l the low nibble goes to

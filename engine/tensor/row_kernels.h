@@ -42,4 +42,18 @@ void quantize_row_q4_k(const float* in, void* blocks, std::int64_t n);
 void quantize_row_q5_k(const float* in, void* blocks, std::int64_t n);
 void quantize_row_q6_k(const float* in, void* blocks, std::int64_t n);
 
+// Importance-weighted variants (quantize_legacy.cpp, quantize_kquants.cpp): `w` holds one
+// weight per element of the row (importance_weights); null means all 1 (the K-quants then
+// give exactly the unweighted result).
+void importance_weights(const float* x, const float* importance, std::int64_t n, float* w);
+void quantize_row_q4_0_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+void quantize_row_q4_1_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+void quantize_row_q5_0_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+void quantize_row_q5_1_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+void quantize_row_q2_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+void quantize_row_q3_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+void quantize_row_q4_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+void quantize_row_q5_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+void quantize_row_q6_k_weighted(const float* in, void* blocks, std::int64_t n, const float* w);
+
 }  // namespace tokenscope::tensor::detail

@@ -60,4 +60,13 @@ void dequantize_row(Type type, const void* blocks, float* out, std::int64_t n);
 // Throws InvalidArgument when the format has no quantizer.
 void quantize_row(Type type, const float* in, void* blocks, std::int64_t n);
 
+// Importance-weighted quantization (the imatrix): `importance` holds n non-negative floats,
+// one per element of the row (the mean squared activation of the weight's input column).
+// The rounding error of element j is weighted by importance[j] * sqrt(mean(x^2) + x[j]^2)
+// when choosing each block's scale (and offset). Formats without a weighted search (F32, F16,
+// BF16, Q8_0) and a null `importance` give exactly quantize_row. Throws like quantize_row.
+void quantize_row_weighted(Type type, const float* in, void* blocks, std::int64_t n, const float* importance);
+// True where quantize_row_weighted uses the importance (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K).
+bool uses_importance(Type type);
+
 }  // namespace tokenscope::tensor
