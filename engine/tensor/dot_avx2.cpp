@@ -8,6 +8,8 @@
 // offset correction.
 #include <immintrin.h>
 
+#include <cstddef>
+
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
 #include "tensor/pack_simd256.h"
@@ -407,8 +409,9 @@ inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8],
     std::memcpy(m + 4, &m_hi, 4);
 }
 
-// Q4_K for T tokens, one row; the same per-token arithmetic for any T (see q32_direct_row).
-template <int T>
+// Q4_K (and, with kFifth, Q5_K: the same header and scales, 32 bytes of fifth bits before the
+// nibbles) for T tokens, one row; the same per-token arithmetic for any T (see q32_direct_row).
+template <bool kFifth, int T>
 void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const std::uint8_t* aq[T];
     const float* ad[T];
@@ -424,7 +427,8 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     __m256 acc[T], min_acc[T];
     for (int t = 0; t < T; ++t) acc[t] = min_acc[t] = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < nb; ++b) {
-        const std::uint8_t* blk = row + static_cast<std::size_t>(b) * sizeof(BlockQ4_K);
+        constexpr std::size_t kBlockBytes = kFifth ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+        const std::uint8_t* blk = row + static_cast<std::size_t>(b) * kBlockBytes;
         std::uint8_t sc[8], m[8];
         q4_k_scales_mins(blk + 4, sc, m);
         std::uint64_t m8;
@@ -444,12 +448,20 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             min_acc[t] = _mm256_fmadd_ps(mins_d, pairs, min_acc[t]);
             isum[t] = _mm256_setzero_si256();
         }
-        const std::uint8_t* qs = blk + 16;
+        const std::uint8_t* qs = blk + offsetof(BlockQ4_K, qs) + (kFifth ? 32 : 0);
+        [[maybe_unused]] __m256i qh;
+        if constexpr (kFifth)
+            qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ5_K, qh)));
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
             const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
-            const __m256i lo = _mm256_and_si256(q, low4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if constexpr (kFifth) {
+                // Bit s of qh[l] is bit 4 of element 32s + l (sub-blocks 2c and 2c + 1).
+                lo = _mm256_or_si256(lo, bit_to(qh, 2 * c, 4));
+                hi = _mm256_or_si256(hi, bit_to(qh, 2 * c + 1, 4));
+            }
             const __m256i sc_lo = _mm256_set1_epi16(sc[2 * c]);
             const __m256i sc_hi = _mm256_set1_epi16(sc[2 * c + 1]);
 #pragma GCC unroll 4
@@ -496,11 +508,14 @@ struct Q32Row {
     };
 };
 
-template <int T>
-struct Q4KRow {
-    static void run(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
-        q4_k_direct_row<T>(a, r, t0);
-    }
+template <bool kFifth>
+struct KRow {
+    template <int T>
+    struct Of {
+        static void run(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+            q4_k_direct_row<kFifth, T>(a, r, t0);
+        }
+    };
 };
 
 }  // namespace
@@ -526,7 +541,10 @@ bool matmul_avx2(const MatmulArgs& args) {
                 run_direct<Q32Row<Type::Q5_1>::Of>(args);
                 return true;
             case Type::Q4_K:
-                run_direct<Q4KRow>(args);
+                run_direct<KRow<false>::Of>(args);
+                return true;
+            case Type::Q5_K:
+                run_direct<KRow<true>::Of>(args);
                 return true;
             case Type::F16:
                 if (args.tokens > 1) {

@@ -163,6 +163,34 @@ inline void fill_sc16_per16(std::int16_t* sc16, __m256i scales16) {
     }
 }
 
+// Bit `bit` of each byte of v moved to bit `to` (other bits 0). The 16-bit shifts move bits
+// across the byte boundary only into positions the mask clears.
+inline __m256i bit_to(__m256i v, int bit, int to) {
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i b = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(bit)), one);
+    return _mm256_sll_epi16(b, _mm_cvtsi32_si128(to));
+}
+
+// The scalar scale unpacking of one super-block (16 values), spread with the SIMD fill.
+inline void k_scales(Type type, const std::uint8_t* block, std::int16_t* sc16, float* d, float* c) {
+    std::int16_t sc[16];
+    k_block_scales(type, block, sc, d, c);
+    fill_sc16_per16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+}
+
+// Q2_K / Q3_K low two bits: element 128n + 32k + l is bits 2k..2k+1 of qs[32n + l]. u must be
+// 32-byte aligned (the packers' buffers are).
+inline void unpack_2bit(const std::uint8_t* qs, std::uint8_t* u) {
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int n = 0; n < 2; ++n) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * n));
+        for (int k = 0; k < 4; ++k) {
+            store32(u + 128 * n + 32 * k,
+                    _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * k)), three));
+        }
+    }
+}
+
 void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
                  std::int16_t* sc16, float* d, float* c) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -242,6 +270,45 @@ void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::ui
                     c + 8,
                     _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))),
                                   coef));
+            }
+            return;
+        case Type::Q5_K:
+            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
+                const auto* blk = reinterpret_cast<const BlockQ5_K*>(blocks) + b;
+                // As Q4_K, plus bit s of qh[l] as bit 4 of element 32s + l (sub-block s).
+                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh));
+                for (int g = 0; g < 4; ++g) {
+                    const __m256i x =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * g));
+                    store32(u + 64 * g,
+                            _mm256_or_si256(_mm256_and_si256(x, low4), bit_to(h, 2 * g, 4)));
+                    store32(u + 64 * g + 32,
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 4), low4),
+                                            bit_to(h, 2 * g + 1, 4)));
+                }
+                k_scales(type, reinterpret_cast<const std::uint8_t*>(blk), sc16, d + b, c);
+            }
+            return;
+        case Type::Q3_K:
+            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
+                const auto* blk = reinterpret_cast<const BlockQ3_K*>(blocks) + b;
+                // Low 2 bits as Q2_K; bit (e / 32) of hmask[e % 32] adds 4 (q + 4, value - 4).
+                unpack_2bit(blk->qs, u);
+                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->hmask));
+                for (int j = 0; j < 8; ++j) {
+                    std::uint8_t* o = u + 32 * j;
+                    store32(o, _mm256_or_si256(
+                                   _mm256_load_si256(reinterpret_cast<const __m256i*>(o)),
+                                   bit_to(h, j, 2)));
+                }
+                k_scales(type, reinterpret_cast<const std::uint8_t*>(blk), sc16, d + b, c);
+            }
+            return;
+        case Type::Q2_K:
+            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
+                const auto* blk = reinterpret_cast<const BlockQ2_K*>(blocks) + b;
+                unpack_2bit(blk->qs, u);
+                k_scales(type, reinterpret_cast<const std::uint8_t*>(blk), sc16, d + b, c);
             }
             return;
         default:

@@ -2,6 +2,7 @@
 // serve the scalar kernels and every format that has no SIMD packer at a given level, so each
 // format's bit layout is spelled out once here (the SIMD packers in dot_avx*.cpp must produce
 // the same arrays; the tests check that all levels agree).
+#include <cstddef>
 #include <cstring>
 
 #include "tensor/block_layouts.h"
@@ -29,9 +30,24 @@ void add_fifth_bit(std::uint32_t qh, std::uint8_t* u) {
     for (int e = 0; e < 32; ++e) u[e] = static_cast<std::uint8_t>(u[e] | (((qh >> e) & 1u) << 4));
 }
 
-void fill_sc16(std::int16_t* sc16, const int (&sc)[16]) {
+std::size_t k_block_bytes(Type type) {
+    switch (type) {
+        case Type::Q2_K:
+            return sizeof(BlockQ2_K);
+        case Type::Q3_K:
+            return sizeof(BlockQ3_K);
+        case Type::Q4_K:
+            return sizeof(BlockQ4_K);
+        case Type::Q5_K:
+            return sizeof(BlockQ5_K);
+        default:
+            return sizeof(BlockQ6_K);
+    }
+}
+
+void fill_sc16(std::int16_t* sc16, const std::int16_t (&sc)[16]) {
     for (int j = 0; j < 16; ++j) {
-        for (int k = 0; k < 8; ++k) sc16[8 * j + k] = static_cast<std::int16_t>(sc[j]);
+        for (int k = 0; k < 8; ++k) sc16[8 * j + k] = sc[j];
     }
 }
 
@@ -87,61 +103,87 @@ void pack_q32_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, s
     }
 }
 
+void k_block_scales(Type type, const std::uint8_t* block, std::int16_t (&sc)[16], float* d,
+                    float* coef16) {
+    switch (type) {
+        case Type::Q2_K: {
+            const auto* blk = reinterpret_cast<const BlockQ2_K*>(block);
+            *d = load_f16(blk->d);
+            const float dmin = load_f16(blk->dmin);
+            for (int j = 0; j < 16; ++j) {
+                sc[j] = static_cast<std::int16_t>(blk->scales[j] & 0xF);
+                coef16[j] = -dmin * static_cast<float>(blk->scales[j] >> 4);
+            }
+            break;
+        }
+        case Type::Q3_K: {
+            const auto* blk = reinterpret_cast<const BlockQ3_K*>(block);
+            *d = load_f16(blk->d);
+            for (int j = 0; j < 16; ++j) {
+                sc[j] = static_cast<std::int16_t>(unpack_scale_q3_k(j, blk->scales));
+                coef16[j] = -4.0f * *d * static_cast<float>(sc[j]);
+            }
+            break;
+        }
+        case Type::Q4_K:
+        case Type::Q5_K: {
+            // Same header in both: d, dmin, then the 12 bytes of 6-bit scales and mins.
+            const auto* blk = reinterpret_cast<const BlockQ4_K*>(block);
+            static_assert(offsetof(BlockQ4_K, scales) == offsetof(BlockQ5_K, scales));
+            *d = load_f16(blk->d);
+            const float dmin = load_f16(blk->dmin);
+            for (int s = 0; s < 8; ++s) {
+                const ScaleMin sm = unpack_scale_min_k4(s, blk->scales);
+                sc[2 * s] = sc[2 * s + 1] = static_cast<std::int16_t>(sm.scale);
+                coef16[2 * s] = coef16[2 * s + 1] = -dmin * static_cast<float>(sm.min);
+            }
+            break;
+        }
+        case Type::Q6_K: {
+            const auto* blk = reinterpret_cast<const BlockQ6_K*>(block);
+            *d = load_f16(blk->d);
+            for (int j = 0; j < 16; ++j) {
+                sc[j] = static_cast<std::int16_t>(static_cast<std::int8_t>(blk->scales[j]));
+                coef16[j] = -32.0f * *d * static_cast<float>(sc[j]);
+            }
+            break;
+        }
+        default:
+            return;  // the dispatcher only sends K-quant types here
+    }
+}
+
 void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std::uint8_t* u,
                 std::int16_t* sc16, float* d, float* coef16) {
+    const std::size_t block_bytes = k_block_bytes(type);
     for (std::int64_t b = 0; b < nblocks; ++b, u += QK_K, sc16 += QK_K / 2, coef16 += 16) {
-        int sc[16];
+        const std::uint8_t* block = blocks + static_cast<std::size_t>(b) * block_bytes;
         switch (type) {
             case Type::Q2_K: {
-                const auto* blk = reinterpret_cast<const BlockQ2_K*>(blocks) + b;
+                const auto* blk = reinterpret_cast<const BlockQ2_K*>(block);
                 for (int e = 0; e < QK_K; ++e) {
                     u[e] = static_cast<std::uint8_t>(
                         (blk->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
                 }
-                d[b] = load_f16(blk->d);
-                const float dmin = load_f16(blk->dmin);
-                for (int j = 0; j < 16; ++j) {
-                    sc[j] = blk->scales[j] & 0xF;
-                    coef16[j] = -dmin * static_cast<float>(blk->scales[j] >> 4);
-                }
                 break;
             }
             case Type::Q3_K: {
-                const auto* blk = reinterpret_cast<const BlockQ3_K*>(blocks) + b;
+                const auto* blk = reinterpret_cast<const BlockQ3_K*>(block);
                 for (int e = 0; e < QK_K; ++e) {
                     const int low =
                         (blk->qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
                     const int high = (blk->hmask[e % 32] >> (e / 32)) & 1;
                     u[e] = static_cast<std::uint8_t>(low | (high << 2));  // q + 4
                 }
-                d[b] = load_f16(blk->d);
-                for (int j = 0; j < 16; ++j) {
-                    sc[j] = unpack_scale_q3_k(j, blk->scales);
-                    coef16[j] = -4.0f * d[b] * static_cast<float>(sc[j]);
-                }
                 break;
             }
             case Type::Q4_K:
             case Type::Q5_K: {
-                const std::uint8_t* scales;
-                const std::uint8_t* qs;
-                const std::uint8_t* qh = nullptr;
-                const std::uint8_t(*dbytes)[2];
-                const std::uint8_t(*dminbytes)[2];
-                if (type == Type::Q4_K) {
-                    const auto* blk = reinterpret_cast<const BlockQ4_K*>(blocks) + b;
-                    scales = blk->scales;
-                    qs = blk->qs;
-                    dbytes = &blk->d;
-                    dminbytes = &blk->dmin;
-                } else {
-                    const auto* blk = reinterpret_cast<const BlockQ5_K*>(blocks) + b;
-                    scales = blk->scales;
-                    qs = blk->qs;
-                    qh = blk->qh;
-                    dbytes = &blk->d;
-                    dminbytes = &blk->dmin;
-                }
+                const std::uint8_t* qs = type == Type::Q4_K
+                                             ? reinterpret_cast<const BlockQ4_K*>(block)->qs
+                                             : reinterpret_cast<const BlockQ5_K*>(block)->qs;
+                const std::uint8_t* qh =
+                    type == Type::Q5_K ? reinterpret_cast<const BlockQ5_K*>(block)->qh : nullptr;
                 for (int e = 0; e < QK_K; ++e) {
                     const int s = e / 32;
                     const std::uint8_t byte = qs[32 * (e / 64) + e % 32];
@@ -149,17 +191,10 @@ void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std
                     if (qh != nullptr) q |= ((qh[e % 32] >> s) & 1) << 4;
                     u[e] = static_cast<std::uint8_t>(q);
                 }
-                d[b] = load_f16(*dbytes);
-                const float dmin = load_f16(*dminbytes);
-                for (int s = 0; s < 8; ++s) {
-                    const ScaleMin sm = unpack_scale_min_k4(s, scales);
-                    sc[2 * s] = sc[2 * s + 1] = sm.scale;
-                    coef16[2 * s] = coef16[2 * s + 1] = -dmin * static_cast<float>(sm.min);
-                }
                 break;
             }
             case Type::Q6_K: {
-                const auto* blk = reinterpret_cast<const BlockQ6_K*>(blocks) + b;
+                const auto* blk = reinterpret_cast<const BlockQ6_K*>(block);
                 for (int e = 0; e < QK_K; ++e) {
                     const int n = e / 128, k = (e % 128) / 32, l = e % 32;
                     const std::uint8_t lbyte = blk->ql[64 * n + 32 * (k % 2) + l];
@@ -167,16 +202,13 @@ void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std
                     const int high = (blk->qh[32 * n + l] >> (2 * k)) & 3;
                     u[e] = static_cast<std::uint8_t>(low | (high << 4));  // q, value q - 32
                 }
-                d[b] = load_f16(blk->d);
-                for (int j = 0; j < 16; ++j) {
-                    sc[j] = blk->scales[j];
-                    coef16[j] = -32.0f * d[b] * static_cast<float>(sc[j]);
-                }
                 break;
             }
             default:
                 return;  // the dispatcher only sends K-quant types here
         }
+        std::int16_t sc[16] = {};
+        k_block_scales(type, block, sc, d + b, coef16);
         fill_sc16(sc16, sc);
     }
 }
