@@ -16,5 +16,7 @@ int run_render_template(int argc, char** argv, int first);
 int run_make_model(int argc, char** argv, int first);
 int run_selftest(int argc, char** argv, int first);
 int run_kernel_lab(int argc, char** argv, int first);
+// Only in builds with the server libraries (TOKENSCOPE_HAVE_SERVER).
+int run_serve(int argc, char** argv, int first);
 
 }  // namespace tokenscope::cli
