@@ -172,7 +172,8 @@ struct ApiServer::Impl {
             completion(req, res, Endpoint::Completions);
         });
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+            res.set_content(metrics.render(loop.gauges()),
+                            "text/plain; version=0.0.4; charset=utf-8");
         });
         http.Get("/tokenscope/v1/kv", [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(dump_json(kv_json()), "application/json");

@@ -94,6 +94,19 @@ void EngineLoop::set_paused(bool paused) {
     cv_.notify_all();
 }
 
+Gauges EngineLoop::gauges() const {
+    std::lock_guard lock(mutex_);
+    Gauges g;
+    g.kv_blocks_used = kv_.stats.blocks_used;
+    g.kv_blocks_total = kv_.stats.blocks_total;
+    g.kv_usage_ratio = kv_.stats.blocks_total > 0
+                           ? static_cast<double>(kv_.stats.blocks_used) / kv_.stats.blocks_total
+                           : 0.0;
+    g.requests_running = running_count_;
+    g.requests_waiting = static_cast<int>(waiting_.size());
+    return g;
+}
+
 KvSnapshot EngineLoop::kv_snapshot() const {
     std::lock_guard lock(mutex_);
     return kv_;
@@ -184,19 +197,9 @@ void EngineLoop::route(std::vector<runtime::TokenEvent> events) {
 
 void EngineLoop::publish_state() {
     kv::KvStats stats = engine_->kv_stats();
-    Gauges g;
-    g.kv_blocks_used = stats.blocks_used;
-    g.kv_blocks_total = stats.blocks_total;
-    g.kv_usage_ratio =
-        stats.blocks_total > 0 ? static_cast<double>(stats.blocks_used) / stats.blocks_total : 0.0;
-    {
-        std::lock_guard lock(mutex_);
-        g.requests_running = running_count_;
-        g.requests_waiting = static_cast<int>(waiting_.size());
-        kv_.stats = std::move(stats);
-        ++kv_.steps;
-    }
-    metrics_.set_gauges(g);
+    std::lock_guard lock(mutex_);
+    kv_.stats = std::move(stats);
+    ++kv_.steps;
 }
 
 void EngineLoop::run() {

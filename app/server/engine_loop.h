@@ -67,7 +67,7 @@ struct EngineLoopOptions {
 // A copy of what the KV panel shows, taken by the engine thread after each step.
 struct KvSnapshot {
     kv::KvStats stats;
-    std::uint64_t steps = 0;  // engine steps taken so far
+    std::uint64_t steps = 0;  // times the state was published (after each step, or idle)
 };
 
 class EngineLoop {
@@ -88,6 +88,8 @@ class EngineLoop {
     void stop();
 
     KvSnapshot kv_snapshot() const;
+    // For /metrics: KV usage as of the last step, requests running and waiting now.
+    Gauges gauges() const;
     int running() const;
     int waiting() const;
 

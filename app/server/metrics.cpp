@@ -58,27 +58,22 @@ void Metrics::observe_token_gap(double seconds) {
     token_gap_.observe(seconds);
 }
 
-void Metrics::set_gauges(const Gauges& gauges) {
-    std::lock_guard lock(mutex_);
-    gauges_ = gauges;
-}
-
-std::string Metrics::render() const {
+std::string Metrics::render(const Gauges& gauges) const {
     std::lock_guard lock(mutex_);
     std::string out;
     auto family = [&](const char* name, const char* type, const char* help) {
         out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
     };
     family("tokenscope_kv_cache_usage_ratio", "gauge", "KV cache blocks in use, 0 to 1.");
-    out += fmt::format("tokenscope_kv_cache_usage_ratio {}\n", gauges_.kv_usage_ratio);
+    out += fmt::format("tokenscope_kv_cache_usage_ratio {}\n", gauges.kv_usage_ratio);
     family("tokenscope_kv_cache_blocks_used", "gauge", "KV cache blocks in use.");
-    out += fmt::format("tokenscope_kv_cache_blocks_used {}\n", gauges_.kv_blocks_used);
+    out += fmt::format("tokenscope_kv_cache_blocks_used {}\n", gauges.kv_blocks_used);
     family("tokenscope_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.");
-    out += fmt::format("tokenscope_kv_cache_blocks_total {}\n", gauges_.kv_blocks_total);
+    out += fmt::format("tokenscope_kv_cache_blocks_total {}\n", gauges.kv_blocks_total);
     family("tokenscope_requests_running", "gauge", "Requests the engine is generating for.");
-    out += fmt::format("tokenscope_requests_running {}\n", gauges_.requests_running);
+    out += fmt::format("tokenscope_requests_running {}\n", gauges.requests_running);
     family("tokenscope_requests_waiting", "gauge", "Requests queued for a free engine slot.");
-    out += fmt::format("tokenscope_requests_waiting {}\n", gauges_.requests_waiting);
+    out += fmt::format("tokenscope_requests_waiting {}\n", gauges.requests_waiting);
     family("tokenscope_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
     out += fmt::format("tokenscope_prompt_tokens_total {}\n", prompt_tokens_);
     family("tokenscope_generation_tokens_total", "counter", "Tokens generated.");

@@ -53,13 +53,12 @@ class Metrics {
     void finished(const std::string& reason);
     void observe_ttft(double seconds);
     void observe_token_gap(double seconds);
-    void set_gauges(const Gauges& gauges);
 
-    std::string render() const;
+    // The gauges are read at scrape time from the engine loop, not kept here.
+    std::string render(const Gauges& gauges) const;
 
   private:
     mutable std::mutex mutex_;
-    Gauges gauges_;
     std::uint64_t prompt_tokens_ = 0;
     std::uint64_t generated_tokens_ = 0;
     std::map<std::string, std::uint64_t> finished_;
