@@ -81,6 +81,9 @@ struct ApiServer::Impl {
             static_cast<std::size_t>(std::min(options.loop.parallel + options.loop.queue + 4, 512));
         http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
         http.set_payload_max_length(options.max_body_bytes);
+        // An idle keep-alive connection holds its worker until this timeout, and stop() waits
+        // for every worker: httplib's 5 s default made each shutdown take 5 s.
+        http.set_keep_alive_timeout(1);
         http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
             spdlog::info("serve: {} {} -> {}", req.method, req.path, res.status);
         });
