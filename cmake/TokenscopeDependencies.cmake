@@ -80,3 +80,21 @@ if(NOT TOKENSCOPE_CUDA STREQUAL "OFF")
     message(STATUS "tokenscope: no CUDA toolkit found, building the CPU backend only")
   endif()
 endif()
+
+# The OpenAI-compatible server (app/server, `tokenscope-cli serve`): cpp-httplib for HTTP/1.1
+# with chunked streaming and nlohmann-json for the request and response bodies (docs/
+# architecture.md says why). Debian ships cpp-httplib as a compiled library with a pkg-config
+# file (no CMake package); its Cflags carry the OpenSSL/zlib/brotli switches the library was
+# built with, which must match for the class layouts to agree. Without either, the CLI builds
+# without `serve`.
+set(TOKENSCOPE_SERVER OFF)
+find_package(nlohmann_json 3.10 QUIET)
+if(PKG_CONFIG_FOUND)
+  pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
+endif()
+if(TARGET PkgConfig::HTTPLIB AND nlohmann_json_FOUND)
+  set(TOKENSCOPE_SERVER ON)
+else()
+  message(STATUS "tokenscope: cpp-httplib (pkg-config cpp-httplib) or nlohmann_json not found, "
+                 "tokenscope-cli is built without `serve` (Debian: libcpp-httplib-dev nlohmann-json3-dev)")
+endif()

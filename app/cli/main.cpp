@@ -31,6 +31,12 @@ const char* const kUsage =
     "            [--template gemma|llama2|llama3|chatml|mistral|phi3|zephyr|fallback]  (default: the model's own)\n"
     "            [sampling and engine options as for run]\n"
     "            interactive chat; each turn prefills only its new tokens\n"
+    "  serve     --model FILE [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4] [--queue 64]\n"
+    "            [--ctx N] [--cors ORIGIN] [--alias NAME] [--template NAME] [--max-body BYTES]\n"
+    "            [sampling and engine options as for run: the defaults of requests that omit them]\n"
+    "            an OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions (SSE streaming),\n"
+    "            /v1/models, /health, /metrics (Prometheus), /tokenscope/v1/kv; --port 0 picks a free\n"
+    "            port; a host other than loopback needs --api-key (or $TOKENSCOPE_API_KEY)\n"
     "  bench     --model FILE [--prompt-lengths 128,512] [--n-decode 64] [--decode-contexts 16,4096]\n"
     "            [--concurrency 1,8,32,64] [engine options as for run] [--json]\n"
     "            prefill and decode speed against the machine's measured ceilings\n"
@@ -90,7 +96,7 @@ int dispatch(int argc, char** argv) {
     tokenscope::log::configure(log_level);
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
@@ -98,6 +104,14 @@ int dispatch(int argc, char** argv) {
     if (command == "devices") return tokenscope::cli::run_devices(argc, argv, first + 1);
     if (command == "run") return tokenscope::cli::run_run(argc, argv, first + 1);
     if (command == "chat") return tokenscope::cli::run_chat(argc, argv, first + 1);
+    if (command == "serve") {
+#ifdef TOKENSCOPE_HAVE_SERVER
+        return tokenscope::cli::run_serve(argc, argv, first + 1);
+#else
+        throw tokenscope::InvalidArgument(
+            "'serve': this build has no server (it was built without cpp-httplib and nlohmann-json; see tools/setup-deps)");
+#endif
+    }
     if (command == "bench") return tokenscope::cli::run_bench(argc, argv, first + 1);
     if (command == "bench-tokenizer") return tokenscope::cli::run_bench_tokenizer(argc, argv, first + 1);
     if (command == "render-template") return tokenscope::cli::run_render_template(argc, argv, first + 1);
@@ -109,7 +123,7 @@ int dispatch(int argc, char** argv) {
     if (command == "selftest") return tokenscope::cli::run_selftest(argc, argv, first + 1);
     if (command == "kernel-lab") return tokenscope::cli::run_kernel_lab(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, chat, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, devices; see --help)");
 }
 
 }  // namespace

@@ -1,0 +1,392 @@
+#include "api_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "api_error.h"
+#include "openai_request.h"
+#include "openai_response.h"
+#include "request_builder.h"
+#include "util/error.h"
+
+namespace tokenscope::server {
+
+using nlohmann::json;
+
+bool is_loopback(const std::string& host) {
+    return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+namespace {
+
+std::int64_t served_context(const runtime::Engine& engine, std::int64_t asked) {
+    const std::int64_t limit =
+        std::min<std::int64_t>(engine.config().context_length, engine.options().kv_capacity_tokens);
+    return asked > 0 ? std::min(asked, limit) : limit;
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status();
+    res.set_content(dump_json(e.to_json()), "application/json");
+}
+
+// Streams poll their channel this often, so a stalled client is noticed and a shutdown ends
+// them promptly.
+constexpr std::chrono::milliseconds kStreamPoll{200};
+
+}  // namespace
+
+struct ApiServer::Impl {
+    ServerOptions options;
+    Metrics metrics;
+    EngineLoop loop;
+    RequestBuilder builder;
+    httplib::Server http;
+    std::thread thread;
+    int port = 0;
+    std::atomic<std::uint64_t> next_id{1};
+    std::string id_prefix;
+    std::int64_t created = 0;
+
+    Impl(std::unique_ptr<runtime::Engine> engine, ServerOptions o)
+        : options(std::move(o)),
+          loop(std::move(engine), options.loop, metrics),
+          builder(loop.engine(), options.model_id, options.sampling,
+                  served_context(loop.engine(), options.context), options.template_name) {
+        std::random_device random;
+        id_prefix = fmt::format("{:08x}", random());
+        created = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+        configure();
+        routes();
+    }
+
+    std::string next_request_id(const char* kind) {
+        return fmt::format("{}-{}{:06}", kind, id_prefix, next_id.fetch_add(1));
+    }
+
+    void configure() {
+        // Each open stream holds a worker for its whole life, so the pool is as large as the
+        // requests the engine and the queue take, plus a few for /health and /metrics.
+        const auto threads =
+            static_cast<std::size_t>(std::min(options.loop.parallel + options.loop.queue + 4, 512));
+        http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+        http.set_payload_max_length(options.max_body_bytes);
+        // An idle keep-alive connection holds its worker until this timeout, and stop() waits
+        // for every worker: httplib's 5 s default made each shutdown take 5 s.
+        http.set_keep_alive_timeout(1);
+        http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+            spdlog::info("serve: {} {} -> {}", req.method, req.path, res.status);
+        });
+        // Errors httplib answers itself (no route, body too large) get OpenAI's shape too.
+        http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+            if (!res.body.empty()) return;
+            std::string message;
+            switch (res.status) {
+                case 404:
+                    message = "no route " + req.method + " " + req.path;
+                    break;
+                case 413:
+                    message = fmt::format("the request body is larger than the limit of {} bytes",
+                                          options.max_body_bytes);
+                    break;
+                default:
+                    message = fmt::format("HTTP {} on {} {}", res.status, req.method, req.path);
+                    break;
+            }
+            send_error(res,
+                       ApiError(res.status, message, {},
+                                res.status == 404 ? "not_found_error" : "invalid_request_error"));
+        });
+        http.set_exception_handler(
+            [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+                std::string what = "unknown exception";
+                try {
+                    std::rethrow_exception(ep);
+                } catch (const std::exception& e) {
+                    what = e.what();
+                } catch (...) {
+                }
+                spdlog::error("serve: {} {}: {}", req.method, req.path, what);
+                send_error(res, ApiError(500, "internal error: " + what, {}, "server_error"));
+            });
+        http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+            if (req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+            const bool guarded =
+                req.path.rfind("/v1/", 0) == 0 || req.path.rfind("/tokenscope/", 0) == 0;
+            if (!guarded || options.api_key.empty())
+                return httplib::Server::HandlerResponse::Unhandled;
+            if (req.get_header_value("Authorization") == "Bearer " + options.api_key) {
+                return httplib::Server::HandlerResponse::Unhandled;
+            }
+            const bool missing = !req.has_header("Authorization");
+            send_error(
+                res,
+                ApiError(401,
+                         missing ? "this server needs an API key: send 'Authorization: Bearer KEY'"
+                                 : "the API key in 'Authorization' is not this server's",
+                         {}, "authentication_error", "invalid_api_key"));
+            add_cors(res);
+            return httplib::Server::HandlerResponse::Handled;
+        });
+        http.set_post_routing_handler(
+            [this](const httplib::Request&, httplib::Response& res) { add_cors(res); });
+    }
+
+    void add_cors(httplib::Response& res) const {
+        if (options.cors_origin.empty()) return;
+        res.set_header("Access-Control-Allow-Origin", options.cors_origin);
+        res.set_header("Vary", "Origin");
+    }
+
+    void routes() {
+        http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"status":"ok"})", "application/json");
+        });
+        http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(dump_json({{"object", "list"}, {"data", json::array({model_json()})}}),
+                            "application/json");
+        });
+        http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+            if (req.matches[1] != options.model_id) {
+                send_error(res, ApiError(404,
+                                         "the model '" + req.matches[1].str() +
+                                             "' does not exist; this server serves '" +
+                                             options.model_id + "'",
+                                         "model", "invalid_request_error", "model_not_found"));
+                return;
+            }
+            res.set_content(dump_json(model_json()), "application/json");
+        });
+        http.Post("/v1/chat/completions",
+                  [this](const httplib::Request& req, httplib::Response& res) {
+                      completion(req, res, Endpoint::ChatCompletions);
+                  });
+        http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+            completion(req, res, Endpoint::Completions);
+        });
+        http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(metrics.render(loop.gauges()),
+                            "text/plain; version=0.0.4; charset=utf-8");
+        });
+        http.Get("/tokenscope/v1/kv", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(dump_json(kv_json()), "application/json");
+        });
+        if (!options.cors_origin.empty()) {
+            http.Options(R"(.*)", [this](const httplib::Request&, httplib::Response& res) {
+                add_cors(res);
+                res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                res.set_header("Access-Control-Max-Age", "600");
+                res.status = 204;
+            });
+        }
+    }
+
+    json model_json() const {
+        const auto& engine = loop.engine();
+        return {{"id", options.model_id},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "tokenscope"},
+                {"meta",
+                 {{"architecture", engine.config().architecture},
+                  {"context_length", builder.context()},
+                  {"vocab_size", engine.config().vocab_size},
+                  {"chat_template", builder.template_description()}}}};
+    }
+
+    json kv_json() const {
+        const KvSnapshot snap = loop.kv_snapshot();
+        const kv::KvStats& s = snap.stats;
+        json sequences = json::array();
+        for (const auto& q : s.sequences) {
+            sequences.push_back({{"seq", q.seq},
+                                 {"blocks", q.blocks},
+                                 {"shared_blocks", q.shared_blocks},
+                                 {"tokens", q.tokens}});
+        }
+        return {{"blocks_total", s.blocks_total},
+                {"blocks_used", s.blocks_used},
+                {"blocks_free", s.blocks_free},
+                {"block_size", s.block_size},
+                {"tokens_logical", s.tokens_logical},
+                {"tokens_stored", s.tokens_stored},
+                {"bytes_per_token", s.bytes_per_token},
+                {"bytes_total", s.bytes_total},
+                {"bytes_used", s.bytes_used},
+                {"sequences", std::move(sequences)},
+                {"block_owner", s.block_owner},
+                {"block_refs", s.block_refs},
+                {"requests_running", loop.running()},
+                {"requests_waiting", loop.waiting()},
+                {"steps", snap.steps}};
+    }
+
+    void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+        CompletionParams params;
+        BuiltRequest built;
+        try {
+            params = parse_completion_request(req.body, endpoint);
+            built = builder.build(params);
+        } catch (const ApiError& e) {
+            send_error(res, e);
+            return;
+        }
+        auto job = std::make_shared<Job>();
+        job->request = std::move(built.request);
+        if (!loop.enqueue(job)) {
+            res.set_header("Retry-After", "1");
+            send_error(
+                res,
+                ApiError(
+                    429,
+                    fmt::format(
+                        "the server is busy: {} requests generating and {} waiting (--parallel {}, "
+                        "--queue {}); retry later",
+                        loop.running(), loop.waiting(), options.loop.parallel, options.loop.queue),
+                    {}, "rate_limit_error", "queue_full"));
+            return;
+        }
+        auto formatter = std::make_shared<CompletionFormatter>(
+            params, loop.engine().tokenizer(),
+            next_request_id(endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl"),
+            options.model_id, built.prompt_tokens);
+        if (!params.stream) {
+            wait_whole(job, *formatter, res);
+            return;
+        }
+        stream(job, formatter, res);
+    }
+
+    // Non-streaming: the worker waits for the whole answer. (A client that leaves is not
+    // noticed before the answer is done: httplib tells a handler nothing about its socket.)
+    void wait_whole(const std::shared_ptr<Job>& job, CompletionFormatter& formatter,
+                    httplib::Response& res) {
+        std::string error;
+        while (!formatter.finished()) {
+            formatter.collect(job->channel->wait(kStreamPoll, error));
+            if (!error.empty()) {
+                send_error(res, ApiError(503, error, {}, "server_error"));
+                return;
+            }
+        }
+        res.set_content(dump_json(formatter.response()), "application/json");
+    }
+
+    void stream(const std::shared_ptr<Job>& job,
+                const std::shared_ptr<CompletionFormatter>& formatter, httplib::Response& res) {
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Accel-Buffering", "no");  // proxies (nginx) must not buffer the stream
+        auto started = std::make_shared<bool>(false);
+        res.set_chunked_content_provider(
+            "text/event-stream",
+            [this, job, formatter, started](std::size_t, httplib::DataSink& sink) {
+                std::string out;
+                if (!*started) {
+                    out = formatter->stream_start();
+                    *started = true;
+                }
+                std::string error;
+                formatter->stream(job->channel->wait(kStreamPoll, error), out);
+                if (!error.empty()) {
+                    // The status is sent already: the error travels as an event, as OpenAI does.
+                    out += sse_event(ApiError(503, error, {}, "server_error").to_json());
+                    out += kSseDone;
+                }
+                const bool ok =
+                    out.empty() ? sink.is_writable() : sink.write(out.data(), out.size());
+                if (!ok) return false;  // the client left: the releaser cancels
+                if (formatter->finished() || !error.empty()) sink.done();
+                return true;
+            },
+            [this, job, formatter](bool) {
+                // Called once the response ends, however it ends. A request still generating
+                // then has nobody to read it: cancel it, which returns its KV blocks.
+                if (!formatter->finished()) {
+                    spdlog::info("serve: client left mid-stream; cancelling the request");
+                    loop.cancel(job);
+                }
+            });
+    }
+};
+
+ApiServer::ApiServer(std::unique_ptr<runtime::Engine> engine, ServerOptions options) {
+    if (!is_loopback(options.host) && options.api_key.empty()) {
+        throw InvalidArgument(
+            "refusing to serve on '" + options.host +
+            "' without an API key: anyone who can reach it could use the model; pass --api-key KEY "
+            "(or bind 127.0.0.1)");
+    }
+    if (options.port < 0 || options.port > 65535) {
+        throw InvalidArgument("the port must be from 0 to 65535, got " +
+                              std::to_string(options.port));
+    }
+    if (options.model_id.empty()) throw InvalidArgument("the server needs a model id");
+        // A peer that closes its socket must not kill the process with SIGPIPE on the next write.
+#ifndef _WIN32
+    std::signal(SIGPIPE, SIG_IGN);
+#endif
+    impl_ = std::make_unique<Impl>(std::move(engine), std::move(options));
+}
+
+ApiServer::~ApiServer() {
+    stop();
+}
+
+int ApiServer::bind() {
+    const auto& o = impl_->options;
+    const std::string host = o.host == "localhost" ? "127.0.0.1" : o.host;
+    if (o.port == 0) {
+        impl_->port = impl_->http.bind_to_any_port(host);
+    } else {
+        impl_->port = impl_->http.bind_to_port(host, o.port) ? o.port : -1;
+    }
+    if (impl_->port <= 0)
+        throw IoError(fmt::format(
+            "cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port));
+    return impl_->port;
+}
+
+void ApiServer::listen() {
+    impl_->http.listen_after_bind();
+}
+
+int ApiServer::start() {
+    const int port = bind();
+    impl_->thread = std::thread([this] { listen(); });
+    // bind() already queues connections; this only lets start() return with accept() running.
+    for (int i = 0; i < 1000 && !impl_->http.is_running(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return port;
+}
+
+void ApiServer::stop() {
+    if (!impl_) return;
+    // The loop first: it closes every open channel, so streaming workers finish and the HTTP
+    // pool can join them.
+    impl_->loop.stop();
+    impl_->http.stop();
+    if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+EngineLoop& ApiServer::loop() {
+    return impl_->loop;
+}
+const ServerOptions& ApiServer::options() const {
+    return impl_->options;
+}
+int ApiServer::port() const {
+    return impl_->port;
+}
+
+}  // namespace tokenscope::server
