@@ -18,7 +18,9 @@
 namespace tokenscope::cli {
 
 int run_imatrix(int argc, char** argv, int first) {
-    const Arguments args("imatrix", join({{"model"}, {"file"}, {"out"}, {"chunks"}}, engine_option_specs()), argc, argv, first);
+    const Arguments args("imatrix",
+                         join({{"model"}, {"file"}, {"out"}, {"chunks"}}, engine_option_specs()),
+                         argc, argv, first);
     const std::string model_path = args.required("model");
     const std::string text_path = args.required("file");
     const std::string out_path = args.required("out");
@@ -44,8 +46,10 @@ int run_imatrix(int argc, char** argv, int first) {
     const std::vector<std::int32_t> tokens = tok.encode(buffer.str());
     const bool bos = tok.add_bos() && tok.bos_id() >= 0;
     const std::int64_t body = ctx - (bos ? 1 : 0);
-    if (tokens.size() < 2) throw InvalidArgument("imatrix: " + text_path + " has fewer than 2 tokens");
-    std::size_t windows_total = (tokens.size() - 1 + static_cast<std::size_t>(body) - 1) / static_cast<std::size_t>(body);
+    if (tokens.size() < 2)
+        throw InvalidArgument("imatrix: " + text_path + " has fewer than 2 tokens");
+    std::size_t windows_total =
+        (tokens.size() - 1 + static_cast<std::size_t>(body) - 1) / static_cast<std::size_t>(body);
     if (max_chunks) windows_total = std::min(windows_total, static_cast<std::size_t>(*max_chunks));
 
     double nll = 0.0;
@@ -54,17 +58,23 @@ int run_imatrix(int argc, char** argv, int first) {
     std::uint32_t windows = 0;
     runtime::ForwardOutputs out;
     const auto start = std::chrono::steady_clock::now();
-    for (std::size_t at = 0; at + 1 < tokens.size() && windows < windows_total; at += static_cast<std::size_t>(body)) {
+    for (std::size_t at = 0; at + 1 < tokens.size() && windows < windows_total;
+         at += static_cast<std::size_t>(body)) {
         std::vector<std::int32_t> window;
         if (bos) window.push_back(tok.bos_id());
         const std::size_t end = std::min(tokens.size(), at + static_cast<std::size_t>(body));
-        window.insert(window.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at), tokens.begin() + static_cast<std::ptrdiff_t>(end));
+        window.insert(window.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at),
+                      tokens.begin() + static_cast<std::ptrdiff_t>(end));
         const kv::SeqId seq = engine->new_sequence_id();
         for (std::size_t pos = 0; pos < window.size();) {
-            const std::size_t n = std::min<std::size_t>(window.size() - pos, static_cast<std::size_t>(options.token_budget));
-            if (!engine->kv().allocate_slots(seq, static_cast<int>(n))) throw Error("imatrix: the KV cache is too small for --ctx");
+            const std::size_t n = std::min<std::size_t>(
+                window.size() - pos, static_cast<std::size_t>(options.token_budget));
+            if (!engine->kv().allocate_slots(seq, static_cast<int>(n)))
+                throw Error("imatrix: the KV cache is too small for --ctx");
             runtime::Batch batch;
-            batch.chunks.push_back({seq, std::span(window).subspan(pos, n), static_cast<std::int64_t>(pos), runtime::LogitsWanted::All, nullptr});
+            batch.chunks.push_back({seq, std::span(window).subspan(pos, n),
+                                    static_cast<std::int64_t>(pos), runtime::LogitsWanted::All,
+                                    nullptr});
             engine->forward(batch, out);
             for (std::size_t i = 0; i < n; ++i) {
                 const std::size_t target = pos + i + 1;
@@ -82,9 +92,12 @@ int run_imatrix(int argc, char** argv, int first) {
         engine->kv().free_sequence(seq);
         seen += static_cast<std::int64_t>(window.size());
         ++windows;
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::fprintf(stderr, "imatrix: window %u/%zu, %lld tokens, %.0f tok/s, perplexity so far %.4f\n", windows, windows_total,
-                     static_cast<long long>(seen), static_cast<double>(seen) / seconds, std::exp(nll / static_cast<double>(scored)));
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(
+            stderr, "imatrix: window %u/%zu, %lld tokens, %.0f tok/s, perplexity so far %.4f\n",
+            windows, windows_total, static_cast<long long>(seen),
+            static_cast<double>(seen) / seconds, std::exp(nll / static_cast<double>(scored)));
     }
     cpu->set_matmul_observer(nullptr);
     quant::Imatrix& m = collector.imatrix();
@@ -92,10 +105,12 @@ int run_imatrix(int argc, char** argv, int first) {
     m.chunk_count = windows;
     m.chunk_size = static_cast<std::uint32_t>(ctx);
     quant::save_imatrix(m, out_path);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%s: %zu matrices, %lld tokens in %u windows of up to %lld, perplexity %.4f, %.1f s\n", out_path.c_str(),
-                m.entries.size(), static_cast<long long>(seen), windows, static_cast<long long>(ctx),
-                std::exp(nll / static_cast<double>(scored)), seconds);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "%s: %zu matrices, %lld tokens in %u windows of up to %lld, perplexity %.4f, %.1f s\n",
+        out_path.c_str(), m.entries.size(), static_cast<long long>(seen), windows,
+        static_cast<long long>(ctx), std::exp(nll / static_cast<double>(scored)), seconds);
     return 0;
 }
 

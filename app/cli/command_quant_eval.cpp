@@ -55,11 +55,20 @@ std::vector<std::string> cells(const quant::ModelEval& m, bool is_base) {
 
 int run_quant_eval(int argc, char** argv, int first) {
     const Arguments args("quant-eval",
-                         {{"base"}, {"models"}, {"file"}, {"ctx"}, {"threads"}, {"decode-tokens"}, {"json", false}, {"markdown", false}, {"plot"}},
+                         {{"base"},
+                          {"models"},
+                          {"file"},
+                          {"ctx"},
+                          {"threads"},
+                          {"decode-tokens"},
+                          {"json", false},
+                          {"markdown", false},
+                          {"plot"}},
                          argc, argv, first);
     if (args.value("plot")) {
-        throw InvalidArgument("'quant-eval': --plot is not available in the CLI (the engine writes no images); "
-                              "use --json and plot KL against size elsewhere, or the app's Quantization window");
+        throw InvalidArgument(
+            "'quant-eval': --plot is not available in the CLI (the engine writes no images); "
+            "use --json and plot KL against size elsewhere, or the app's Quantization window");
     }
     quant::EvalOptions o;
     o.base = args.required("base");
@@ -74,15 +83,19 @@ int run_quant_eval(int argc, char** argv, int first) {
     auto whole = [&](const char* name, double fallback, double lo, double hi) {
         const double v = args.number(name).value_or(fallback);
         if (v < lo || v > hi || v != std::floor(v)) {
-            throw InvalidArgument(std::string("'quant-eval': option '--") + name + "' must be a whole number from " +
-                                  std::to_string(static_cast<long long>(lo)) + " to " + std::to_string(static_cast<long long>(hi)));
+            throw InvalidArgument(std::string("'quant-eval': option '--") + name +
+                                  "' must be a whole number from " +
+                                  std::to_string(static_cast<long long>(lo)) + " to " +
+                                  std::to_string(static_cast<long long>(hi)));
         }
         return static_cast<std::int64_t>(v);
     };
     o.ctx = whole("ctx", 512, 16, 1 << 20);
     o.threads = static_cast<int>(whole("threads", 0, 0, 1024));
     o.decode_tokens = static_cast<int>(whole("decode-tokens", 32, 0, 4096));
-    o.progress = [](const std::string& line) { std::fprintf(stderr, "quant-eval: %s\n", line.c_str()); };
+    o.progress = [](const std::string& line) {
+        std::fprintf(stderr, "quant-eval: %s\n", line.c_str());
+    };
     const quant::EvalResult r = quant::evaluate_quantizations(o);
 
     if (args.flag("json")) {
@@ -118,7 +131,8 @@ int run_quant_eval(int argc, char** argv, int first) {
         std::printf("%s\n", w.str().c_str());
         return 0;
     }
-    const std::vector<std::string> headers = {"model", "size", "bpw", "PPL", "ΔPPL", "KL mean", "KL p99", "top-1 agree", "decode tok/s"};
+    const std::vector<std::string> headers = {
+        "model", "size", "bpw", "PPL", "ΔPPL", "KL mean", "KL p99", "top-1 agree", "decode tok/s"};
     if (args.flag("markdown")) {
         std::string line = "|", rule = "|";
         for (const auto& h : headers) {
@@ -139,8 +153,11 @@ int run_quant_eval(int argc, char** argv, int first) {
         for (const auto& m : r.models) t.add_row(cells(m, false));
         std::printf("%s", t.render().c_str());
     }
-    std::printf("%lld tokens of %s in %lld windows of up to %lld; KL divergence KL(base || model) in nats per position\n",
-                static_cast<long long>(r.tokens), text_path.c_str(), static_cast<long long>(r.windows), static_cast<long long>(r.ctx));
+    std::printf(
+        "%lld tokens of %s in %lld windows of up to %lld; KL divergence KL(base || model) in nats "
+        "per position\n",
+        static_cast<long long>(r.tokens), text_path.c_str(), static_cast<long long>(r.windows),
+        static_cast<long long>(r.ctx));
     return 0;
 }
 

@@ -68,7 +68,8 @@ std::vector<SelftestResult> check_speculation(const std::string& model, const st
 
         const Generated plain = generate(*e, prompt, false);
         const Generated spec = generate(*e, prompt, true);
-        const std::string what = label + ": speculative greedy, " + runtime::speculation_mode_name(mode);
+        const std::string what =
+            label + ": speculative greedy, " + runtime::speculation_mode_name(mode);
         // error: tokens that differ from plain decoding, unless the first difference is a near-tie.
         std::size_t first = 0;
         const std::size_t n = std::min(plain.tokens.size(), spec.tokens.size());
@@ -77,13 +78,17 @@ std::vector<SelftestResult> check_speculation(const std::string& model, const st
         std::string precision = "tokens differing";
         if (first < n || plain.tokens.size() != spec.tokens.size()) {
             const bool near_tie = first < n && plain.top_gap[first] < kNearTieLogitGap;
-            error = near_tie ? 0 : static_cast<double>(std::max(plain.tokens.size(), spec.tokens.size()) - first);
-            if (near_tie) precision = "differs from token " + std::to_string(first) + " at a near-tie";
+            error = near_tie ? 0
+                             : static_cast<double>(
+                                   std::max(plain.tokens.size(), spec.tokens.size()) - first);
+            if (near_tie)
+                precision = "differs from token " + std::to_string(first) + " at a near-tie";
         }
         results.push_back({what, precision, error, 0, error == 0});
         // Speculation must actually have run, or the comparison above says nothing.
         const auto verifications = static_cast<double>(spec.stats.verifications);
-        results.push_back({what + " (verifications)", "count, at least 1", verifications, 1, verifications >= 1});
+        results.push_back(
+            {what + " (verifications)", "count, at least 1", verifications, 1, verifications >= 1});
         const double blocks = e->kv_stats().blocks_used;
         results.push_back({what + " (KV blocks left)", "blocks", blocks, 0, blocks == 0});
     }

@@ -42,19 +42,20 @@ Imatrix load_imatrix(const std::string& path);
 // Checks that `imatrix` was computed for `model`: every entry names a matrix of the model with
 // as many columns as the entry has values, and at least one does. Throws InvalidArgument naming
 // the first mismatch (an imatrix from another model).
-void check_imatrix_fits(const Imatrix& imatrix, const std::string& imatrix_path, const gguf::File& model);
+void check_imatrix_fits(const Imatrix& imatrix, const std::string& imatrix_path,
+                        const gguf::File& model);
 
 // Collects an Imatrix from the CPU forward pass (CpuBackend::set_matmul_observer). Names the
 // sites after the model's tensors: fused attn_qkv / ffn_up (phi3) are counted once; a tied
 // output projection (no output.weight) is not collected.
 class ImatrixCollector : public runtime::MatmulObserver {
-public:
+  public:
     explicit ImatrixCollector(const gguf::File& model);
-    void on_matmul(int layer, runtime::MatmulSite site, const model::WeightMatrix& w, const float* x,
-                   std::int64_t tokens) override;
+    void on_matmul(int layer, runtime::MatmulSite site, const model::WeightMatrix& w,
+                   const float* x, std::int64_t tokens) override;
     Imatrix& imatrix() { return imatrix_; }
 
-private:
+  private:
     std::string name_of(int layer, runtime::MatmulSite site) const;
     const gguf::File& model_;
     Imatrix imatrix_;

@@ -35,17 +35,21 @@ struct Accumulator {
 
 // Runs `window` through a fresh sequence of `engine`, keeping every position's logits in `out`
 // (rows in order).
-void run_window(runtime::Engine& engine, std::span<const std::int32_t> window, std::vector<float>& out) {
+void run_window(runtime::Engine& engine, std::span<const std::int32_t> window,
+                std::vector<float>& out) {
     const kv::SeqId seq = engine.new_sequence_id();
     const auto vocab = static_cast<std::size_t>(engine.config().vocab_size);
     out.resize(window.size() * vocab);
     runtime::ForwardOutputs fo;
-    const auto budget = static_cast<std::size_t>(std::max<std::int64_t>(1, engine.options().token_budget));
+    const auto budget =
+        static_cast<std::size_t>(std::max<std::int64_t>(1, engine.options().token_budget));
     for (std::size_t pos = 0; pos < window.size();) {
         const std::size_t n = std::min(window.size() - pos, budget);
-        if (!engine.kv().allocate_slots(seq, static_cast<int>(n))) throw Error("quant-eval: the KV cache is too small for --ctx");
+        if (!engine.kv().allocate_slots(seq, static_cast<int>(n)))
+            throw Error("quant-eval: the KV cache is too small for --ctx");
         runtime::Batch batch;
-        batch.chunks.push_back({seq, window.subspan(pos, n), static_cast<std::int64_t>(pos), runtime::LogitsWanted::All, nullptr});
+        batch.chunks.push_back({seq, window.subspan(pos, n), static_cast<std::int64_t>(pos),
+                                runtime::LogitsWanted::All, nullptr});
         engine.forward(batch, fo);
         std::copy(fo.logits.begin(), fo.logits.begin() + static_cast<std::ptrdiff_t>(n * vocab),
                   out.begin() + static_cast<std::ptrdiff_t>(pos * vocab));
@@ -58,7 +62,8 @@ double decode_speed(runtime::Engine& engine, std::span<const std::int32_t> promp
     if (steps <= 0 || prompt.empty()) return 0.0;
     const kv::SeqId seq = engine.new_sequence_id();
     runtime::ForwardOutputs fo;
-    if (!engine.kv().allocate_slots(seq, static_cast<int>(prompt.size()))) throw Error("quant-eval: the KV cache is too small");
+    if (!engine.kv().allocate_slots(seq, static_cast<int>(prompt.size())))
+        throw Error("quant-eval: the KV cache is too small");
     runtime::Batch batch;
     batch.chunks.push_back({seq, prompt, 0, runtime::LogitsWanted::Last, nullptr});
     engine.forward(batch, fo);
@@ -69,11 +74,13 @@ double decode_speed(runtime::Engine& engine, std::span<const std::int32_t> promp
     for (; done < steps && pos < engine.options().kv_capacity_tokens; ++done, ++pos) {
         if (!engine.kv().allocate_slots(seq, 1)) break;
         runtime::Batch step;
-        step.chunks.push_back({seq, std::span<const std::int32_t>(&token, 1), pos, runtime::LogitsWanted::Last, nullptr});
+        step.chunks.push_back({seq, std::span<const std::int32_t>(&token, 1), pos,
+                               runtime::LogitsWanted::Last, nullptr});
         engine.forward(step, fo);
         token = static_cast<std::int32_t>(argmax(fo.row(0)));
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     engine.kv().free_sequence(seq);
     return done > 0 && seconds > 0 ? done / seconds : 0.0;
 }
@@ -93,14 +100,16 @@ void describe_file(const runtime::Engine& engine, const std::string& path, Model
 
 void log_softmax(std::span<const float> logits, std::span<float> out) {
     const double lse = logsumexp(logits);
-    for (std::size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
+    for (std::size_t i = 0; i < logits.size(); ++i)
+        out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
 }
 
 namespace {
 
 // KL(P || Q) with P = softmax(base) given its log-sum-exp, Q = softmax(logits); float64 throughout,
 // so identical rows give exactly 0.
-double kl_with_base_lse(std::span<const float> base, double base_lse, std::span<const float> logits) {
+double kl_with_base_lse(std::span<const float> base, double base_lse,
+                        std::span<const float> logits) {
     const double lse = logsumexp(logits);
     double kl = 0.0;
     for (std::size_t i = 0; i < logits.size(); ++i) {
@@ -131,8 +140,10 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
     for (const std::string& path : options.models) {
         models.push_back(runtime::Engine::load(path, eo));
         if (models.back()->config().vocab_size != base->config().vocab_size) {
-            throw InvalidArgument("quant-eval: " + path + " has a vocabulary of " + std::to_string(models.back()->config().vocab_size) +
-                                  " tokens, the base " + options.base + " " + std::to_string(base->config().vocab_size) +
+            throw InvalidArgument("quant-eval: " + path + " has a vocabulary of " +
+                                  std::to_string(models.back()->config().vocab_size) +
+                                  " tokens, the base " + options.base + " " +
+                                  std::to_string(base->config().vocab_size) +
                                   ": not a quantization of the same model");
         }
     }
@@ -150,14 +161,17 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
     Accumulator base_acc;
     std::vector<Accumulator> acc(models.size());
     std::vector<float> base_lp, logits;
-    const std::size_t n_windows = (tokens.size() - 1 + static_cast<std::size_t>(body) - 1) / static_cast<std::size_t>(body);
+    const std::size_t n_windows =
+        (tokens.size() - 1 + static_cast<std::size_t>(body) - 1) / static_cast<std::size_t>(body);
     for (std::size_t at = 0; at + 1 < tokens.size(); at += static_cast<std::size_t>(body)) {
         std::vector<std::int32_t> window;
         if (bos) window.push_back(tok.bos_id());
         const std::size_t end = std::min(tokens.size(), at + static_cast<std::size_t>(body));
-        window.insert(window.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at), tokens.begin() + static_cast<std::ptrdiff_t>(end));
+        window.insert(window.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at),
+                      tokens.begin() + static_cast<std::ptrdiff_t>(end));
         ++result.windows;
-        say("window " + std::to_string(result.windows) + "/" + std::to_string(n_windows) + ": base");
+        say("window " + std::to_string(result.windows) + "/" + std::to_string(n_windows) +
+            ": base");
         run_window(*base, window, base_lp);
         // Positions 0..size-2 predict the next token of the window.
         const std::size_t scored = window.size() - 1;
@@ -169,17 +183,20 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
             const std::span<const float> row(base_lp.data() + i * vocab, vocab);
             base_lse[i] = logsumexp(row);
             base_top[i] = argmax(row);
-            base_acc.nll -= static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - base_lse[i];
+            base_acc.nll -=
+                static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - base_lse[i];
             ++base_acc.scored;
         }
         for (std::size_t m = 0; m < models.size(); ++m) {
-            say("window " + std::to_string(result.windows) + "/" + std::to_string(n_windows) + ": " + options.models[m]);
+            say("window " + std::to_string(result.windows) + "/" + std::to_string(n_windows) +
+                ": " + options.models[m]);
             run_window(*models[m], window, logits);
             for (std::size_t i = 0; i < scored; ++i) {
                 const std::span<const float> lp(base_lp.data() + i * vocab, vocab);
                 const std::span<const float> row(logits.data() + i * vocab, vocab);
                 const double lse = logsumexp(row);
-                acc[m].nll -= static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - lse;
+                acc[m].nll -=
+                    static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - lse;
                 acc[m].kl.push_back(kl_with_base_lse(lp, base_lse[i], row));
                 acc[m].agree += base_top[i] == argmax(row) ? 1 : 0;
                 ++acc[m].scored;
@@ -187,7 +204,8 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
         }
     }
 
-    const std::span<const std::int32_t> prompt(tokens.data(), std::min<std::size_t>(tokens.size(), 16));
+    const std::span<const std::int32_t> prompt(tokens.data(),
+                                               std::min<std::size_t>(tokens.size(), 16));
     describe_file(*base, options.base, result.base);
     result.base.scored = base_acc.scored;
     result.base.perplexity = std::exp(base_acc.nll / static_cast<double>(base_acc.scored));
@@ -206,7 +224,8 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
         e.kl_mean = sum / static_cast<double>(kl.size());
         std::sort(kl.begin(), kl.end());
         // Nearest rank: the smallest value with at least 99 % of the positions at or below it.
-        const auto rank = static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(kl.size())));
+        const auto rank =
+            static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(kl.size())));
         e.kl_p99 = kl[std::min(kl.size() - 1, rank > 0 ? rank - 1 : 0)];
         e.kl_max = kl.back();
         e.top1_agreement = static_cast<double>(acc[m].agree) / static_cast<double>(acc[m].scored);

@@ -3,10 +3,10 @@
 // llama-perplexity --kl-divergence does: perplexity, and per scored position the KL divergence
 // KL(P_base || P_model) of the next-token distributions and whether their top-1 tokens agree.
 //
-// Memory: the base's logit rows (and each row's log-sum-exp) are computed once per window of `ctx` tokens and reused
-// by every model, which are all loaded at once (mmapped) and run on that window in turn. So
-// at most ctx x vocab floats of base logits are held (Gemma 3: 512 x 262144 x 4 B =
-// 512 MiB), however long the text, instead of text_tokens x vocab.
+// Memory: the base's logit rows (and each row's log-sum-exp) are computed once per window of `ctx`
+// tokens and reused by every model, which are all loaded at once (mmapped) and run on that window
+// in turn. So at most ctx x vocab floats of base logits are held (Gemma 3: 512 x 262144 x 4 B = 512
+// MiB), however long the text, instead of text_tokens x vocab.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -18,10 +18,10 @@ namespace tokenscope::quant {
 struct EvalOptions {
     std::string base;
     std::vector<std::string> models;
-    std::string text;               // the evaluation text itself
-    std::int64_t ctx = 512;         // tokens per window (BOS included when the model wants one)
-    int threads = 0;                // per engine; 0: one per hardware thread
-    int decode_tokens = 32;         // greedy decode steps timed per model (0: skip)
+    std::string text;        // the evaluation text itself
+    std::int64_t ctx = 512;  // tokens per window (BOS included when the model wants one)
+    int threads = 0;         // per engine; 0: one per hardware thread
+    int decode_tokens = 32;  // greedy decode steps timed per model (0: skip)
     std::function<void(const std::string&)> progress;  // one line per window and model
 };
 
@@ -34,15 +34,15 @@ struct ModelEval {
     double kl_mean = 0;
     double kl_p99 = 0;
     double kl_max = 0;
-    double top1_agreement = 0;   // fraction of positions
+    double top1_agreement = 0;  // fraction of positions
     double decode_tokens_per_second = 0;
     std::int64_t scored = 0;
 };
 
 struct EvalResult {
-    ModelEval base;               // KL 0, agreement 1 by definition
+    ModelEval base;  // KL 0, agreement 1 by definition
     std::vector<ModelEval> models;
-    std::int64_t tokens = 0;      // of the text
+    std::int64_t tokens = 0;  // of the text
     std::int64_t windows = 0;
     std::int64_t ctx = 0;
 };

@@ -23,9 +23,10 @@ using tensor::Type;
 
 // llama_ftype numbers.
 constexpr QuantTarget kTargets[] = {
-    {"F32", Type::F32, 0},    {"F16", Type::F16, 1},    {"BF16", Type::BF16, 32}, {"Q8_0", Type::Q8_0, 7},
-    {"Q4_0", Type::Q4_0, 2},  {"Q4_1", Type::Q4_1, 3},  {"Q5_0", Type::Q5_0, 8},  {"Q5_1", Type::Q5_1, 9},
-    {"Q2_K", Type::Q2_K, 10}, {"Q3_K", Type::Q3_K, 11}, {"Q4_K", Type::Q4_K, 14}, {"Q5_K", Type::Q5_K, 16},
+    {"F32", Type::F32, 0},    {"F16", Type::F16, 1},      {"BF16", Type::BF16, 32},
+    {"Q8_0", Type::Q8_0, 7},  {"Q4_0", Type::Q4_0, 2},    {"Q4_1", Type::Q4_1, 3},
+    {"Q5_0", Type::Q5_0, 8},  {"Q5_1", Type::Q5_1, 9},    {"Q2_K", Type::Q2_K, 10},
+    {"Q3_K", Type::Q3_K, 11}, {"Q4_K", Type::Q4_K, 14},   {"Q5_K", Type::Q5_K, 16},
     {"Q6_K", Type::Q6_K, 18}, {"Q4_K_M", Type::Q4_K, 15}, {"Q5_K_M", Type::Q5_K, 17},
 };
 
@@ -34,7 +35,8 @@ bool is_float(Type t) {
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // "blk.12.attn_v.weight" -> 12; -1 otherwise.
@@ -61,11 +63,16 @@ bool fits(Type t, std::int64_t cols) {
 Type fallback_of(Type t) {
     switch (t) {
         case Type::Q2_K:
-        case Type::Q3_K: return Type::Q4_0;
-        case Type::Q4_K: return Type::Q5_0;
-        case Type::Q5_K: return Type::Q5_1;
-        case Type::Q6_K: return Type::Q8_0;
-        default: return Type::F16;
+        case Type::Q3_K:
+            return Type::Q4_0;
+        case Type::Q4_K:
+            return Type::Q5_0;
+        case Type::Q5_K:
+            return Type::Q5_1;
+        case Type::Q6_K:
+            return Type::Q8_0;
+        default:
+            return Type::F16;
     }
 }
 
@@ -96,7 +103,8 @@ std::vector<TensorPlan> plan_types(const gguf::File& model, const QuantTarget& t
     const std::string arch = model.optional_string("general.architecture", "");
     const int n_layers = static_cast<int>(model.optional_uint(arch + ".block_count", 0));
     const std::uint64_t heads = model.optional_uint(arch + ".attention.head_count", 1);
-    const std::uint64_t kv_heads = std::max<std::uint64_t>(1, model.optional_uint(arch + ".attention.head_count_kv", heads));
+    const std::uint64_t kv_heads =
+        std::max<std::uint64_t>(1, model.optional_uint(arch + ".attention.head_count_kv", heads));
     const std::uint64_t gqa = heads / kv_heads;
     const bool has_output = model.find_tensor("output.weight") != nullptr;
     const std::string recipe = target.name;
@@ -113,7 +121,8 @@ std::vector<TensorPlan> plan_types(const gguf::File& model, const QuantTarget& t
         Type to = target.base;
         if (!pure) {
             const int layer = layer_of(t.name);
-            const bool is_output = t.name == "output.weight" || (!has_output && t.name == "token_embd.weight");
+            const bool is_output =
+                t.name == "output.weight" || (!has_output && t.name == "token_embd.weight");
             if (is_output) {
                 if (!is_float(target.base) && target.base != Type::Q8_0) {
                     to = cols % 256 == 0 ? Type::Q6_K : Type::Q8_0;
@@ -153,9 +162,10 @@ std::vector<TensorPlan> plan_types(const gguf::File& model, const QuantTarget& t
         if (!fits(to, cols)) {
             Type fallback = fallback_of(to);
             if (!fits(fallback, cols)) fallback = Type::F16;
-            warnings.push_back("tensor '" + t.name + "': rows of " + std::to_string(cols) + " elements do not fit " +
-                               tensor::type_name(to) + "'s block of " + std::to_string(tensor::traits(to).block_size) +
-                               "; using " + tensor::type_name(fallback));
+            warnings.push_back("tensor '" + t.name + "': rows of " + std::to_string(cols) +
+                               " elements do not fit " + tensor::type_name(to) + "'s block of " +
+                               std::to_string(tensor::traits(to).block_size) + "; using " +
+                               tensor::type_name(fallback));
             p.note = std::string("row length: fallback from ") + tensor::type_name(to);
             to = fallback;
         }
@@ -166,7 +176,8 @@ std::vector<TensorPlan> plan_types(const gguf::File& model, const QuantTarget& t
     return plans;
 }
 
-QuantizeResult quantize_model(const std::string& input, const std::string& output, const QuantizeOptions& options) {
+QuantizeResult quantize_model(const std::string& input, const std::string& output,
+                              const QuantizeOptions& options) {
     const auto start = std::chrono::steady_clock::now();
     {
         std::error_code ec;
@@ -194,12 +205,15 @@ QuantizeResult quantize_model(const std::string& input, const std::string& outpu
         std::string names;
         for (const auto& n : requantized) names += (names.empty() ? "" : ", ") + n;
         warn("re-quantizing " + input + ", whose matrices are already quantized (" + names +
-             "): the errors of both roundings add up; quantize from an F32/F16/BF16 file when you have one");
+             "): the errors of both roundings add up; quantize from an F32/F16/BF16 file when you "
+             "have one");
     }
 
     gguf::Writer writer;
     for (const auto& [key, value] : model.metadata()) {
-        if (key == "general.file_type" || key == "general.quantization_version" || key.rfind("quantize.imatrix.", 0) == 0) continue;
+        if (key == "general.file_type" || key == "general.quantization_version" ||
+            key.rfind("quantize.imatrix.", 0) == 0)
+            continue;
         writer.set(key, value);
     }
     writer.set("general.quantization_version", gguf::Value::u32(2));
@@ -207,10 +221,13 @@ QuantizeResult quantize_model(const std::string& input, const std::string& outpu
     if (options.imatrix) {
         writer.set("quantize.imatrix.file", gguf::Value::string(options.imatrix_path));
         if (!options.imatrix->datasets.empty()) {
-            writer.set("quantize.imatrix.dataset", gguf::Value::string(options.imatrix->datasets.front()));
+            writer.set("quantize.imatrix.dataset",
+                       gguf::Value::string(options.imatrix->datasets.front()));
         }
-        writer.set("quantize.imatrix.entries_count", gguf::Value::i32(static_cast<std::int32_t>(options.imatrix->entries.size())));
-        writer.set("quantize.imatrix.chunks_count", gguf::Value::i32(static_cast<std::int32_t>(options.imatrix->chunk_count)));
+        writer.set("quantize.imatrix.entries_count",
+                   gguf::Value::i32(static_cast<std::int32_t>(options.imatrix->entries.size())));
+        writer.set("quantize.imatrix.chunks_count",
+                   gguf::Value::i32(static_cast<std::int32_t>(options.imatrix->chunk_count)));
     }
     for (std::size_t i = 0; i < result.tensors.size(); ++i) {
         const gguf::TensorInfo& t = model.tensors()[i];
@@ -230,7 +247,8 @@ QuantizeResult quantize_model(const std::string& input, const std::string& outpu
         const std::int64_t cols = t.dims[0];
         const std::int64_t rows = t.rows();
         std::vector<float> importance;
-        if (options.imatrix && tensor::uses_importance(plan.to)) importance = options.imatrix->mean(t.name);
+        if (options.imatrix && tensor::uses_importance(plan.to))
+            importance = options.imatrix->mean(t.name);
         plan.weighted = !importance.empty();
         const std::size_t in_row = tensor::row_bytes(t.type, cols);
         const std::size_t out_row = tensor::row_bytes(plan.to, cols);
@@ -242,11 +260,16 @@ QuantizeResult quantize_model(const std::string& input, const std::string& outpu
             try {
                 std::vector<float> row(static_cast<std::size_t>(cols));
                 constexpr std::int64_t kChunk = 16;
-                for (std::int64_t r0 = next.fetch_add(kChunk); r0 < rows; r0 = next.fetch_add(kChunk)) {
+                for (std::int64_t r0 = next.fetch_add(kChunk); r0 < rows;
+                     r0 = next.fetch_add(kChunk)) {
                     for (std::int64_t r = r0; r < std::min(rows, r0 + kChunk); ++r) {
-                        tensor::dequantize_row(t.type, t.data + static_cast<std::size_t>(r) * in_row, row.data(), cols);
-                        tensor::quantize_row_weighted(plan.to, row.data(), data.data() + static_cast<std::size_t>(r) * out_row,
-                                                      cols, importance.empty() ? nullptr : importance.data());
+                        tensor::dequantize_row(t.type,
+                                               t.data + static_cast<std::size_t>(r) * in_row,
+                                               row.data(), cols);
+                        tensor::quantize_row_weighted(
+                            plan.to, row.data(),
+                            data.data() + static_cast<std::size_t>(r) * out_row, cols,
+                            importance.empty() ? nullptr : importance.data());
                     }
                 }
             } catch (...) {
@@ -262,7 +285,8 @@ QuantizeResult quantize_model(const std::string& input, const std::string& outpu
         if (failure) std::rethrow_exception(failure);
     });
     result.output_bytes = static_cast<std::uint64_t>(std::filesystem::file_size(output));
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return result;
 }
 

@@ -7,7 +7,8 @@
 //  - tensors with fewer than 2 dims, or whose name does not end in ".weight", are copied as they
 //    are (norms, biases, rope factors stay F32);
 //  - output.weight (token_embd.weight when the output is tied to it): Q6_K for every target below
-//    8 bits (Q8_0 when its rows are not a multiple of 256), the target itself for F32/F16/BF16/Q8_0;
+//    8 bits (Q8_0 when its rows are not a multiple of 256), the target itself for
+//    F32/F16/BF16/Q8_0;
 //  - Q2_K: attn_v gets Q4_K (Q3_K when fewer than 4 query heads share a KV head), ffn_down and
 //    attn_output Q3_K;
 //  - Q4_K_M / Q5_K_M: attn_v and ffn_down get Q6_K in the "more bits" layers (the first and last
@@ -35,9 +36,9 @@ namespace tokenscope::quant {
 struct Imatrix;
 
 struct QuantTarget {
-    const char* name;        // "Q4_K_M"
-    tensor::Type base;       // the type most matrices get
-    std::uint32_t file_type; // general.file_type (llama_ftype)
+    const char* name;         // "Q4_K_M"
+    tensor::Type base;        // the type most matrices get
+    std::uint32_t file_type;  // general.file_type (llama_ftype)
 };
 
 // Case-insensitive; nullopt when unknown.
@@ -49,9 +50,9 @@ struct TensorPlan {
     std::string name;
     tensor::Type from;
     tensor::Type to;
-    bool copy = false;           // bytes copied unchanged (not a matrix, or already the target type)
-    bool weighted = false;       // quantized with importance weights
-    std::string note;            // why `to` differs from the target's base type, if it does
+    bool copy = false;      // bytes copied unchanged (not a matrix, or already the target type)
+    bool weighted = false;  // quantized with importance weights
+    std::string note;       // why `to` differs from the target's base type, if it does
 };
 
 // The type of every tensor of `model` for `target`. Warnings (row-length fallbacks) are
@@ -61,9 +62,9 @@ std::vector<TensorPlan> plan_types(const gguf::File& model, const QuantTarget& t
 
 struct QuantizeOptions {
     QuantTarget target;
-    bool pure = false;             // every matrix gets the target's base type
+    bool pure = false;  // every matrix gets the target's base type
     const Imatrix* imatrix = nullptr;
-    std::string imatrix_path;      // recorded in the output's metadata
+    std::string imatrix_path;  // recorded in the output's metadata
     int threads = 1;
     // Called before each tensor is converted (index, count, plan); may throw to cancel.
     std::function<void(std::size_t, std::size_t, const TensorPlan&)> progress;
@@ -81,6 +82,7 @@ struct QuantizeResult {
 
 // Reads `input`, writes `output` atomically. Throws InvalidArgument (bad target, an imatrix
 // from another model), FormatError (bad input), IoError (writing); `output` is then untouched.
-QuantizeResult quantize_model(const std::string& input, const std::string& output, const QuantizeOptions& options);
+QuantizeResult quantize_model(const std::string& input, const std::string& output,
+                              const QuantizeOptions& options);
 
 }  // namespace tokenscope::quant

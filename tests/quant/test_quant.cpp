@@ -49,11 +49,13 @@ std::vector<float> round_trip(Type type, const std::vector<float>& x, const floa
 }
 
 // Sum over rows of the squared error on elements [begin, end) of each block of `period`.
-double error_on(const std::vector<float>& x, const std::vector<float>& y, int period, int begin, int end) {
+double error_on(const std::vector<float>& x, const std::vector<float>& y, int period, int begin,
+                int end) {
     double e = 0;
     for (std::size_t j = 0; j < x.size(); ++j) {
         const int k = static_cast<int>(j % static_cast<std::size_t>(period));
-        if (k >= begin && k < end) e += (static_cast<double>(x[j]) - y[j]) * (static_cast<double>(x[j]) - y[j]);
+        if (k >= begin && k < end)
+            e += (static_cast<double>(x[j]) - y[j]) * (static_cast<double>(x[j]) - y[j]);
     }
     return e;
 }
@@ -67,7 +69,7 @@ std::string scratch(const char* name) {
 class TestQuant : public QObject {
     Q_OBJECT
 
-private slots:
+  private slots:
     // A null importance gives exactly the plain quantizer's bytes.
     void nullImportanceIsPlainQuantizer() {
         for (const auto& t : tensor::all_types()) {
@@ -102,8 +104,8 @@ private slots:
                 plain_all += error_on(x, yp, 1, 0, 1);
                 weighted_all += error_on(x, yw, 1, 0, 1);
             }
-            qInfo("%s: important elements %.4f -> %.4f, all %.4f -> %.4f", tensor::type_name(type), plain, weighted,
-                  plain_all, weighted_all);
+            qInfo("%s: important elements %.4f -> %.4f, all %.4f -> %.4f", tensor::type_name(type),
+                  plain, weighted, plain_all, weighted_all);
             QVERIFY2(weighted < plain, tensor::type_name(type));
         }
     }
@@ -196,14 +198,16 @@ private slots:
         quant::check_imatrix_fits(fits, "i", model);
         quant::Imatrix wrong_width;
         wrong_width.entries["blk.0.attn_q.weight"] = {std::vector<float>(32, 1.0f), 1.0};
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, quant::check_imatrix_fits(wrong_width, "i", model));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 quant::check_imatrix_fits(wrong_width, "i", model));
         quant::Imatrix wrong_name;
         wrong_name.entries["blk.7.attn_q.weight"] = {std::vector<float>(64, 1.0f), 1.0};
         try {
             quant::check_imatrix_fits(wrong_name, "other.imatrix", model);
             QFAIL("no exception");
         } catch (const InvalidArgument& e) {
-            QVERIFY2(std::string(e.what()).find("blk.7.attn_q.weight") != std::string::npos, e.what());
+            QVERIFY2(std::string(e.what()).find("blk.7.attn_q.weight") != std::string::npos,
+                     e.what());
             QVERIFY2(std::string(e.what()).find("another model") != std::string::npos, e.what());
         }
     }
@@ -225,16 +229,18 @@ private slots:
         w.set("general.architecture", gguf::Value::string("llama"));
         w.add_tensor_info("a", Type::F32, {4});
         w.add_tensor_info("b", Type::F32, {4});
-        QVERIFY_THROWS_EXCEPTION(IoError, w.write_streamed(path, [](std::size_t i, std::vector<std::uint8_t>& data) {
-            if (i == 1) throw IoError("simulated failure");
-            data.assign(16, 0);
-        }));
+        QVERIFY_THROWS_EXCEPTION(
+            IoError, w.write_streamed(path, [](std::size_t i, std::vector<std::uint8_t>& data) {
+                if (i == 1) throw IoError("simulated failure");
+                data.assign(16, 0);
+            }));
         std::ifstream in(path);
         std::string text;
         in >> text;
         QCOMPARE(text, std::string("old"));
         QVERIFY(!std::filesystem::exists(path + ".partial"));
-        w.write_streamed(path, [](std::size_t, std::vector<std::uint8_t>& data) { data.assign(16, 7); });
+        w.write_streamed(path,
+                         [](std::size_t, std::vector<std::uint8_t>& data) { data.assign(16, 7); });
         const gguf::File f = gguf::File::open(path);
         QCOMPARE(f.tensors().size(), std::size_t{2});
         QCOMPARE(f.find_tensor("b")->data[3], std::uint8_t{7});
@@ -249,8 +255,10 @@ private slots:
         std::vector<float> lp(3);
         quant::log_softmax(logits, lp);
         double expected = 0;
-        for (float v : lp) expected += std::exp(static_cast<double>(v)) * (static_cast<double>(v) + std::log(3.0));
-        QVERIFY(std::fabs(quant::kl_divergence(logits, std::vector<float>{0.0f, 0.0f, 0.0f}) - expected) < 1e-6);
+        for (float v : lp)
+            expected += std::exp(static_cast<double>(v)) * (static_cast<double>(v) + std::log(3.0));
+        QVERIFY(std::fabs(quant::kl_divergence(logits, std::vector<float>{0.0f, 0.0f, 0.0f}) -
+                          expected) < 1e-6);
     }
 };
 
