@@ -1,17 +1,15 @@
 // `tokenscope-cli serve`: the model over the OpenAI API (app/server). The main thread only
-// waits for SIGINT/SIGTERM: the signals are blocked before any thread starts, so every thread
-// inherits the mask and sigwait() here is the one place that sees them, and shutdown runs as
-// ordinary code (no work in a signal handler).
-#include <csignal>
+// waits for Ctrl+C or a termination request (shutdown_signal.h: on POSIX the signals are blocked
+// before any thread starts and sigwait()ed here, so shutdown runs as ordinary code, not in a
+// signal handler; on Windows a console control handler wakes this thread).
 #include <cstdio>
 #include <filesystem>
-
-#include <pthread.h>
 
 #include "api_server.h"
 #include "arguments.h"
 #include "commands.h"
 #include "generation_options.h"
+#include "shutdown_signal.h"
 #include "util/error.h"
 
 namespace tokenscope::cli {
@@ -69,11 +67,7 @@ int run_serve(int argc, char** argv, int first) {
             "pass --api-key KEY)");
     }
 
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    block_shutdown_signals();
 
     auto engine = runtime::Engine::load(model, engine_opts);
     std::fprintf(stderr, "tokenscope serve: %s (%s), context %lld tokens, %d parallel, queue %d\n",
@@ -87,10 +81,8 @@ int run_serve(int argc, char** argv, int first) {
     std::printf("listening on http://%s:%d\n", shown_host.c_str(), port);
     std::fflush(stdout);
 
-    int signal = 0;
-    sigwait(&signals, &signal);
-    std::fprintf(stderr, "tokenscope serve: %s, shutting down\n",
-                 signal == SIGINT ? "interrupted" : "terminated");
+    const char* why = wait_for_shutdown_signal();
+    std::fprintf(stderr, "tokenscope serve: %s, shutting down\n", why);
     server.stop();
     return 0;
 }
