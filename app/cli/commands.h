@@ -16,5 +16,6 @@ int run_render_template(int argc, char** argv, int first);
 int run_make_model(int argc, char** argv, int first);
 int run_selftest(int argc, char** argv, int first);
 int run_kernel_lab(int argc, char** argv, int first);
+int run_attention(int argc, char** argv, int first);
 
 }  // namespace tokenscope::cli
