@@ -134,21 +134,28 @@ void HeadGrid::render() {
 
 int HeadGrid::columnsFor(int heads) const {
     if (heads <= 0) return 1;
-    // The column count that gives each panel the largest side in this widget.
-    const bool strips = data_.rows() <= 2;  // one decode row: wide strips stack better
+    // One query row (a decode step): wide strips, about 150 px each.
+    if (data_.rows() <= 1) return std::clamp(width() / 150, 1, heads);
+    // A block: the column count that gives each panel the largest side in this widget.
     int best = 1;
     double best_side = 0;
     for (int c = 1; c <= heads; ++c) {
         const int r = (heads + c - 1) / c;
         const double w = double(width() - kGap * (c + 1)) / c;
         const double h = double(height() - (kGap + kTitle) * r - kGap) / r;
-        const double side = strips ? std::min(w, h * 8) : std::min(w, h);
+        const double side = std::min(w, h);
         if (side > best_side) {
             best_side = side;
             best = c;
         }
     }
     return best;
+}
+
+int HeadGrid::stripGridHeight(int heads) const {
+    const int cols = std::clamp(width() / 150, 1, std::max(1, heads));
+    const int rows = (heads + cols - 1) / cols;
+    return kGap + rows * (kTitle + kMinStripHeight + kGap);
 }
 
 QRect HeadGrid::panelRect(int head) const {

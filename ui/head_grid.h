@@ -31,6 +31,8 @@ class HeadGrid : public QWidget {
     bool renderPending() const { return pending_; }
     // Panels per row for `heads` panels in the current width.
     int columnsFor(int heads) const;
+    // The height that `heads` one-row strips need at the current width.
+    int stripGridHeight(int heads) const;
     // The panel rectangle of head h in the grid (empty if out of range or enlarged).
     QRect panelRect(int head) const;
     // The grid as painted, at `scale` x the widget's size (for PNG export).

@@ -94,7 +94,7 @@ StepView::StepView(QWidget* parent) : QWidget(parent) {
     layout->addWidget(
         section(tr("③ Next-token candidates: before → after sampling settings"), this));
     chart_ = new DistributionChart(this);
-    chart_->setMinimumHeight(110);
+    chart_->setMinimumHeight(160);
     layout->addWidget(chart_, 2);
     sampled_ = new QLabel(this);
     sampled_->setTextFormat(Qt::RichText);
@@ -188,6 +188,23 @@ void StepView::setStepEnabled(bool enabled) {
     step_button_->setEnabled(enabled);
 }
 
+void StepView::fitGridHeight() {
+    // A decode step's rows are thin strips: as tall as they need, leaving the room to the
+    // candidates; a prefill block gets square panels and the spare height.
+    const StepData* s = shownStep();
+    if (s && s->attention.rows() <= 1) {
+        grid_->setFixedHeight(grid_->stripGridHeight(int(s->attention.heads.size())));
+    } else {
+        grid_->setMinimumHeight(s ? 220 : 90);
+        grid_->setMaximumHeight(QWIDGETSIZE_MAX);
+    }
+}
+
+void StepView::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    fitGridHeight();
+}
+
 QString StepView::titleText() const {
     return title_->text();
 }
@@ -222,7 +239,7 @@ void StepView::refresh() {
     const qint64 first = s->attention.first_query;
     if (s->prefill) {
         title_->setText(tr("Prefill: the %1 prompt tokens go through the model at once; every "
-                           "token attends to itself and the tokens before it (an %1 × %1 "
+                           "token attends to itself and the tokens before it (a %1 × %1 "
                            "triangle), and the last one's output gives the first new token.")
                             .arg(n));
     } else {
@@ -248,6 +265,7 @@ void StepView::refresh() {
                         .arg(s->attention.keys())
                         .arg(first > 0 && s->prefill ? tr(" (newest rows)") : QString()));
     grid_->setData(s->attention);
+    fitGridHeight();
     chart_->setSettings(s->settings);
     chart_->setLastStep(s->token.before);
     sampled_->setText(tr("④ Sampled: %1 with probability %2 (%3 before the settings)")

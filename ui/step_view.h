@@ -63,8 +63,12 @@ class StepView : public QWidget {
     // The shown step needs layer `layer`'s attention for its query rows.
     void attentionRequested(int layer, int first_query, int rows);
 
+  protected:
+    void resizeEvent(QResizeEvent* event) override;
+
   private:
     void refresh();
+    void fitGridHeight();
 
     QVector<StepData> steps_;
     int current_ = -1;

@@ -146,6 +146,7 @@ class MainWindow : public QMainWindow {
     void build_teaching();
     void place_teaching_docks();
     void refresh_head_views();
+    void give_room(QDockWidget* dock);
     void apply_speculation(const ui::SpeculationSettings& settings);
     void refresh_conversations();
     void start_generation();

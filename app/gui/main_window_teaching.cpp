@@ -4,6 +4,7 @@
 // stepOnce calls, so the GUI thread only sends a command and draws what comes back.
 #include <QDockWidget>
 #include <QMenuBar>
+#include <QScrollArea>
 #include <QSplitter>
 #include <QStatusBar>
 
@@ -27,8 +28,9 @@ void MainWindow::build_teaching() {
     head_overview_ = new ui::HeadOverview(heads);
     heads->addWidget(head_grid_);
     heads->addWidget(head_overview_);
-    heads->setStretchFactor(0, 3);
-    heads->setStretchFactor(1, 2);
+    heads->setStretchFactor(0, 1);
+    heads->setStretchFactor(1, 1);
+    head_overview_->setMinimumHeight(160);
     auto dock = [this](QWidget* content, const QString& title, const QString& name) {
         auto* d = new QDockWidget(title, this);
         d->setObjectName(name);
@@ -37,7 +39,12 @@ void MainWindow::build_teaching() {
         teaching_docks_.append(d);
         return d;
     };
-    dock(step_view_, tr("Step"), "dock.step");
+    // In a scroll area: in a short dock the pipeline scrolls instead of its parts overlapping.
+    auto* step_scroll = new QScrollArea(this);
+    step_scroll->setWidget(step_view_);
+    step_scroll->setWidgetResizable(true);
+    step_scroll->setFrameShape(QFrame::NoFrame);
+    dock(step_scroll, tr("Step"), "dock.step");
     dock(heads, tr("Heads"), "dock.heads");
     place_teaching_docks();
 
@@ -48,6 +55,7 @@ void MainWindow::build_teaching() {
     QAction* show_heads = tools->addAction(tr("Every &head of the layer"), this, [this] {
         teaching_docks_[1]->show();
         teaching_docks_[1]->raise();
+        give_room(teaching_docks_[1]);
         refresh_head_views();
     });
     show_heads->setShortcut(QKeySequence(tr("Ctrl+Shift+H")));
@@ -155,6 +163,19 @@ void MainWindow::place_teaching_docks() {
     attention->raise();
 }
 
+void MainWindow::give_room(QDockWidget* dock) {
+    // A teaching view is what the user asked for: a wider share of the window and more of the
+    // height than the sampling panel above it. Only when asked (Step starting a reply, the
+    // Heads command), so that the user's own resizing of the docks stays.
+    if (dock->isFloating()) return;
+    resizeDocks({dock}, {std::max(420, width() * 45 / 100)}, Qt::Horizontal);
+    QDockWidget* above = docks_[0];
+    if (dockWidgetArea(above) == dockWidgetArea(dock) && above->isVisible()) {
+        const int h = std::max(300, height() - 90);
+        resizeDocks({above, dock}, {h * 22 / 100, h * 78 / 100}, Qt::Vertical);
+    }
+}
+
 void MainWindow::refresh_head_views() {
     if (!model_ready_ || !teaching_docks_[1]->isVisible()) return;
     const int layer = attention_->data().layer;
@@ -185,6 +206,7 @@ void MainWindow::step() {
         return;
     }
     step_view_->clear();
+    give_room(teaching_docks_[0]);
     stepping_ = true;
     chat_->input()->clear();
     sendMessage(text);
