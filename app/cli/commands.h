@@ -21,5 +21,6 @@ int run_quantize(int argc, char** argv, int first);
 int run_quant_eval(int argc, char** argv, int first);
 // Only in builds with the server libraries (TOKENSCOPE_HAVE_SERVER).
 int run_serve(int argc, char** argv, int first);
+int run_attention(int argc, char** argv, int first);
 
 }  // namespace tokenscope::cli

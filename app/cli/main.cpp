@@ -44,6 +44,9 @@ const char* const kUsage =
     "            tokenizer encode/decode speed over a text file, in MB/s\n"
     "  kernel-lab [--op gemv|attention] [--json]\n"
     "            every variant of a CUDA kernel timed on the same inputs\n"
+    "  attention --model FILE --prompt TEXT [--chat] [--layer L] [--head H|mean] [--n-predict N]\n"
+    "            --out FILE.json|.csv|.png|.svg [--scale sqrt|linear|log] [--cell PX]\n"
+    "            attention weights of a prompt (all layers/heads unless chosen): numbers or a heatmap grid\n"
     "  render-template (--template FILE.jinja | --model FILE.gguf) --context FILE.json [--date YYYY-MM-DD]\n"
     "            the prompt text a chat template makes of a JSON context (messages, ...)\n"
     "  ppl       --model FILE --file TEXT [--ctx N] [--json]\n"
@@ -96,7 +99,7 @@ int dispatch(int argc, char** argv) {
     tokenscope::log::configure(log_level);
     if (first >= argc) {
         throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, devices; see --help)");
+            "no command given (commands: inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, attention, devices; see --help)");
     }
     const std::string command = argv[first];
     if (command == "inspect") return tokenscope::cli::run_inspect(argc, argv, first + 1);
@@ -122,8 +125,9 @@ int dispatch(int argc, char** argv) {
     if (command == "make-model") return tokenscope::cli::run_make_model(argc, argv, first + 1);
     if (command == "selftest") return tokenscope::cli::run_selftest(argc, argv, first + 1);
     if (command == "kernel-lab") return tokenscope::cli::run_kernel_lab(argc, argv, first + 1);
+    if (command == "attention") return tokenscope::cli::run_attention(argc, argv, first + 1);
     throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, devices; see --help)");
+                                      "' (commands: inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, attention, devices; see --help)");
 }
 
 }  // namespace

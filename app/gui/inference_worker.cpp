@@ -61,6 +61,7 @@ void register_worker_types() {
     qRegisterMetaType<ChatTurn>();
     qRegisterMetaType<QVector<ChatTurn>>();
     qRegisterMetaType<LoadOptions>();
+    ui::register_teaching_types();
 }
 
 InferenceWorker::InferenceWorker(QObject* parent)
@@ -85,7 +86,7 @@ void InferenceWorker::install_engine(std::unique_ptr<runtime::Engine> engine) {
     prompts_.reset();
     engine_ = std::move(engine);
     prompts_ = std::make_unique<runtime::PromptBuilder>(*engine_, std::nullopt);
-    decode_bytes_per_token_ = inspect::model_cost(engine_->file()).decode_bytes_per_token;
+    cost_ = inspect::model_cost(engine_->file());
     current_conversation_ = -1;
     labels_.clear();
     speculation_ = std::make_unique<SpeculationMeter>();  // another engine: other step times
@@ -115,6 +116,12 @@ void InferenceWorker::setSpeculation(const ui::SpeculationSettings& settings) {
 
 void InferenceWorker::loadModel(const QString& path, const LoadOptions& options) {
     cancel_load_.store(false);
+    if (reply_) {
+        // A paused step-mode reply ends (as if stopped) before its engine goes away.
+        engine_->cancel(current_request_);
+        while (engine_->has_work()) engine_->step();
+        end_reply();
+    }
     try {
         // Read the file through the page cache first, in steps, so loading shows real
         // progress and can be cancelled; the engine then maps pages that are already there.
@@ -189,14 +196,32 @@ void InferenceWorker::forgetConversation(qint64 conversation) {
 
 void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& turns,
                                const ui::SamplingSettings& settings) {
-    if (!engine_) {
-        emit generationFailed(conversation, tr("No model is loaded."));
+    if (!begin_reply(conversation, turns, settings, false)) return;
+    try {
+        while (engine_->has_work()) {
+            if (stop_requested_.load()) engine_->cancel(current_request_);
+            step_reply();
+        }
+        end_reply();
+    } catch (const std::exception& e) {
+        fail_reply(QString::fromUtf8(e.what()));
+    }
+}
+
+bool InferenceWorker::begin_reply(qint64 conversation, const QVector<ChatTurn>& turns,
+                                  const ui::SamplingSettings& settings, bool stepped) {
+    if (!engine_ || reply_) {
+        emit generationFailed(conversation, engine_ ? tr("Another reply is being generated.")
+                                                    : tr("No model is loaded."));
         // Every generate() ends with generationFinished: the window leaves its generating state.
         emit generationFinished(conversation, QString(), QStringLiteral("error"), false);
-        return;
+        return false;
     }
     stop_requested_.store(false);
-    QString text;
+    reply_ = std::make_unique<Reply>();
+    reply_->conversation = conversation;
+    reply_->stepped = stepped;
+    reply_->settings = settings;
     try {
         std::vector<tokenizer::ChatMessage> messages;
         for (const auto& t : turns)
@@ -220,6 +245,8 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         request.conversation = std::to_string(conversation);
         request.capture.enabled = true;
         request.capture.max_context = kCaptureContext;
+        // Step mode shows one token per step: a verification would produce several at once.
+        if (stepped) request.speculate = false;
 
         labels_.clear();
         for (auto id : request.prompt) labels_ << display_token(engine_->tokenizer(), id);
@@ -227,78 +254,95 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
         emit generationStarted(conversation, static_cast<int>(request.prompt.size()));
         current_request_ = engine_->submit(std::move(request));
 
-        ui::MetricsData metrics;
-        metrics.decode_bytes_per_token = decode_bytes_per_token_;
+        reply_->metrics.decode_bytes_per_token = cost_.decode_bytes_per_token;
         speculation_->begin_reply();
-        QElapsedTimer since_attention;
-        since_attention.start();
-        QElapsedTimer since_panels;
-        since_panels.start();
-        QString reason = "stopped";
-        bool complete = false;
-        while (engine_->has_work()) {
-            if (stop_requested_.load()) engine_->cancel(current_request_);
-            const std::vector<runtime::TokenEvent> events = engine_->step();
-            for (const auto& e : events) {
-                if (e.token >= 0) {
-                    // A verification step returns all its tokens at once, with the step's time.
-                    const int in_step = tokens_in_step(events, e);
-                    labels_ << display_token(engine_->tokenizer(), e.token);
-                    ui::TokenData token = to_token_data(e, engine_->tokenizer());
-                    speculation_->annotate(e, in_step, engine_->tokenizer(), token);
-                    text += token.text;
-                    emit tokenGenerated(conversation, token);
-                    metrics.token_ms.push_back(e.timings.token_ms / in_step);
-                } else if (!e.text.empty()) {
-                    text += QString::fromStdString(e.text);
-                }
-                metrics.ttft_ms = e.timings.prefill_ms;
-                metrics.prompt_tokens = e.timings.prompt_tokens;
-                metrics.reused_tokens = e.timings.reused_tokens;
-                metrics.prefilled_tokens = e.timings.prefilled_tokens;
-                metrics.prefill_tokens_per_s =
-                    e.timings.prefill_ms > 0
-                        ? 1000.0 * static_cast<double>(e.timings.prefilled_tokens) /
-                              e.timings.prefill_ms
-                        : 0;
-                metrics.decode_tokens_per_s =
-                    e.timings.decode_ms > 0 && e.timings.generated_tokens > 1
-                        ? 1000.0 * static_cast<double>(e.timings.generated_tokens - 1) /
-                              e.timings.decode_ms
-                        : 0;
-                // Bytes read per decode pass x passes per second. With speculation a pass can
-                // produce several tokens: the tokens that came without a pass of their own
-                // read no weights.
-                speculation_->fill(metrics);
-                const double decoded = double(std::max<std::int64_t>(0, e.timings.generated_tokens - 1));
-                const double passes_per_s =
-                    decoded > 0 ? metrics.decode_tokens_per_s *
-                                      std::max(0.0, decoded - double(speculation_->tokens_without_pass())) /
-                                      decoded
-                                : 0.0;
-                metrics.effective_gbps =
-                    static_cast<double>(decode_bytes_per_token_) * passes_per_s / 1e9;
-                if (e.finished) {
-                    reason = QString::fromUtf8(runtime::finish_reason_name(e.reason));
-                    complete = e.reason != runtime::FinishReason::Cancelled;
-                }
-            }
-            if (since_panels.elapsed() >= kPanelIntervalMs) {
-                emit metricsChanged(metrics);
-                const bool attention_due =
-                    since_attention.elapsed() >= attention_interval_ms(labels_.size());
-                send_panels(attention_due);
-                if (attention_due) since_attention.restart();
-                since_panels.restart();
-            }
-        }
-        emit metricsChanged(metrics);
-        send_panels(true);
-        emit generationFinished(conversation, text, reason, complete);
+        reply_->since_attention.start();
+        reply_->since_panels.start();
+        return true;
     } catch (const std::exception& e) {
-        emit generationFailed(conversation, QString::fromUtf8(e.what()));
-        emit generationFinished(conversation, text, "error", false);
+        fail_reply(QString::fromUtf8(e.what()));
+        return false;
     }
+}
+
+int InferenceWorker::step_reply() {
+    Reply& r = *reply_;
+    ui::MetricsData& metrics = r.metrics;
+    int produced = 0;
+    const std::vector<runtime::TokenEvent> events = engine_->step();
+    for (const auto& e : events) {
+        if (e.token >= 0) {
+            // A verification step returns all its tokens at once, with the step's time.
+            const int in_step = tokens_in_step(events, e);
+            labels_ << display_token(engine_->tokenizer(), e.token);
+            ui::TokenData token = to_token_data(e, engine_->tokenizer());
+            speculation_->annotate(e, in_step, engine_->tokenizer(), token);
+            r.text += token.text;
+            r.last_token = token;
+            ++produced;
+            emit tokenGenerated(r.conversation, token);
+            metrics.token_ms.push_back(e.timings.token_ms / in_step);
+        } else if (!e.text.empty()) {
+            r.text += QString::fromStdString(e.text);
+        }
+        metrics.ttft_ms = e.timings.prefill_ms;
+        metrics.prompt_tokens = e.timings.prompt_tokens;
+        metrics.reused_tokens = e.timings.reused_tokens;
+        metrics.prefilled_tokens = e.timings.prefilled_tokens;
+        metrics.prefill_tokens_per_s =
+            e.timings.prefill_ms > 0
+                ? 1000.0 * static_cast<double>(e.timings.prefilled_tokens) / e.timings.prefill_ms
+                : 0;
+        metrics.decode_tokens_per_s =
+            e.timings.decode_ms > 0 && e.timings.generated_tokens > 1
+                ? 1000.0 * static_cast<double>(e.timings.generated_tokens - 1) / e.timings.decode_ms
+                : 0;
+        // Bytes read per decode pass x passes per second. With speculation a pass can
+        // produce several tokens: the tokens that came without a pass of their own
+        // read no weights.
+        speculation_->fill(metrics);
+        const double decoded = double(std::max<std::int64_t>(0, e.timings.generated_tokens - 1));
+        const double passes_per_s =
+            decoded > 0 ? metrics.decode_tokens_per_s *
+                              std::max(0.0, decoded - double(speculation_->tokens_without_pass())) /
+                              decoded
+                        : 0.0;
+        metrics.effective_gbps = static_cast<double>(cost_.decode_bytes_per_token) * passes_per_s / 1e9;
+        if (e.finished) {
+            r.reason = QString::fromUtf8(runtime::finish_reason_name(e.reason));
+            r.complete = e.reason != runtime::FinishReason::Cancelled;
+        }
+    }
+    if (!r.stepped && r.since_panels.elapsed() >= kPanelIntervalMs) {
+        emit metricsChanged(metrics);
+        const bool attention_due = r.since_attention.elapsed() >= attention_interval_ms(labels_.size());
+        send_panels(attention_due);
+        if (attention_due) r.since_attention.restart();
+        r.since_panels.restart();
+    }
+    return produced;
+}
+
+void InferenceWorker::end_reply() {
+    const std::unique_ptr<Reply> r = std::move(reply_);
+    emit metricsChanged(r->metrics);
+    send_panels(true);
+    emit generationFinished(r->conversation, r->text, r->reason, r->complete);
+}
+
+void InferenceWorker::fail_reply(const QString& message) {
+    const std::unique_ptr<Reply> r = std::move(reply_);
+    if (engine_ && engine_->has_work()) {
+        // Leave no request behind in the engine: the next reply must start alone.
+        engine_->cancel(current_request_);
+        try {
+            while (engine_->has_work()) engine_->step();
+        } catch (const std::exception&) {
+        }
+    }
+    const qint64 conversation = r ? r->conversation : current_conversation_;
+    emit generationFailed(conversation, message);
+    emit generationFinished(conversation, r ? r->text : QString(), "error", false);
 }
 
 void InferenceWorker::requestAttention(int layer, int head) {

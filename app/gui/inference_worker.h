@@ -7,13 +7,16 @@
 //   QThread thread; auto* worker = new InferenceWorker; worker->moveToThread(&thread);
 //   connect(&thread, &QThread::finished, worker, &QObject::deleteLater); thread.start();
 //   QMetaObject::invokeMethod(worker, "loadModel", Qt::QueuedConnection, Q_ARG(...));
+#include <QElapsedTimer>
 #include <QObject>
 #include <QStringList>
 #include <QVector>
 #include <atomic>
 #include <memory>
 
+#include "inspect/model_cost.h"
 #include "panel_data.h"
+#include "teaching_data.h"
 
 namespace tokenscope::runtime {
 class Engine;
@@ -64,6 +67,22 @@ public slots:
     // speculationFailed says why. Without a model, the setting applies to the next load.
     void setSpeculation(const tokenscope::ui::SpeculationSettings& settings);
 
+    // Step mode (inference_worker_teaching.cpp): beginStepping submits the reply like generate()
+    // but returns at once; each stepOnce() then runs the engine until it has produced exactly one
+    // token (the first call: the whole prefill), sends tokenGenerated and stepTaken, and returns.
+    // Between calls the worker's event loop is idle, so the GUI never waits and nothing blocks.
+    // The reply ends with generationFinished as usual (stop(): the next stepOnce cancels it).
+    void beginStepping(qint64 conversation, const QVector<tokenscope::app::ChatTurn>& turns,
+                       const tokenscope::ui::SamplingSettings& settings);
+    void stepOnce();
+    // Every head of `layer` over query rows [first_query, first_query + rows) of the current
+    // capture: stepAttentionChanged (for a step already taken, after a layer change).
+    void requestStepAttention(int layer, int first_query, int rows);
+    // Every head of `layer` over the last rows of the current capture: headGridChanged.
+    void requestHeadGrid(int layer);
+    // Entropy and mean distance of every layer x head: headOverviewChanged.
+    void requestHeadOverview();
+
 signals:
     void loadProgress(int percent, const QString& stage);
     void modelLoaded(const tokenscope::ui::ModelInfoData& info);
@@ -88,8 +107,34 @@ signals:
     void kvChanged(const tokenscope::ui::KvBlockMapData& kv);
     void memoryChanged(const tokenscope::ui::MemoryBudgetData& memory);
     void attentionChanged(const tokenscope::ui::AttentionData& attention);
+    void stepTaken(qint64 conversation, const tokenscope::ui::StepData& step);
+    void stepAttentionChanged(const tokenscope::ui::HeadGridData& grid);
+    void headGridChanged(const tokenscope::ui::HeadGridData& grid);
+    void headOverviewChanged(const tokenscope::ui::HeadOverviewData& overview);
 
 private:
+    // The reply being generated: what generate() and step mode share.
+    struct Reply {
+        qint64 conversation = -1;
+        bool stepped = false;
+        ui::SamplingSettings settings;
+        QString text;
+        ui::MetricsData metrics;
+        QElapsedTimer since_attention;
+        QElapsedTimer since_panels;
+        QString reason = "stopped";
+        bool complete = false;
+        int steps = 0;
+        ui::TokenData last_token;
+    };
+    // Submits the request; false (generationFailed + generationFinished sent) when it cannot.
+    bool begin_reply(qint64 conversation, const QVector<ChatTurn>& turns,
+                     const ui::SamplingSettings& settings, bool stepped);
+    // One engine step and its events; returns how many tokens it produced for the reply.
+    int step_reply();
+    void end_reply();
+    void fail_reply(const QString& message);
+    ui::HeadGridData head_grid(int layer, qint64 first_query, qint64 rows) const;
     void send_panels(bool include_attention);
     std::unique_ptr<runtime::Engine> load_engine(const LoadOptions& options) const;
     // Makes `engine` the current one (prompt builder, cost numbers, panels).
@@ -105,7 +150,9 @@ private:
     QStringList labels_;
     int attention_layer_ = 0;
     int attention_head_ = -1;
-    std::uint64_t decode_bytes_per_token_ = 0;
+    int step_layer_ = 0;  // the layer step mode shows
+    inspect::ModelCost cost_;
+    std::unique_ptr<Reply> reply_;
     QString model_path_;
     LoadOptions options_;  // what the current engine was loaded with
     std::unique_ptr<SpeculationMeter> speculation_;

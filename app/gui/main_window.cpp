@@ -158,6 +158,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     worker_thread_.start();
     connect_worker();
     connect_speculation();
+    build_teaching();
 
     connect(chat_, &ui::ChatView::sendRequested, this, &MainWindow::sendMessage);
     connect(chat_, &ui::ChatView::stopRequested, this, &MainWindow::stopGeneration);
@@ -317,6 +318,7 @@ void MainWindow::place_docks(bool compact) {
     sampling->raise();
     attention->raise();
     metrics->raise();
+    place_teaching_docks();
 }
 
 void MainWindow::resetLayout() {
@@ -774,14 +776,18 @@ void MainWindow::start_generation() {
     answer_tokens_.clear();
     last_metrics_ = {};
     clear_conversation_panels();
-    QMetaObject::invokeMethod(worker_, "generate", Qt::QueuedConnection,
+    // Step mode submits the reply and waits for Step; otherwise it streams to the end.
+    QMetaObject::invokeMethod(worker_, stepping_ ? "beginStepping" : "generate", Qt::QueuedConnection,
                               Q_ARG(qint64, conversation_),
                               Q_ARG(QVector<tokenscope::app::ChatTurn>, turns_for(conversation_)),
                               Q_ARG(tokenscope::ui::SamplingSettings, settings_));
 }
 
 void MainWindow::stopGeneration() {
-    if (generating_) worker_->stop();
+    if (!generating_) return;
+    worker_->stop();
+    // A paused step-mode reply is not looping: one more step call sees the flag and ends it.
+    if (stepping_) QMetaObject::invokeMethod(worker_, "stepOnce", Qt::QueuedConnection);
 }
 
 void MainWindow::regenerate() {
@@ -798,6 +804,8 @@ void MainWindow::on_generation_finished(qint64 conversation, const QString& text
                                         const QString& reason, bool complete) {
     if (!generating_) return;  // already saved by closeEvent
     generating_ = false;
+    stepping_ = false;
+    step_queued_ = false;
     chat_->flushPendingTokens();
     // The answer is committed now, complete or (after Stop) partial, with its token trace.
     save_answer(conversation, text, reason, complete);

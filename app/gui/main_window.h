@@ -48,6 +48,9 @@ class MetricsView;
 class ModelInfoView;
 class SamplingPanel;
 class TokenInspector;
+class StepView;
+class HeadGrid;
+class HeadOverview;
 }  // namespace tokenscope::ui
 
 namespace tokenscope::app {
@@ -76,6 +79,13 @@ class MainWindow : public QMainWindow {
     ui::TokenInspector* tokenInspector() const { return inspector_; }
     ui::MetricsView* metricsView() const { return metrics_; }
     ui::AttentionHeatmap* attentionView() const { return attention_; }
+    // Teaching mode (main_window_teaching.cpp).
+    ui::StepView* stepView() const { return step_view_; }
+    ui::HeadGrid* headGrid() const { return head_grid_; }
+    ui::HeadOverview* headOverview() const { return head_overview_; }
+    QAction* stepAction() const { return step_action_; }
+    // True while a step-mode reply is paused between steps (or taking one).
+    bool stepping() const { return stepping_; }
     // The worker (lives on its own thread); tests emit its signals to replay a sequence.
     InferenceWorker* worker() const { return worker_; }
     // The model line of the status bar.
@@ -106,6 +116,9 @@ class MainWindow : public QMainWindow {
     void undoDelete();
     // The default dock layout for the window's current size, every panel shown.
     void resetLayout();
+    // Step mode: one token and pause. With a step-mode reply running: its next token; while
+    // idle: sends the input box's text as a step-mode reply and takes its first step (prefill).
+    void step();
 
   signals:
     void modelReadyChanged(bool ready);
@@ -129,6 +142,11 @@ class MainWindow : public QMainWindow {
     // Speculative decoding (main_window_speculation.cpp): the sampling panel's controls, the
     // worker's engine reload, QSettings, the chat legend and the live k.
     void connect_speculation();
+    // Teaching mode (main_window_teaching.cpp): the Step and Heads docks, Tools menu, wiring.
+    void build_teaching();
+    void place_teaching_docks();
+    void refresh_head_views();
+    void give_room(QDockWidget* dock);
     void apply_speculation(const ui::SpeculationSettings& settings);
     void refresh_conversations();
     void start_generation();
@@ -220,6 +238,14 @@ class MainWindow : public QMainWindow {
     // A speculation change made while a reply streams: applied when it finishes (it reloads
     // the engine, which would end the reply).
     std::optional<ui::SpeculationSettings> pending_speculation_;
+    ui::StepView* step_view_ = nullptr;
+    ui::HeadGrid* head_grid_ = nullptr;
+    ui::HeadOverview* head_overview_ = nullptr;
+    QList<QDockWidget*> teaching_docks_;  // step, heads
+    QAction* step_action_ = nullptr;
+    bool stepping_ = false;    // the running (or next) reply is in step mode
+    bool step_queued_ = false;  // a stepOnce is on its way to the worker
+    int pending_head_ = -1;     // the overview's chosen head, enlarged once its layer's grid arrives
 };
 
 }  // namespace tokenscope::app
