@@ -61,6 +61,7 @@ void register_worker_types() {
     qRegisterMetaType<ChatTurn>();
     qRegisterMetaType<QVector<ChatTurn>>();
     qRegisterMetaType<LoadOptions>();
+    qRegisterMetaType<RemoteSettings>();
 }
 
 InferenceWorker::InferenceWorker(QObject* parent)
@@ -82,6 +83,7 @@ std::unique_ptr<runtime::Engine> InferenceWorker::load_engine(const LoadOptions&
 }
 
 void InferenceWorker::install_engine(std::unique_ptr<runtime::Engine> engine) {
+    set_remote(nullptr);  // a local model ends remote mode
     prompts_.reset();
     engine_ = std::move(engine);
     prompts_ = std::make_unique<runtime::PromptBuilder>(*engine_, std::nullopt);
@@ -189,6 +191,10 @@ void InferenceWorker::forgetConversation(qint64 conversation) {
 
 void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& turns,
                                const ui::SamplingSettings& settings) {
+    if (current_remote()) {
+        generate_remote(conversation, turns, settings);
+        return;
+    }
     if (!engine_) {
         emit generationFailed(conversation, tr("No model is loaded."));
         // Every generate() ends with generationFinished: the window leaves its generating state.

@@ -55,7 +55,10 @@ ServerUrl parse_server_url(const std::string& input) {
     } else {
         const auto colon = authority.find(':');
         out.host = authority.substr(0, colon);
-        if (colon != std::string::npos) port_text = authority.substr(colon + 1);
+        if (colon != std::string::npos) {
+            port_text = authority.substr(colon + 1);
+            if (port_text.empty()) throw bad("empty port after ':'");
+        }
     }
     if (out.host.empty()) throw bad("no host");
     if (port_text.empty()) {

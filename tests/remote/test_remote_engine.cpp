@@ -215,7 +215,7 @@ class TestRemoteEngine : public QObject {
         const auto d = remote::parse_server_url("http://[::1]:8080");
         QCOMPARE(d.origin(), std::string("http://[::1]:8080"));
         for (const char* bad :
-             {"", "ftp://host", "http://:80", "http://host:99999", "http://host:port"}) {
+             {"", "ftp://host", "http://:80", "http://host:99999", "http://host:port", "htp:/x"}) {
             try {
                 remote::parse_server_url(bad);
                 QFAIL(bad);
