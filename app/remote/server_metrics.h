@@ -7,8 +7,9 @@
 //   vLLM       vllm:gpu_cache_usage_perc (V0; a 0..1 fraction despite "perc"),
 //              vllm:kv_cache_usage_perc (V1), vllm:num_requests_running, vllm:num_requests_waiting
 //              (docs.vllm.ai, "Production Metrics")
-//   llama.cpp  llamacpp:kv_cache_usage_ratio, llamacpp:requests_processing,
-//              llamacpp:requests_deferred (tools/server/README.md, "GET /metrics"; needs --metrics)
+//   llama.cpp  llamacpp:requests_processing, llamacpp:requests_deferred (tools/server/README.md,
+//              "GET /metrics"; needs --metrics); llamacpp:kv_cache_usage_ratio only in older
+//              builds (the llama.cpp vendored by llama-cpp-python 0.3.36 no longer exports it)
 //   SGLang     sglang:token_usage, sglang:num_running_reqs, sglang:num_queue_reqs
 //              (docs.sglang.ai, "Production Metrics"; needs --enable-metrics)
 // Whatever is present is used; absent values stay unset. A server with several engines

@@ -8,8 +8,12 @@
 #include <QThread>
 #include <QtTest>
 
+#include <QComboBox>
+#include <QLabel>
 #include "api_server.h"
+
 #include "attention_heatmap.h"
+#include "connect_dialog.h"
 #include "inference_worker.h"
 #include "kv_cache_view.h"
 #include "main_window.h"
@@ -170,6 +174,22 @@ class TestRemoteWorker : public QObject {
         QVERIFY(view.formulaText().contains("does not expose"));
         const auto none = app::remote_kv_from_metrics(std::nullopt, "this server has no /metrics");
         QVERIFY(none.remote_note.contains("no /metrics"));
+    }
+
+    // File › Connect to server…'s dialog lists the server's models off the GUI thread, and
+    // shows the one-line error for a server that is not there.
+    void connectDialogListsModels() {
+        app::ConnectDialog dialog({url_, {}, {}}, false);
+        QSignalSpy listed(&dialog, &app::ConnectDialog::modelsListed);
+        QVERIFY(listed.wait(10000));
+        QVERIFY(listed.first().first().toBool());
+        QCOMPARE(dialog.modelBox()->currentText(), QString("tiny"));
+        QCOMPARE(dialog.settings().model, QString("tiny"));
+        app::ConnectDialog refused({"http://127.0.0.1:1", {}, {}}, false);
+        QSignalSpy failed(&refused, &app::ConnectDialog::modelsListed);
+        QVERIFY(failed.wait(10000));
+        QVERIFY(!failed.first().first().toBool());
+        QVERIFY(refused.statusLabel()->text().contains("connection refused"));
     }
 
     // The window connected to our server: a reply streams in, the attention panel and the
