@@ -272,11 +272,16 @@ QSize KvCacheView::minimumSizeHint() const {
 }
 
 double KvCacheView::occupancy() const {
+    if (data_.usage_ratio >= 0.0 && data_.tokens_capacity <= 0)
+        return std::clamp(data_.usage_ratio, 0.0, 1.0);
     if (data_.tokens_capacity <= 0) return 0.0;
     return std::clamp(double(data_.tokens_used) / double(data_.tokens_capacity), 0.0, 1.0);
 }
 
 QString KvCacheView::occupancyText() const {
+    if (data_.usage_ratio >= 0.0 && data_.block_owner.isEmpty())
+        return tr("%1% of the server's KV cache in use (its /metrics)")
+            .arg(100.0 * data_.usage_ratio, 0, 'f', 1);
     const int blocks = int(data_.block_owner.size());
     int used = 0;
     int shared = 0;
@@ -296,6 +301,7 @@ QString KvCacheView::occupancyText() const {
 
 QString KvCacheView::formulaText() const {
     const KvBlockMapData& d = data_;
+    if (!d.remote_note.isEmpty()) return d.remote_note;
     if (d.layers <= 0 || d.kv_heads <= 0 || d.head_dim <= 0) {
         return tr("Load a model to see how the cache size follows from its shape.");
     }
@@ -322,7 +328,7 @@ QString KvCacheView::formulaText() const {
 
 QString KvCacheView::comparisonText() const {
     const KvBlockMapData& d = data_;
-    if (d.layers <= 0 || d.kv_heads <= 0 || d.head_dim <= 0) return {};
+    if (!d.remote_note.isEmpty() || d.layers <= 0 || d.kv_heads <= 0 || d.head_dim <= 0) return {};
     const quint64 f16 = bytes_per_token_for(d.layers, d.kv_heads, d.head_dim, 2.0, 0);
     const quint64 q8 = bytes_per_token_for(d.layers, d.kv_heads, d.head_dim, 1.0, kQ8ScaleBytes);
     const qint64 tokens = d.tokens_capacity > 0 ? d.tokens_capacity : d.tokens_used;

@@ -52,6 +52,10 @@ struct TokenData {
     double step_ms = 0.0;
     TokenOrigin origin = TokenOrigin::Plain;
     std::shared_ptr<const SpeculationStepData> speculation;  // null: not from a verification
+    // Empty: the local engine's sampler (before/after the sampling settings). Otherwise where
+    // a remote server's alternatives came from ("the server's top_logprobs"): the inspector
+    // names that instead, and a NaN logit or an id below 0 means the server did not say.
+    QString source;
 };
 
 // Speculative decoding as chosen in the sampling panel. It is an engine option: changing it
@@ -98,6 +102,10 @@ struct KvBlockMapData {
     QString element_type;          // "f16", "q8", "f32"
     double bytes_per_element = 2;  // q8: 1 byte + the per-row scale, shown separately
     quint64 bytes_per_token = 0;
+    // A remote server's cache. usage_ratio >= 0 with no blocks: only its /metrics' usage gauge
+    // is known. remote_note replaces the size formula with what the server does (not) expose.
+    double usage_ratio = -1.0;
+    QString remote_note;
 };
 
 // Attention weights for one layer and head (or the mean over heads): row q holds the
@@ -165,6 +173,9 @@ struct ModelInfoData {
     QString backend;
     quint64 weight_bytes = 0;
     bool supports_thinking = false;  // the chat template reads enable_thinking (Qwen 3)
+    // Connected to a server (File › Connect to server…) instead of a local file: path is its URL.
+    bool remote = false;
+    bool remote_internals = false;  // the server is tokenscope-cli serve: candidates, KV map
 };
 
 void register_panel_types();

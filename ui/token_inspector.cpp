@@ -256,6 +256,17 @@ void TokenInspector::setToken(const TokenData& token) {
     speculation_->setVisible(!speculation.isEmpty());
     fillTable(before_, token.before);
     fillTable(after_, token.after);
+    // A remote server's alternatives are not the local sampler's two distributions: say where
+    // they came from, and that there is no "after" list unless the server sent one.
+    if (token.source.isEmpty()) {
+        before_label_->setText(capitalized(beforeSettingsName()));
+        after_label_->setText(capitalized(afterSettingsName()));
+    } else {
+        before_label_->setText(tr("Alternatives from %1").arg(token.source));
+        after_label_->setText(token.after.isEmpty()
+                                  ? tr("After sampling settings: not exposed by this server")
+                                  : capitalized(afterSettingsName()) + tr(" (from the server)"));
+    }
 }
 
 void TokenInspector::fillTable(QTableWidget* table, const QVector<CandidateData>& list) {
@@ -271,10 +282,12 @@ void TokenInspector::fillTable(QTableWidget* table, const QVector<CandidateData>
         rank->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
         auto* piece = new QTableWidgetItem(visiblePiece(c.piece));
         piece->setFont(code);
-        piece->setToolTip(tr("id %1").arg(c.id));
+        piece->setToolTip(c.id >= 0 ? tr("id %1").arg(c.id) : tr("the server gave no token id"));
         auto* prob = new QTableWidgetItem(formatProbability(c.probability));
         prob->setData(kProbabilityRole, double(c.probability));
-        auto* logit = new QTableWidgetItem(QString::number(c.logit, 'f', 2));
+        // NaN: a server's top_logprobs carry no logits.
+        auto* logit = new QTableWidgetItem(std::isnan(c.logit) ? QStringLiteral("—")
+                                                               : QString::number(c.logit, 'f', 2));
         logit->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
         QTableWidgetItem* items[] = {rank, piece, prob, logit};
         for (int col = 0; col < 4; ++col) {

@@ -9,6 +9,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "generation_options.h"
+#include "remote_commands.h"
 #include "runtime/prompt_builder.h"
 #include "util/error.h"
 
@@ -18,8 +19,12 @@ int run_chat(int argc, char** argv, int first) {
     const Arguments args("chat",
                          join(join({{"model"}, {"system"}, {"template"}, {"think"}, {"n-predict"}},
                                    join(engine_option_specs(), speculation_option_specs())),
-                              sampling_option_specs()),
+                              join(sampling_option_specs(), remote_option_specs())),
                          argc, argv, first);
+    if (args.value("remote")) {
+        if (args.value("model")) throw InvalidArgument("'chat': give --model or --remote, not both");
+        return run_remote_chat(args);
+    }
     const runtime::SamplingParams sampling = sampling_params(args);
     runtime::EngineOptions options = engine_options(args);
     apply_speculation_options(args, options);

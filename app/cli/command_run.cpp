@@ -4,6 +4,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "generation_options.h"
+#include "remote_commands.h"
 #include "runtime/prompt_builder.h"
 #include "util/error.h"
 #include "util/json_writer.h"
@@ -14,8 +15,12 @@ int run_run(int argc, char** argv, int first) {
     const Arguments args("run",
                          join(join({{"model"}, {"prompt"}, {"chat", false}, {"template"}, {"n-predict"}, {"json", false}, {"dump-logits"}},
                                    join(engine_option_specs(), speculation_option_specs())),
-                              sampling_option_specs()),
+                              join(sampling_option_specs(), remote_option_specs())),
                          argc, argv, first);
+    if (args.value("remote")) {
+        if (args.value("model")) throw InvalidArgument("'run': give --model or --remote, not both");
+        return run_remote_run(args);
+    }
     const std::string model = args.required("model");
     const std::string prompt = args.required("prompt");
     const runtime::SamplingParams sampling = sampling_params(args);

@@ -62,6 +62,7 @@ void register_worker_types() {
     qRegisterMetaType<QVector<ChatTurn>>();
     qRegisterMetaType<LoadOptions>();
     ui::register_teaching_types();
+    qRegisterMetaType<RemoteSettings>();
 }
 
 InferenceWorker::InferenceWorker(QObject* parent)
@@ -83,6 +84,7 @@ std::unique_ptr<runtime::Engine> InferenceWorker::load_engine(const LoadOptions&
 }
 
 void InferenceWorker::install_engine(std::unique_ptr<runtime::Engine> engine) {
+    set_remote(nullptr);  // a local model ends remote mode
     prompts_.reset();
     engine_ = std::move(engine);
     prompts_ = std::make_unique<runtime::PromptBuilder>(*engine_, std::nullopt);
@@ -196,6 +198,10 @@ void InferenceWorker::forgetConversation(qint64 conversation) {
 
 void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& turns,
                                const ui::SamplingSettings& settings) {
+    if (current_remote()) {
+        generate_remote(conversation, turns, settings);
+        return;
+    }
     if (!begin_reply(conversation, turns, settings, false)) return;
     try {
         while (engine_->has_work()) {
@@ -210,9 +216,13 @@ void InferenceWorker::generate(qint64 conversation, const QVector<ChatTurn>& tur
 
 bool InferenceWorker::begin_reply(qint64 conversation, const QVector<ChatTurn>& turns,
                                   const ui::SamplingSettings& settings, bool stepped) {
-    if (!engine_ || reply_) {
-        emit generationFailed(conversation, engine_ ? tr("Another reply is being generated.")
-                                                    : tr("No model is loaded."));
+    if (!engine_ || reply_ || (stepped && current_remote())) {
+        emit generationFailed(conversation,
+                              stepped && current_remote()
+                                  ? tr("Step mode needs a local model: a server streams whole "
+                                       "replies.")
+                              : engine_ ? tr("Another reply is being generated.")
+                                        : tr("No model is loaded."));
         // Every generate() ends with generationFinished: the window leaves its generating state.
         emit generationFinished(conversation, QString(), QStringLiteral("error"), false);
         return false;

@@ -13,6 +13,7 @@
 #include <QVector>
 #include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "inspect/model_cost.h"
 #include "panel_data.h"
@@ -22,6 +23,9 @@ namespace tokenscope::runtime {
 class Engine;
 class PromptBuilder;
 }  // namespace tokenscope::runtime
+namespace tokenscope::remote {
+class RemoteEngine;
+}  // namespace tokenscope::remote
 
 namespace tokenscope::app {
 
@@ -40,6 +44,13 @@ struct LoadOptions {
     ui::SpeculationSettings speculation;
 };
 
+// A server speaking the OpenAI API (File › Connect to server…, `tokenscope --remote URL`).
+struct RemoteSettings {
+    QString url;      // http(s)://host:port[/v1]
+    QString api_key;  // empty: none
+    QString model;    // empty: the first the server lists
+};
+
 class InferenceWorker : public QObject {
     Q_OBJECT
 
@@ -47,8 +58,9 @@ public:
     explicit InferenceWorker(QObject* parent = nullptr);
     ~InferenceWorker() override;
 
-    // Thread-safe: may be called from any thread.
-    void stop() { stop_requested_.store(true); }
+    // Thread-safe: may be called from any thread. A remote reply's stream is closed at once,
+    // also while the server is still prefilling.
+    void stop();
     void cancelLoad() { cancel_load_.store(true); }
 
 public slots:
@@ -66,6 +78,10 @@ public slots:
     // draft model with another vocabulary, a missing file) the previous setting stays and
     // speculationFailed says why. Without a model, the setting applies to the next load.
     void setSpeculation(const tokenscope::ui::SpeculationSettings& settings);
+    // Chat with a model on a server instead (inference_worker_remote.cpp): checks the server and
+    // the model (GET /v1/models), then modelLoaded (info.remote) or loadFailed with one line.
+    // The local engine is released; loadModel goes back to a local model.
+    void connectRemote(const tokenscope::app::RemoteSettings& settings);
 
     // Step mode (inference_worker_teaching.cpp): beginStepping submits the reply like generate()
     // but returns at once; each stepOnce() then runs the engine until it has produced exactly one
@@ -135,6 +151,13 @@ private:
     void end_reply();
     void fail_reply(const QString& message);
     ui::HeadGridData head_grid(int layer, qint64 first_query, qint64 rows) const;
+    void generate_remote(qint64 conversation, const QVector<ChatTurn>& turns,
+                         const ui::SamplingSettings& settings);
+    // The KV panel from the server's /tokenscope/v1/kv (ours) or /metrics (others).
+    void send_remote_panels();
+    std::shared_ptr<remote::RemoteEngine> current_remote() const;
+    void set_remote(std::shared_ptr<remote::RemoteEngine> remote);
+
     void send_panels(bool include_attention);
     std::unique_ptr<runtime::Engine> load_engine(const LoadOptions& options) const;
     // Makes `engine` the current one (prompt builder, cost numbers, panels).
@@ -156,6 +179,11 @@ private:
     QString model_path_;
     LoadOptions options_;  // what the current engine was loaded with
     std::unique_ptr<SpeculationMeter> speculation_;
+    // The server in remote mode (null: local). Guarded because stop() reads it from the GUI
+    // thread to close the stream.
+    mutable std::mutex remote_mutex_;
+    std::shared_ptr<remote::RemoteEngine> remote_;
+    QString remote_metrics_note_;  // why the server's KV usage is unknown (no /metrics...)
 };
 
 void register_worker_types();
@@ -164,3 +192,4 @@ void register_worker_types();
 
 Q_DECLARE_METATYPE(tokenscope::app::ChatTurn)
 Q_DECLARE_METATYPE(tokenscope::app::LoadOptions)
+Q_DECLARE_METATYPE(tokenscope::app::RemoteSettings)

@@ -47,8 +47,15 @@ int main(int argc, char** argv) {
                                  "level");
     QCommandLineOption size(
         "size", "Initial window size, e.g. 1280x720 (default: fits the screen).", "WxH");
-    parser.addOptions(
-        {model, kv_type, ctx, threads, device, store, screenshot, prompt, log_level, size});
+    QCommandLineOption remote("remote",
+                              "Chat with a model on this OpenAI-compatible server instead (vLLM, "
+                              "SGLang, llama-server, Ollama, tokenscope-cli serve).",
+                              "url");
+    QCommandLineOption api_key("api-key", "API key for --remote (or $TOKENSCOPE_API_KEY).", "key");
+    QCommandLineOption remote_model("remote-model",
+                                    "Model on the --remote server (default: its first).", "name");
+    parser.addOptions({model, kv_type, ctx, threads, device, store, screenshot, prompt, log_level,
+                       size, remote, api_key, remote_model});
     // Qt's own options (-platform, -style, ...) belong to QApplication: leave them to it.
     parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
     if (!parser.parse(arguments)) {
@@ -112,6 +119,12 @@ int main(int argc, char** argv) {
     options.load.kv_capacity_tokens = parser.value(ctx).toInt();
     options.load.threads = parser.value(threads).toInt();
     options.load.device = parser.value(device);
+    if (parser.isSet(remote)) {
+        options.remote.url = parser.value(remote);
+        options.remote.api_key = parser.isSet(api_key) ? parser.value(api_key)
+                                                       : qEnvironmentVariable("TOKENSCOPE_API_KEY");
+        options.remote.model = parser.value(remote_model);
+    }
 
     std::unique_ptr<tokenscope::app::MainWindow> window;
     try {
@@ -136,7 +149,7 @@ int main(int argc, char** argv) {
             parser.isSet(model)
                 ? parser.value(model)
                 : QString::fromStdString(tokenscope::paths::default_model().string());
-        if (!QFileInfo::exists(wanted)) {
+        if (!parser.isSet(remote) && !QFileInfo::exists(wanted)) {
             QTimer::singleShot(1000, window.get(), [&] {
                 const bool ok = window->grab().save(file);
                 std::fprintf(stderr, "tokenscope: no model at %s; %s %s\n", qPrintable(wanted),

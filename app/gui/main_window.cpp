@@ -231,7 +231,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
 
     QString model = options_.model_path;
     if (model.isEmpty()) model = QString::fromStdString(paths::default_model().string());
-    if (QFileInfo::exists(model)) {
+    if (!options_.remote.url.isEmpty()) {
+        connectRemote(options_.remote);
+    } else if (QFileInfo::exists(model)) {
         openModel(model);
     } else {
         status_model_->setText(
@@ -375,6 +377,7 @@ void MainWindow::build_menus() {
     models_menu_->setToolTipsVisible(true);
     connect(models_menu_, &QMenu::aboutToShow, this, &MainWindow::scan_models_folder);
     rebuild_models_menu();
+    build_remote_menu(file);
     // The KV cache element type is fixed when a model loads: choosing one reloads the model.
     QMenu* kv_type = file->addMenu(tr("&KV cache type"));
     auto* kv_group = new QActionGroup(kv_type);
@@ -469,10 +472,12 @@ void MainWindow::connect_worker() {
         model_ready_ = true;
         model_info_->setData(info);
         sampling_->setThinkingAvailable(info.supports_thinking);
-        attention_->setModelShape(static_cast<int>(info.layers), static_cast<int>(info.heads));
+        apply_remote_mode(info);
+        if (!info.remote)
+            attention_->setModelShape(static_cast<int>(info.layers), static_cast<int>(info.heads));
         set_model_status(
             tr("%1 — %2 — template: %3").arg(info.name, info.backend, info.chat_template));
-        remember_recent(info.path);
+        if (!info.remote) remember_recent(info.path);
         emit modelReadyChanged(true);
     });
     connect(worker_, &InferenceWorker::loadFailed, this, [this](const QString& message) {
@@ -581,11 +586,11 @@ void MainWindow::clear_conversation_panels() {
         metrics_->setData(last_metrics_);
         QMetaObject::invokeMethod(worker_, "requestAttention", Qt::QueuedConnection, Q_ARG(int, 0),
                                   Q_ARG(int, -1));
-        attention_->clear(tr("Attention of this conversation's latest reply…"));
+        attention_->clear(remote_ ? attention_placeholder()
+                                  : tr("Attention of this conversation's latest reply…"));
     } else {
         metrics_->clear();
-        attention_->clear(
-            tr("No attention captured for this conversation yet: send a message to see it."));
+        attention_->clear(attention_placeholder());
     }
 }
 

@@ -59,6 +59,7 @@ struct MainWindowOptions {
     QString model_path;           // empty: the default model, if installed
     std::filesystem::path store;  // the conversation database
     LoadOptions load;
+    RemoteSettings remote;  // url set: connect to this server at start instead of a local model
 };
 
 class MainWindow : public QMainWindow {
@@ -103,8 +104,17 @@ class MainWindow : public QMainWindow {
     static QString replyNote(const QString& finish_reason, int tokens, double tokens_per_s,
                              double ttft_ms);
 
+    // Chatting with a server (File › Connect to server…) rather than a local model.
+    bool remoteMode() const { return remote_; }
+
   public slots:
     void openModel(const QString& path);
+    // File › Connect to server… (main_window_remote.cpp): the dialog, then connectRemote.
+    void connectToServer();
+    // Connects the worker to `settings`' server and remembers it (QSettings "remote/...").
+    void connectRemote(const tokenscope::app::RemoteSettings& settings);
+    // File › Back to local model: the last local model, or the open dialog.
+    void useLocalModel();
     void sendMessage(const QString& text);
     void stopGeneration();
     void regenerate();
@@ -147,6 +157,11 @@ class MainWindow : public QMainWindow {
     void place_teaching_docks();
     void refresh_head_views();
     void give_room(QDockWidget* dock);
+    // Remote mode (main_window_remote.cpp): File menu entries, and the panels that need the
+    // engine's internals saying what the server does not expose.
+    void build_remote_menu(QMenu* file);
+    void apply_remote_mode(const ui::ModelInfoData& info);
+    QString attention_placeholder() const;
     void apply_speculation(const ui::SpeculationSettings& settings);
     void refresh_conversations();
     void start_generation();
@@ -232,6 +247,9 @@ class MainWindow : public QMainWindow {
     std::optional<ui::TokenData> inspector_pending_;
     std::optional<ui::TokenData> sampling_pending_;
     QTimer* token_panels_timer_ = nullptr;
+    bool remote_ = false;            // the worker chats with a server
+    bool remote_internals_ = false;  // ... and it is tokenscope-cli serve
+    QAction* local_action_ = nullptr;
     bool model_ready_ = false;
     bool generating_ = false;
     QString model_path_;

@@ -1,0 +1,218 @@
+// The InferenceWorker in remote mode on its own thread, against our OpenAI server in-process on
+// a tiny model, through QSignalSpy: connecting (modelLoaded with info.remote), streamed tokens
+// with the server's candidates, generationFinished, Stop while streaming (the server frees the
+// request's KV blocks), the KV and metrics panels, a refused port; and the main window's
+// remote mode: the panels that need internals say what the server does not expose.
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QThread>
+#include <QtTest>
+
+#include <QComboBox>
+#include <QLabel>
+#include "api_server.h"
+
+#include "attention_heatmap.h"
+#include "connect_dialog.h"
+#include "inference_worker.h"
+#include "kv_cache_view.h"
+#include "main_window.h"
+#include "reference/tiny_model.h"
+#include "remote_panels.h"
+
+using namespace tokenscope;
+using app::ChatTurn;
+using app::InferenceWorker;
+
+namespace {
+
+std::unique_ptr<server::ApiServer> make_server(std::chrono::milliseconds step_pause) {
+    test::TinyModelSpec spec;
+    spec.chat_template =
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    runtime::EngineOptions o;
+    o.threads = 2;
+    o.kv_capacity_tokens = 1024;
+    server::ServerOptions so;
+    so.port = 0;
+    so.model_id = "tiny";
+    so.loop.step_pause = step_pause;
+    auto s = std::make_unique<server::ApiServer>(
+        runtime::Engine::load(test::tiny_model_path("llama-chatml", spec), o), so);
+    s->start();
+    return s;
+}
+
+}  // namespace
+
+class TestRemoteWorker : public QObject {
+    Q_OBJECT
+
+    QThread thread_;
+    InferenceWorker* worker_ = nullptr;
+    std::unique_ptr<server::ApiServer> server_;
+    QString url_;
+
+    void connectTo(const QString& url) {
+        QVERIFY(QMetaObject::invokeMethod(
+            worker_, "connectRemote", Qt::QueuedConnection,
+            Q_ARG(tokenscope::app::RemoteSettings, (app::RemoteSettings{url, {}, {}}))));
+    }
+    void generate(const QString& user, int max_tokens) {
+        ui::SamplingSettings s;
+        s.temperature = 0.0f;
+        s.max_tokens = max_tokens;
+        QVERIFY(QMetaObject::invokeMethod(
+            worker_, "generate", Qt::QueuedConnection, Q_ARG(qint64, 7),
+            Q_ARG(QVector<tokenscope::app::ChatTurn>, (QVector<ChatTurn>{{"user", user}})),
+            Q_ARG(tokenscope::ui::SamplingSettings, s)));
+    }
+
+  private slots:
+    void initTestCase() {
+        app::register_worker_types();
+        server_ = make_server(std::chrono::milliseconds(5));
+        url_ = QString("http://127.0.0.1:%1/v1").arg(server_->port());
+        worker_ = new InferenceWorker;
+        worker_->moveToThread(&thread_);
+        connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+        thread_.start();
+    }
+    void cleanupTestCase() {
+        worker_->stop();
+        thread_.quit();
+        thread_.wait();
+        server_.reset();
+    }
+
+    void refusedPortFails() {
+        QSignalSpy failed(worker_, &InferenceWorker::loadFailed);
+        connectTo("http://127.0.0.1:1/v1");
+        QVERIFY(failed.wait(10000));
+        QVERIFY(failed.first().first().toString().contains("127.0.0.1:1"));
+    }
+
+    void connectsAndStreams() {
+        QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);
+        QSignalSpy kv(worker_, &InferenceWorker::kvChanged);
+        connectTo(url_);
+        QVERIFY(loaded.wait(10000));
+        const auto info = loaded.first().first().value<ui::ModelInfoData>();
+        QVERIFY(info.remote);
+        QVERIFY(info.remote_internals);
+        QCOMPARE(info.name, QString("tiny"));
+        QVERIFY(kv.count() >= 1 || kv.wait(5000));
+
+        QSignalSpy tokens(worker_, &InferenceWorker::tokenGenerated);
+        QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+        QSignalSpy metrics(worker_, &InferenceWorker::metricsChanged);
+        generate("Tell me about the garden", 12);
+        QVERIFY(finished.wait(30000));
+        QVERIFY(tokens.count() > 0);
+        QString joined;
+        for (const auto& args : tokens) {
+            QCOMPARE(args.at(0).toLongLong(), 7);
+            const auto t = args.at(1).value<ui::TokenData>();
+            joined += t.text;
+            QVERIFY(t.id >= 0);            // our server's extension: token ids
+            QVERIFY(!t.before.isEmpty());  // ... and the candidates before and after shaping
+            QVERIFY(t.source.isEmpty());   // the same two lists the local panel shows
+        }
+        const auto done = finished.first();
+        QCOMPARE(done.at(1).toString(), joined);
+        QVERIFY(done.at(3).toBool());  // complete
+        QVERIFY(!metrics.isEmpty());
+        const auto m = metrics.last().first().value<ui::MetricsData>();
+        QVERIFY(m.ttft_ms > 0.0);
+        QVERIFY(m.token_ms.size() == tokens.count());
+        // The KV panel: the server's block map, freed again after the reply.
+        const auto map = kv.last().first().value<ui::KvBlockMapData>();
+        QVERIFY(!map.block_owner.isEmpty());
+        QVERIFY(map.remote_note.contains("/tokenscope/v1/kv"));
+    }
+
+    // Stop closes the stream at once; the reply ends incomplete and the server's blocks return.
+    void stopWhileStreaming() {
+        QSignalSpy tokens(worker_, &InferenceWorker::tokenGenerated);
+        QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+        generate("Tell me a long story", 400);
+        QVERIFY(tokens.wait(30000));
+        worker_->stop();  // from this (the GUI) thread, as the window does
+        QVERIFY(finished.wait(10000));
+        QCOMPARE(finished.first().at(2).toString(), QString("cancelled"));
+        QVERIFY(!finished.first().at(3).toBool());
+        QVERIFY(tokens.count() < 400);
+        QTRY_COMPARE_WITH_TIMEOUT(server_->loop().running(), 0, 10000);
+    }
+
+    // Panel data for a third-party server: probabilities from top_logprobs, no logits, the KV
+    // usage gauge only, and notes saying what is not exposed.
+    void thirdPartyPanelData() {
+        remote::RemoteToken rt;
+        rt.text = rt.token = " Paris";
+        rt.logprob = std::log(0.5);
+        rt.has_logprobs = true;
+        rt.top = {{-1, " Paris", std::log(0.5), 0.5, std::nullopt},
+                  {-1, " Lyon", std::log(0.25), 0.25, std::nullopt}};
+        const auto t = app::remote_token_data(rt, false);
+        QCOMPARE(t.probability, 0.5f);
+        QCOMPARE(t.before.size(), 2);
+        QCOMPARE(t.before[0].id, t.id);  // the chosen row
+        QVERIFY(t.before[1].id != t.id);
+        QVERIFY(std::isnan(t.before[0].logit));
+        QVERIFY(t.source.contains("top_logprobs"));
+        remote::ServerMetrics vllm;
+        vllm.engine = "vllm";
+        vllm.kv_usage = 0.42;
+        vllm.requests_running = 3;
+        const auto kv = app::remote_kv_from_metrics(vllm, {});
+        ui::KvCacheView view;
+        view.setData(kv);
+        QCOMPARE(view.occupancy(), 0.42);
+        QVERIFY(view.occupancyText().contains("42.0%"));
+        QVERIFY(view.formulaText().contains("does not expose"));
+        const auto none = app::remote_kv_from_metrics(std::nullopt, "this server has no /metrics");
+        QVERIFY(none.remote_note.contains("no /metrics"));
+    }
+
+    // File › Connect to server…'s dialog lists the server's models off the GUI thread, and
+    // shows the one-line error for a server that is not there.
+    void connectDialogListsModels() {
+        app::ConnectDialog dialog({url_, {}, {}}, false);
+        QSignalSpy listed(&dialog, &app::ConnectDialog::modelsListed);
+        QVERIFY(listed.wait(10000));
+        QVERIFY(listed.first().first().toBool());
+        QCOMPARE(dialog.modelBox()->currentText(), QString("tiny"));
+        QCOMPARE(dialog.settings().model, QString("tiny"));
+        app::ConnectDialog refused({"http://127.0.0.1:1", {}, {}}, false);
+        QSignalSpy failed(&refused, &app::ConnectDialog::modelsListed);
+        QVERIFY(failed.wait(10000));
+        QVERIFY(!failed.first().first().toBool());
+        QVERIFY(refused.statusLabel()->text().contains("connection refused"));
+    }
+
+    // The window connected to our server: a reply streams in, the attention panel and the
+    // speculation controls say what the server does not expose, Back to local is offered.
+    void mainWindowRemoteMode() {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        QStandardPaths::setTestModeEnabled(true);
+        app::MainWindowOptions options;
+        options.store = (dir.path() + "/c.sqlite").toStdString();
+        options.model_path = dir.path() + "/none.gguf";  // no local model
+        options.remote = {url_, {}, {}};
+        app::MainWindow window(options);
+        QSignalSpy ready(&window, &app::MainWindow::modelReadyChanged);
+        QVERIFY(ready.wait(10000));
+        QVERIFY(window.remoteMode());
+        QVERIFY(window.statusText().contains("remote: http://127.0.0.1"));
+        QSignalSpy done(&window, &app::MainWindow::generationDone);
+        window.sendMessage("hello");
+        QVERIFY(done.wait(30000));
+        QVERIFY(window.attentionView()->placeholderText().contains("not sent over HTTP"));
+    }
+};
+
+QTEST_MAIN(TestRemoteWorker)
+#include "test_remote_worker.moc"
