@@ -485,95 +485,10 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 }
 
 // The K-quants with 16 sub-blocks of 16 (Q2_K, Q3_K, Q6_K) for T tokens, one row, without the
-// packed copy: per super-block the 16 scales and offset terms are computed in registers, each
-// 32-element chunk is unpacked to unsigned bytes u and multiplied with the tokens' int8 blocks,
-// and pmaddwd applies the two sub-block scales of the chunk. As pack_k_row describes:
-//   dot = d * d_a * sum_j sc[j] * sum(u * q_a) + sum_j coef[j] * s16_a[j]
-// with u = q (Q2_K), q + 4 (Q3_K) or q + 32 (Q6_K) and coef the matching offset or min term.
-template <Type W>
-struct K16Block {
-    __m256i sc16;      // the 16 sub-block scales as int16
-    __m256 coef[2];    // coef[j] for j = 0..7 and 8..15
-    float d;
-    __m256i qa, qb, qc;  // the element bits (per type, see chunk())
-
-    void load(const std::uint8_t* blk) {
-        if constexpr (W == Type::Q6_K) {
-            const auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
-            d = half_to_float(b->d);
-            sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
-            offset_coef(-32.0f * d);
-        } else if constexpr (W == Type::Q3_K) {
-            const auto* b = reinterpret_cast<const BlockQ3_K*>(blk);
-            d = half_to_float(b->d);
-            std::uint32_t w[3];
-            std::memcpy(w, b->scales, 12);
-            constexpr std::uint32_t kLow4 = 0x0F0F0F0Fu, kLow2 = 0x03030303u;
-            const __m128i u8 = _mm_setr_epi32(
-                static_cast<int>((w[0] & kLow4) | ((w[2] & kLow2) << 4)),
-                static_cast<int>((w[1] & kLow4) | (((w[2] >> 2) & kLow2) << 4)),
-                static_cast<int>(((w[0] >> 4) & kLow4) | (((w[2] >> 4) & kLow2) << 4)),
-                static_cast<int>(((w[1] >> 4) & kLow4) | (((w[2] >> 6) & kLow2) << 4)));
-            sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(u8), _mm256_set1_epi16(32));
-            offset_coef(-4.0f * d);
-        } else {
-            const auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
-            d = half_to_float(b->d);
-            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
-            sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
-            const __m256i m16 =
-                _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
-            const __m256 dmin = _mm256_set1_ps(-half_to_float(b->dmin));
-            coef[0] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(m16))));
-            coef[1] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(m16, 1))));
-        }
-    }
-    // coef[j] = k * sc[j] (Q3_K: -4 d sc, Q6_K: -32 d sc).
-    void offset_coef(float k) {
-        const __m256 kv = _mm256_set1_ps(k);
-        coef[0] = _mm256_mul_ps(kv, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(sc16))));
-        coef[1] = _mm256_mul_ps(kv, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(sc16, 1))));
-    }
-    // The int16 scales of chunk c (elements 32c..32c+31): sub-block 2c in the low 128 bits,
-    // 2c + 1 in the high (pmaddubsw pairs of elements 0-15 and 16-31).
-    __m256i chunk_scales(int c) const {
-        const __m128i half = c < 4 ? _mm256_castsi256_si128(sc16) : _mm256_extracti128_si256(sc16, 1);
-        const __m256i both = _mm256_broadcastsi128_si256(half);
-        const int k = c % 4;
-        const short lo = static_cast<short>(((4 * k + 1) << 8) | (4 * k));
-        const short hi = static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2));
-        return _mm256_shuffle_epi8(both, _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi)));
-    }
-    // Unsigned element bytes of chunk c = 4n + k (elements 128n + 32k + l).
-    static __m256i chunk(const std::uint8_t* blk, int c) {
-        const int n = c / 4, k = c % 4;
-        const __m256i three = _mm256_set1_epi8(3);
-        if constexpr (W == Type::Q6_K) {
-            const auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
-            const __m256i l =
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * n + 32 * (k % 2)));
-            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * n));
-            const __m256i low4 = _mm256_set1_epi8(0x0F);
-            const __m256i low = k < 2 ? _mm256_and_si256(l, low4)
-                                      : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
-            const __m256i high = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * k)), three);
-            return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-        } else {
-            const std::uint8_t* qs = W == Type::Q3_K ? reinterpret_cast<const BlockQ3_K*>(blk)->qs
-                                                     : reinterpret_cast<const BlockQ2_K*>(blk)->qs;
-            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * n));
-            const __m256i low = _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * k)), three);
-            if constexpr (W == Type::Q3_K) {
-                const __m256i hm = _mm256_loadu_si256(
-                    reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ3_K*>(blk)->hmask));
-                return _mm256_or_si256(low, bit_to(hm, c, 2));
-            } else {
-                return low;
-            }
-        }
-    }
-};
-
+// packed copy: per super-block the 16 scales and offset terms are decoded in registers
+// (k16_scales, pack_simd256.h), each 32-element chunk is unpacked (k16_chunk) and multiplied
+// with the tokens' int8 blocks, and pmaddwd applies the chunk's two sub-block scales. As
+// pack_k_row describes: dot = d * d_a * sum_j sc[j] * sum(u * q_a) + sum_j coef[j] * s16_a[j].
 template <Type W, int T>
 void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const std::uint8_t* aq[T];
@@ -589,10 +504,9 @@ void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
     __m256 acc[T], coef_acc[T];
     for (int t = 0; t < T; ++t) acc[t] = coef_acc[t] = _mm256_setzero_ps();
-    K16Block<W> k;
     for (std::int64_t b = 0; b < nb; ++b) {
         const std::uint8_t* blk = row + static_cast<std::size_t>(b) * block_bytes;
-        k.load(blk);
+        const K16Scales k = k16_scales<W>(blk);
         __m256i isum[T];
         for (int t = 0; t < T; ++t) {
             const float* s16 = as[t] + 16 * b;
@@ -602,8 +516,8 @@ void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         }
 #pragma GCC unroll 8
         for (int c = 0; c < 8; ++c) {
-            const __m256i u = K16Block<W>::chunk(blk, c);
-            const __m256i sc = k.chunk_scales(c);
+            const __m256i u = k16_chunk<W>(blk, c);
+            const __m256i sc = chunk_scales16(k.sc16, c);
 #pragma GCC unroll 4
             for (int t = 0; t < T; ++t) {
                 const __m256i x =
@@ -619,49 +533,31 @@ void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         a.out[(t0 + t) * a.out_stride + r] = hsum(acc[t]) + hsum(coef_acc[t]);
 }
 
+// The direct row kernel of format W for T tokens.
+template <Type W, int T>
+void direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+    if constexpr (W == Type::Q4_K || W == Type::Q5_K) {
+        q4_k_direct_row<W == Type::Q5_K, T>(a, r, t0);
+    } else if constexpr (W == Type::Q6_K || W == Type::Q3_K || W == Type::Q2_K) {
+        k16_direct_row<W, T>(a, r, t0);
+    } else {
+        q32_direct_row<W, T>(a, r, t0);
+    }
+}
+
 // Rows outermost (each weight row is read from memory once and stays in L1 for the later token
-// groups), tokens in groups of up to three (Row<T> is a row kernel above).
-template <template <int> class Row>
+// groups), tokens in groups of up to three.
+template <Type W>
 void run_direct(const MatmulArgs& a) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
         prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes, w_end);
         std::int64_t t0 = 0;
-        for (; t0 + 3 <= a.tokens; t0 += 3) Row<3>::run(a, r, t0);
-        if (a.tokens - t0 == 2) Row<2>::run(a, r, t0);
-        if (a.tokens - t0 == 1) Row<1>::run(a, r, t0);
+        for (; t0 + 3 <= a.tokens; t0 += 3) direct_row<W, 3>(a, r, t0);
+        if (a.tokens - t0 == 2) direct_row<W, 2>(a, r, t0);
+        if (a.tokens - t0 == 1) direct_row<W, 1>(a, r, t0);
     }
 }
-
-template <Type W>
-struct Q32Row {
-    template <int T>
-    struct Of {
-        static void run(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
-            q32_direct_row<W, T>(a, r, t0);
-        }
-    };
-};
-
-template <Type W>
-struct K16Row {
-    template <int T>
-    struct Of {
-        static void run(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
-            k16_direct_row<W, T>(a, r, t0);
-        }
-    };
-};
-
-template <bool kFifth>
-struct KRow {
-    template <int T>
-    struct Of {
-        static void run(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
-            q4_k_direct_row<kFifth, T>(a, r, t0);
-        }
-    };
-};
 
 }  // namespace
 
@@ -671,34 +567,34 @@ bool matmul_avx2(const MatmulArgs& args) {
     if (args.tokens < kPanelMinTokensInternal) {
         switch (args.type) {
             case Type::Q8_0:
-                run_direct<Q32Row<Type::Q8_0>::Of>(args);
+                run_direct<Type::Q8_0>(args);
                 return true;
             case Type::Q4_0:
-                run_direct<Q32Row<Type::Q4_0>::Of>(args);
+                run_direct<Type::Q4_0>(args);
                 return true;
             case Type::Q4_1:
-                run_direct<Q32Row<Type::Q4_1>::Of>(args);
+                run_direct<Type::Q4_1>(args);
                 return true;
             case Type::Q5_0:
-                run_direct<Q32Row<Type::Q5_0>::Of>(args);
+                run_direct<Type::Q5_0>(args);
                 return true;
             case Type::Q5_1:
-                run_direct<Q32Row<Type::Q5_1>::Of>(args);
+                run_direct<Type::Q5_1>(args);
                 return true;
             case Type::Q4_K:
-                run_direct<KRow<false>::Of>(args);
+                run_direct<Type::Q4_K>(args);
                 return true;
             case Type::Q5_K:
-                run_direct<KRow<true>::Of>(args);
+                run_direct<Type::Q5_K>(args);
                 return true;
             case Type::Q6_K:
-                run_direct<K16Row<Type::Q6_K>::Of>(args);
+                run_direct<Type::Q6_K>(args);
                 return true;
             case Type::Q3_K:
-                run_direct<K16Row<Type::Q3_K>::Of>(args);
+                run_direct<Type::Q3_K>(args);
                 return true;
             case Type::Q2_K:
-                run_direct<K16Row<Type::Q2_K>::Of>(args);
+                run_direct<Type::Q2_K>(args);
                 return true;
             case Type::F16:
                 if (args.tokens > 1) {

@@ -66,10 +66,5 @@ void pack_q32_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, s
 // u * q_a pairs stay within int16 (u <= 63, |q_a| <= 127), so pmaddubsw never saturates.
 void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std::uint8_t* u,
                 std::int16_t* sc16, float* d, float* coef16);
-// The scale half of pack_k_row for one super-block: *d, the 16 coef16 and the 16 sub-block
-// scales (sc16 repeats each 8 times). The SIMD packers unpack the elements themselves and call
-// this for the 16 scales.
-void k_block_scales(Type type, const std::uint8_t* block, std::int16_t (&sc)[16], float* d,
-                    float* coef16);
 
 }  // namespace tokenscope::tensor::detail

@@ -8,6 +8,7 @@
 // bandwidth-bound path and must cost a few instructions per 32 weights, not a few per weight.
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -146,20 +147,24 @@ inline void fill_sc16_per32(std::int16_t* sc16, __m128i scales8) {
     }
 }
 
-// The same for one scale per 16 elements (Q6_K): 16 int16 scales in v.
+// The int16 scales of 32-element chunk c (elements 32c..32c+31) from the 16 sub-block scales
+// of a 16-sub-block K-quant: sub-block 2c in the low 128 bits, 2c + 1 in the high (the pairs
+// pmaddubsw makes of elements 0-15 and 16-31).
+inline __m256i chunk_scales16(__m256i scales16, int c) {
+    const __m128i half =
+        c < 4 ? _mm256_castsi256_si128(scales16) : _mm256_extracti128_si256(scales16, 1);
+    const __m256i both = _mm256_broadcastsi128_si256(half);
+    const int k = c % 4;
+    // Lane 0: scale 2k (bytes 4k, 4k+1), lane 1: scale 2k+1.
+    const short lo = static_cast<short>(((4 * k + 1) << 8) | (4 * k));
+    const short hi = static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2));
+    return _mm256_shuffle_epi8(both, _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi)));
+}
+
+// sc16 for one scale per 16 elements (Q6_K, Q3_K, Q2_K): 16 int16 scales in v.
 inline void fill_sc16_per16(std::int16_t* sc16, __m256i scales16) {
-    for (int half = 0; half < 2; ++half) {
-        const __m128i part =
-            half == 0 ? _mm256_castsi256_si128(scales16) : _mm256_extracti128_si256(scales16, 1);
-        const __m256i both = _mm256_broadcastsi128_si256(part);
-        for (int k = 0; k < 4; ++k) {
-            // Lane 0: scale 2k (bytes 4k, 4k+1), lane 1: scale 2k+1.
-            const short lo = static_cast<short>(((4 * k + 1) << 8) | (4 * k));
-            const short hi = static_cast<short>(((4 * k + 3) << 8) | (4 * k + 2));
-            const __m256i pick = _mm256_setr_m128i(_mm_set1_epi16(lo), _mm_set1_epi16(hi));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(sc16 + 64 * half + 16 * k),
-                               _mm256_shuffle_epi8(both, pick));
-        }
+    for (int c = 0; c < 8; ++c) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc16 + 16 * c), chunk_scales16(scales16, c));
     }
 }
 
@@ -171,24 +176,133 @@ inline __m256i bit_to(__m256i v, int bit, int to) {
     return _mm256_sll_epi16(b, _mm_cvtsi32_si128(to));
 }
 
-// The scalar scale unpacking of one super-block (16 values), spread with the SIMD fill.
-inline void k_scales(Type type, const std::uint8_t* block, std::int16_t* sc16, float* d, float* c) {
-    std::int16_t sc[16];
-    k_block_scales(type, block, sc, d, c);
-    fill_sc16_per16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+// The K-quants with 16 sub-blocks of 16 (Q6_K, Q3_K, Q2_K), decoded in registers; shared by
+// their packer below and their direct kernels (dot_avx2.cpp). In pack_k_row's terms:
+// sc16 the 16 sub-block scales, coef[j] the offset or min term of sub-block j (coef[0]: j < 8),
+// and chunk c (elements 128n + 32k + l, c = 4n + k) the unsigned element bytes u.
+struct K16Scales {
+    __m256i sc16;
+    __m256 coef[2];
+    float d;
+};
+
+inline void k16_coef_from(__m256i v16, float k, __m256 (&coef)[2]) {
+    const __m256 kv = _mm256_set1_ps(k);
+    coef[0] =
+        _mm256_mul_ps(kv, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(v16))));
+    coef[1] = _mm256_mul_ps(
+        kv, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(v16, 1))));
 }
 
-// Q2_K / Q3_K low two bits: element 128n + 32k + l is bits 2k..2k+1 of qs[32n + l]. u must be
-// 32-byte aligned (the packers' buffers are).
-inline void unpack_2bit(const std::uint8_t* qs, std::uint8_t* u) {
+template <Type W>
+K16Scales k16_scales(const std::uint8_t* blk) {
+    K16Scales s;
+    if constexpr (W == Type::Q6_K) {
+        const auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
+        s.d = half_to_float(b->d);
+        s.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+        k16_coef_from(s.sc16, -32.0f * s.d, s.coef);
+    } else if constexpr (W == Type::Q3_K) {
+        // unpack_scale_q3_k for all 16 at once, four per 32-bit word: the low nibbles of
+        // scales[0..7] give s < 8, their high nibbles s >= 8; bits 2(s/4)..2(s/4)+1 of
+        // scales[8 + s % 4] are bits 4-5.
+        const auto* b = reinterpret_cast<const BlockQ3_K*>(blk);
+        s.d = half_to_float(b->d);
+        const std::uint32_t w0 = load_le32(b->scales), w1 = load_le32(b->scales + 4);
+        const std::uint32_t w2 = load_le32(b->scales + 8);
+        constexpr std::uint32_t kLow4 = 0x0F0F0F0Fu, kLow2 = 0x03030303u;
+        const __m128i u8 =
+            _mm_setr_epi32(static_cast<int>((w0 & kLow4) | ((w2 & kLow2) << 4)),
+                           static_cast<int>((w1 & kLow4) | (((w2 >> 2) & kLow2) << 4)),
+                           static_cast<int>(((w0 >> 4) & kLow4) | (((w2 >> 4) & kLow2) << 4)),
+                           static_cast<int>(((w1 >> 4) & kLow4) | (((w2 >> 6) & kLow2) << 4)));
+        s.sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(u8), _mm256_set1_epi16(32));
+        k16_coef_from(s.sc16, -4.0f * s.d, s.coef);
+    } else {
+        static_assert(W == Type::Q2_K);
+        const auto* b = reinterpret_cast<const BlockQ2_K*>(blk);
+        s.d = half_to_float(b->d);
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+        const __m128i low4 = _mm_set1_epi8(0x0F);
+        s.sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, low4));
+        k16_coef_from(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)),
+                      -half_to_float(b->dmin), s.coef);
+    }
+    return s;
+}
+
+template <Type W>
+__m256i k16_chunk(const std::uint8_t* blk, int c) {
+    const int n = c / 4, k = c % 4;
     const __m256i three = _mm256_set1_epi8(3);
-    for (int n = 0; n < 2; ++n) {
+    if constexpr (W == Type::Q6_K) {
+        // Low 4 bits: low (k < 2) or high nibble of ql[64n + 32(k%2) + l]; high 2 bits: bits
+        // 2k..2k+1 of qh[32n + l]. u = q, the value q - 32.
+        const auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
+        const __m256i l =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * n + 32 * (k % 2)));
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * n));
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        const __m256i low =
+            k < 2 ? _mm256_and_si256(l, low4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+        const __m256i high = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * k)), three);
+        return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+    } else {
+        // Bits 2k..2k+1 of qs[32n + l]; Q3_K adds 4 where bit c of hmask[l] is set (u = q + 4).
+        const std::uint8_t* qs = W == Type::Q3_K ? reinterpret_cast<const BlockQ3_K*>(blk)->qs
+                                                 : reinterpret_cast<const BlockQ2_K*>(blk)->qs;
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * n));
-        for (int k = 0; k < 4; ++k) {
-            store32(u + 128 * n + 32 * k,
-                    _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * k)), three));
+        const __m256i low = _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * k)), three);
+        if constexpr (W == Type::Q3_K) {
+            const __m256i hm = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ3_K*>(blk)->hmask));
+            return _mm256_or_si256(low, bit_to(hm, c, 2));
+        } else {
+            return low;
         }
     }
+}
+
+template <Type W>
+void pack_k16(const std::uint8_t* blocks, std::int64_t nb, std::size_t block_bytes, std::uint8_t* u,
+              std::int16_t* sc16, float* d, float* c) {
+    for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
+        const std::uint8_t* blk = blocks + static_cast<std::size_t>(b) * block_bytes;
+        for (int ch = 0; ch < 8; ++ch) store32(u + 32 * ch, k16_chunk<W>(blk, ch));
+        const K16Scales s = k16_scales<W>(blk);
+        d[b] = s.d;
+        fill_sc16_per16(sc16, s.sc16);
+        _mm256_storeu_ps(c, s.coef[0]);
+        _mm256_storeu_ps(c + 8, s.coef[1]);
+    }
+}
+
+// Q4_K / Q5_K (the same header: d, dmin, 12 bytes of 6-bit scales and mins): d, sc16 and coef.
+inline void pack_q4_k_scales(const BlockQ4_K* blk, std::int16_t* sc16, float* d, float* c) {
+    static_assert(offsetof(BlockQ4_K, scales) == offsetof(BlockQ5_K, scales) &&
+                  offsetof(BlockQ4_K, dmin) == offsetof(BlockQ5_K, dmin));
+    *d = half_to_float(blk->d);
+    const float dmin = half_to_float(blk->dmin);
+    // The 8 6-bit scales and mins, 4 per 32-bit word at once (the byte-wise form is
+    // scale_min_k4); per-byte shifts stay inside their byte thanks to the masks.
+    const std::uint32_t w0 = load_le32(blk->scales);
+    const std::uint32_t w1 = load_le32(blk->scales + 4);
+    const std::uint32_t w2 = load_le32(blk->scales + 8);
+    const std::uint64_t sc8 =
+        (w0 & 0x3F3F3F3Fu) |
+        static_cast<std::uint64_t>((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32;
+    const std::uint64_t m8 =
+        (w1 & 0x3F3F3F3Fu) |
+        static_cast<std::uint64_t>(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4))
+            << 32;
+    fill_sc16_per32(sc16, _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+    // coef of each 16: -dmin * m of its 32-element sub-block, so each min twice.
+    const __m256 mins = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m8)))),
+        _mm256_set1_ps(-dmin));
+    _mm256_storeu_ps(c, _mm256_permutevar8x32_ps(mins, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
+    _mm256_storeu_ps(c + 8,
+                     _mm256_permutevar8x32_ps(mins, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
 }
 
 void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
@@ -196,120 +310,39 @@ void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::ui
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     switch (type) {
         case Type::Q4_K:
+        case Type::Q5_K: {
+            // 32 bytes of qs hold sub-block 2g (low nibbles) and 2g+1 (high nibbles); Q5_K adds
+            // bit s of qh[l] as bit 4 of element 32s + l.
+            const bool fifth = type == Type::Q5_K;
+            const std::size_t block_bytes = fifth ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
             for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
-                const auto* blk = reinterpret_cast<const BlockQ4_K*>(blocks) + b;
-                // 32 bytes of qs hold sub-block 2g (low nibbles) and 2g+1 (high nibbles).
+                const std::uint8_t* blk = blocks + static_cast<std::size_t>(b) * block_bytes;
+                const std::uint8_t* qs = fifth ? reinterpret_cast<const BlockQ5_K*>(blk)->qs
+                                               : reinterpret_cast<const BlockQ4_K*>(blk)->qs;
+                const __m256i h = fifth ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                              reinterpret_cast<const BlockQ5_K*>(blk)->qh))
+                                        : _mm256_setzero_si256();
                 for (int g = 0; g < 4; ++g) {
                     const __m256i x =
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * g));
-                    store32(u + 64 * g, _mm256_and_si256(x, low4));
-                    store32(u + 64 * g + 32, _mm256_and_si256(_mm256_srli_epi16(x, 4), low4));
-                }
-                d[b] = half_to_float(blk->d);
-                const float dmin = half_to_float(blk->dmin);
-                // The 8 6-bit scales and mins, 4 per 32-bit word at once (the byte-wise form
-                // is scale_min_k4); per-byte shifts stay inside their byte thanks to the masks.
-                const std::uint32_t w0 = load_le32(blk->scales);
-                const std::uint32_t w1 = load_le32(blk->scales + 4);
-                const std::uint32_t w2 = load_le32(blk->scales + 8);
-                const std::uint64_t sc8 =
-                    (w0 & 0x3F3F3F3Fu) | static_cast<std::uint64_t>(
-                                             (w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4))
-                                             << 32;
-                const std::uint64_t m8 = (w1 & 0x3F3F3F3Fu) | static_cast<std::uint64_t>(
-                                                                  ((w2 >> 4) & 0x0F0F0F0Fu) |
-                                                                  (((w1 >> 6) & 0x03030303u) << 4))
-                                                                  << 32;
-                const __m128i sc8v = _mm_cvtsi64_si128(static_cast<long long>(sc8));
-                fill_sc16_per32(sc16, _mm_cvtepu8_epi16(sc8v));
-                // coef of each 16: -dmin * m of its 32-element sub-block, so each min twice.
-                const __m256 mins = _mm256_mul_ps(
-                    _mm256_cvtepi32_ps(
-                        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m8)))),
-                    _mm256_set1_ps(-dmin));
-                _mm256_storeu_ps(
-                    c, _mm256_permutevar8x32_ps(mins, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
-                _mm256_storeu_ps(c + 8, _mm256_permutevar8x32_ps(
-                                            mins, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
-            }
-            return;
-        case Type::Q6_K:
-            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
-                const auto* blk = reinterpret_cast<const BlockQ6_K*>(blocks) + b;
-                const __m256i high2 = _mm256_set1_epi8(0x30);
-                for (int half = 0; half < 2; ++half) {
-                    const std::uint8_t* ql = blk->ql + 64 * half;
-                    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-                    const __m256i l1 =
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-                    const __m256i h =
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh + 32 * half));
-                    // Element 128*half + 32k + l: low nibble (k < 2) or high nibble (k >= 2) of
-                    // ql[32*(k%2) + l], plus bits 2k..2k+1 of qh[l] moved to bits 4..5. The
-                    // 16-bit shifts leak bits across bytes only outside the masked bits.
-                    std::uint8_t* o = u + 128 * half;
-                    store32(o, _mm256_or_si256(_mm256_and_si256(l0, low4),
-                                               _mm256_and_si256(_mm256_slli_epi16(h, 4), high2)));
-                    store32(o + 32,
-                            _mm256_or_si256(_mm256_and_si256(l1, low4),
-                                            _mm256_and_si256(_mm256_slli_epi16(h, 2), high2)));
-                    store32(o + 64,
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                            _mm256_and_si256(h, high2)));
-                    store32(o + 96,
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                            _mm256_and_si256(_mm256_srli_epi16(h, 2), high2)));
-                }
-                d[b] = half_to_float(blk->d);
-                const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales));
-                fill_sc16_per16(sc16, _mm256_cvtepi8_epi16(sc));
-                const __m256 coef = _mm256_set1_ps(-32.0f * d[b]);
-                _mm256_storeu_ps(c,
-                                 _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)), coef));
-                _mm256_storeu_ps(
-                    c + 8,
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))),
-                                  coef));
-            }
-            return;
-        case Type::Q5_K:
-            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
-                const auto* blk = reinterpret_cast<const BlockQ5_K*>(blocks) + b;
-                // As Q4_K, plus bit s of qh[l] as bit 4 of element 32s + l (sub-block s).
-                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qh));
-                for (int g = 0; g < 4; ++g) {
-                    const __m256i x =
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * g));
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * g));
                     store32(u + 64 * g,
                             _mm256_or_si256(_mm256_and_si256(x, low4), bit_to(h, 2 * g, 4)));
                     store32(u + 64 * g + 32,
                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 4), low4),
                                             bit_to(h, 2 * g + 1, 4)));
                 }
-                k_scales(type, reinterpret_cast<const std::uint8_t*>(blk), sc16, d + b, c);
+                pack_q4_k_scales(reinterpret_cast<const BlockQ4_K*>(blk), sc16, d + b, c);
             }
+            return;
+        }
+        case Type::Q6_K:
+            pack_k16<Type::Q6_K>(blocks, nb, sizeof(BlockQ6_K), u, sc16, d, c);
             return;
         case Type::Q3_K:
-            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
-                const auto* blk = reinterpret_cast<const BlockQ3_K*>(blocks) + b;
-                // Low 2 bits as Q2_K; bit (e / 32) of hmask[e % 32] adds 4 (q + 4, value - 4).
-                unpack_2bit(blk->qs, u);
-                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->hmask));
-                for (int j = 0; j < 8; ++j) {
-                    std::uint8_t* o = u + 32 * j;
-                    store32(o, _mm256_or_si256(
-                                   _mm256_load_si256(reinterpret_cast<const __m256i*>(o)),
-                                   bit_to(h, j, 2)));
-                }
-                k_scales(type, reinterpret_cast<const std::uint8_t*>(blk), sc16, d + b, c);
-            }
+            pack_k16<Type::Q3_K>(blocks, nb, sizeof(BlockQ3_K), u, sc16, d, c);
             return;
         case Type::Q2_K:
-            for (std::int64_t b = 0; b < nb; ++b, u += 256, sc16 += 128, c += 16) {
-                const auto* blk = reinterpret_cast<const BlockQ2_K*>(blocks) + b;
-                unpack_2bit(blk->qs, u);
-                k_scales(type, reinterpret_cast<const std::uint8_t*>(blk), sc16, d + b, c);
-            }
+            pack_k16<Type::Q2_K>(blocks, nb, sizeof(BlockQ2_K), u, sc16, d, c);
             return;
         default:
             pack_k_row(type, blocks, nb, u, sc16, d, c);

@@ -103,6 +103,10 @@ void pack_q32_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, s
     }
 }
 
+namespace {
+
+// The scale half of pack_k_row for one super-block: *d, the 16 coef16 and the 16 sub-block
+// scales (sc16 repeats each 8 times).
 void k_block_scales(Type type, const std::uint8_t* block, std::int16_t (&sc)[16], float* d,
                     float* coef16) {
     switch (type) {
@@ -119,22 +123,8 @@ void k_block_scales(Type type, const std::uint8_t* block, std::int16_t (&sc)[16]
         case Type::Q3_K: {
             const auto* blk = reinterpret_cast<const BlockQ3_K*>(block);
             *d = load_f16(blk->d);
-            // unpack_scale_q3_k for all 16 at once, four bytes per 32-bit word: the low nibbles
-            // of scales[0..7] give s < 8, their high nibbles s >= 8; bits 2(s/4)..2(s/4)+1 of
-            // scales[8 + s % 4] are bits 4-5. A third of the packing time went here before.
-            std::uint32_t w[3];
-            std::memcpy(w, blk->scales, 12);
-            constexpr std::uint32_t kLow4 = 0x0F0F0F0Fu, kLow2 = 0x03030303u;
-            const std::uint32_t words[4] = {
-                (w[0] & kLow4) | ((w[2] & kLow2) << 4),
-                (w[1] & kLow4) | (((w[2] >> 2) & kLow2) << 4),
-                ((w[0] >> 4) & kLow4) | (((w[2] >> 4) & kLow2) << 4),
-                ((w[1] >> 4) & kLow4) | (((w[2] >> 6) & kLow2) << 4),
-            };
-            std::uint8_t u[16];
-            std::memcpy(u, words, 16);
             for (int j = 0; j < 16; ++j) {
-                sc[j] = static_cast<std::int16_t>(u[j] - 32);
+                sc[j] = static_cast<std::int16_t>(unpack_scale_q3_k(j, blk->scales));
                 coef16[j] = -4.0f * *d * static_cast<float>(sc[j]);
             }
             break;
@@ -166,6 +156,8 @@ void k_block_scales(Type type, const std::uint8_t* block, std::int16_t (&sc)[16]
             return;  // the dispatcher only sends K-quant types here
     }
 }
+
+}  // namespace
 
 void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std::uint8_t* u,
                 std::int16_t* sc16, float* d, float* coef16) {
