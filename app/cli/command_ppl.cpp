@@ -10,6 +10,7 @@
 #include "arguments.h"
 #include "commands.h"
 #include "generation_options.h"
+#include "runtime/window_scoring.h"
 #include "util/error.h"
 #include "util/json_writer.h"
 
@@ -29,44 +30,18 @@ int run_ppl(int argc, char** argv, int first) {
     auto engine = runtime::Engine::load(args.required("model"), options);
     const auto& tok = engine->tokenizer();
     const std::vector<std::int32_t> tokens = tok.encode(buffer.str());
-    const bool bos = tok.add_bos() && tok.bos_id() >= 0;
-    const std::int64_t body = ctx - (bos ? 1 : 0);
-    if (static_cast<std::int64_t>(tokens.size()) < 2) throw InvalidArgument("ppl: " + path + " has fewer than 2 tokens");
+    if (tokens.size() < 2) throw InvalidArgument("ppl: " + path + " has fewer than 2 tokens");
+    const auto windows = runtime::split_into_windows(tok, tokens, ctx, "ppl");
 
     double nll = 0.0;
     std::int64_t scored = 0;
-    std::int64_t windows = 0;
-    runtime::ForwardOutputs out;
     const auto start = std::chrono::steady_clock::now();
-    for (std::size_t at = 0; at + 1 < tokens.size(); at += static_cast<std::size_t>(body)) {
-        std::vector<std::int32_t> window;
-        if (bos) window.push_back(tok.bos_id());
-        const std::size_t end = std::min(tokens.size(), at + static_cast<std::size_t>(body));
-        window.insert(window.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at), tokens.begin() + static_cast<std::ptrdiff_t>(end));
-        const kv::SeqId seq = engine->new_sequence_id();
-        // Feed the window in chunks of the token budget, keeping every position's logits.
-        for (std::size_t pos = 0; pos < window.size();) {
-            const std::size_t n = std::min<std::size_t>(window.size() - pos, static_cast<std::size_t>(options.token_budget));
-            if (!engine->kv().allocate_slots(seq, static_cast<int>(n))) throw Error("ppl: the KV cache is too small for --ctx");
-            runtime::Batch batch;
-            batch.chunks.push_back({seq, std::span(window).subspan(pos, n), static_cast<std::int64_t>(pos),
-                                    runtime::LogitsWanted::All, nullptr});
-            engine->forward(batch, out);
-            for (std::size_t i = 0; i < n; ++i) {
-                const std::size_t target = pos + i + 1;  // the token this row predicts
-                if (target >= window.size()) continue;
-                const auto row = out.row(out.first_row[0] + static_cast<std::int64_t>(i));
-                double max = row[0];
-                for (float v : row) max = std::max(max, static_cast<double>(v));
-                double sum = 0.0;
-                for (float v : row) sum += std::exp(static_cast<double>(v) - max);
-                nll += (max + std::log(sum)) - row[static_cast<std::size_t>(window[target])];
-                ++scored;
-            }
-            pos += n;
-        }
-        engine->kv().free_sequence(seq);
-        ++windows;
+    for (const auto& window : windows) {
+        runtime::for_each_position_logits(*engine, window, "ppl", [&](std::size_t pos, std::span<const float> row) {
+            if (pos + 1 >= window.size()) return;  // the last position predicts nothing here
+            nll += runtime::log_sum_exp(row) - row[static_cast<std::size_t>(window[pos + 1])];
+            ++scored;
+        });
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double ppl = std::exp(nll / static_cast<double>(scored));
@@ -76,14 +51,14 @@ int run_ppl(int argc, char** argv, int first) {
         w.key("perplexity").value(ppl);
         w.key("mean_nll").value(nll / static_cast<double>(scored));
         w.key("scored_tokens").value(scored);
-        w.key("windows").value(windows);
+        w.key("windows").value(static_cast<std::int64_t>(windows.size()));
         w.key("ctx").value(ctx);
         w.key("seconds").value(seconds);
         w.end_object();
         std::printf("%s\n", w.str().c_str());
     } else {
         std::printf("perplexity %.4f over %lld tokens (%lld windows of up to %lld tokens, %.1f s)\n", ppl,
-                    static_cast<long long>(scored), static_cast<long long>(windows), static_cast<long long>(ctx), seconds);
+                    static_cast<long long>(scored), static_cast<long long>(windows.size()), static_cast<long long>(ctx), seconds);
     }
     return 0;
 }

@@ -8,19 +8,12 @@
 #include <memory>
 
 #include "runtime/engine.h"
+#include "runtime/window_scoring.h"
 #include "util/error.h"
 
 namespace tokenscope::quant {
 
 namespace {
-
-double logsumexp(std::span<const float> v) {
-    float max = v[0];
-    for (float x : v) max = std::max(max, x);
-    double sum = 0.0;
-    for (float x : v) sum += std::exp(static_cast<double>(x - max));
-    return static_cast<double>(max) + std::log(sum);
-}
 
 std::size_t argmax(std::span<const float> v) {
     return static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -33,29 +26,16 @@ struct Accumulator {
     std::vector<double> kl;
 };
 
-// Runs `window` through a fresh sequence of `engine`, keeping every position's logits in `out`
-// (rows in order).
+// Every position's logits of `window` in `out` (rows in order).
 void run_window(runtime::Engine& engine, std::span<const std::int32_t> window,
                 std::vector<float>& out) {
-    const kv::SeqId seq = engine.new_sequence_id();
     const auto vocab = static_cast<std::size_t>(engine.config().vocab_size);
     out.resize(window.size() * vocab);
-    runtime::ForwardOutputs fo;
-    const auto budget =
-        static_cast<std::size_t>(std::max<std::int64_t>(1, engine.options().token_budget));
-    for (std::size_t pos = 0; pos < window.size();) {
-        const std::size_t n = std::min(window.size() - pos, budget);
-        if (!engine.kv().allocate_slots(seq, static_cast<int>(n)))
-            throw Error("quant-eval: the KV cache is too small for --ctx");
-        runtime::Batch batch;
-        batch.chunks.push_back({seq, window.subspan(pos, n), static_cast<std::int64_t>(pos),
-                                runtime::LogitsWanted::All, nullptr});
-        engine.forward(batch, fo);
-        std::copy(fo.logits.begin(), fo.logits.begin() + static_cast<std::ptrdiff_t>(n * vocab),
-                  out.begin() + static_cast<std::ptrdiff_t>(pos * vocab));
-        pos += n;
-    }
-    engine.kv().free_sequence(seq);
+    runtime::for_each_position_logits(
+        engine, window, "quant-eval", [&](std::size_t pos, std::span<const float> row) {
+            std::copy(row.begin(), row.end(),
+                      out.begin() + static_cast<std::ptrdiff_t>(pos * vocab));
+        });
 }
 
 double decode_speed(runtime::Engine& engine, std::span<const std::int32_t> prompt, int steps) {
@@ -99,7 +79,7 @@ void describe_file(const runtime::Engine& engine, const std::string& path, Model
 }  // namespace
 
 void log_softmax(std::span<const float> logits, std::span<float> out) {
-    const double lse = logsumexp(logits);
+    const double lse = runtime::log_sum_exp(logits);
     for (std::size_t i = 0; i < logits.size(); ++i)
         out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
 }
@@ -110,7 +90,7 @@ namespace {
 // so identical rows give exactly 0.
 double kl_with_base_lse(std::span<const float> base, double base_lse,
                         std::span<const float> logits) {
-    const double lse = logsumexp(logits);
+    const double lse = runtime::log_sum_exp(logits);
     double kl = 0.0;
     for (std::size_t i = 0; i < logits.size(); ++i) {
         const double lp = static_cast<double>(base[i]) - base_lse;
@@ -124,7 +104,7 @@ double kl_with_base_lse(std::span<const float> base, double base_lse,
 }  // namespace
 
 double kl_divergence(std::span<const float> base_logits, std::span<const float> logits) {
-    return kl_with_base_lse(base_logits, logsumexp(base_logits), logits);
+    return kl_with_base_lse(base_logits, runtime::log_sum_exp(base_logits), logits);
 }
 
 EvalResult evaluate_quantizations(const EvalOptions& options) {
@@ -149,10 +129,7 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
     }
     const auto& tok = base->tokenizer();
     const std::vector<std::int32_t> tokens = tok.encode(options.text);
-    const bool bos = tok.add_bos() && tok.bos_id() >= 0;
-    const std::int64_t body = options.ctx - (bos ? 1 : 0);
-    if (tokens.size() < 2) throw InvalidArgument("quant-eval: the text has fewer than 2 tokens");
-    if (body < 2) throw InvalidArgument("quant-eval: --ctx is too small");
+    const auto windows = runtime::split_into_windows(tok, tokens, options.ctx, "quant-eval");
 
     const auto vocab = static_cast<std::size_t>(base->config().vocab_size);
     EvalResult result;
@@ -161,14 +138,8 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
     Accumulator base_acc;
     std::vector<Accumulator> acc(models.size());
     std::vector<float> base_lp, logits;
-    const std::size_t n_windows =
-        (tokens.size() - 1 + static_cast<std::size_t>(body) - 1) / static_cast<std::size_t>(body);
-    for (std::size_t at = 0; at + 1 < tokens.size(); at += static_cast<std::size_t>(body)) {
-        std::vector<std::int32_t> window;
-        if (bos) window.push_back(tok.bos_id());
-        const std::size_t end = std::min(tokens.size(), at + static_cast<std::size_t>(body));
-        window.insert(window.end(), tokens.begin() + static_cast<std::ptrdiff_t>(at),
-                      tokens.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::size_t n_windows = windows.size();
+    for (const auto& window : windows) {
         ++result.windows;
         say("window " + std::to_string(result.windows) + "/" + std::to_string(n_windows) +
             ": base");
@@ -181,7 +152,7 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
             // Raw logits and their log-sum-exp are kept (not float log-probabilities), and the
             // same expressions serve the models below, so the base against itself gives 0.
             const std::span<const float> row(base_lp.data() + i * vocab, vocab);
-            base_lse[i] = logsumexp(row);
+            base_lse[i] = runtime::log_sum_exp(row);
             base_top[i] = argmax(row);
             base_acc.nll -=
                 static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - base_lse[i];
@@ -194,7 +165,7 @@ EvalResult evaluate_quantizations(const EvalOptions& options) {
             for (std::size_t i = 0; i < scored; ++i) {
                 const std::span<const float> lp(base_lp.data() + i * vocab, vocab);
                 const std::span<const float> row(logits.data() + i * vocab, vocab);
-                const double lse = logsumexp(row);
+                const double lse = runtime::log_sum_exp(row);
                 acc[m].nll -=
                     static_cast<double>(row[static_cast<std::size_t>(window[i + 1])]) - lse;
                 acc[m].kl.push_back(kl_with_base_lse(lp, base_lse[i], row));
