@@ -17,7 +17,7 @@
 #include "inference_worker.h"
 #include "kv_cache_view.h"
 #include "main_window.h"
-#include "reference/tiny_model.h"
+#include "server/tiny_server.h"
 #include "remote_panels.h"
 
 using namespace tokenscope;
@@ -27,21 +27,8 @@ using app::InferenceWorker;
 namespace {
 
 std::unique_ptr<server::ApiServer> make_server(std::chrono::milliseconds step_pause) {
-    test::TinyModelSpec spec;
-    spec.chat_template =
-        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-    runtime::EngineOptions o;
-    o.threads = 2;
-    o.kv_capacity_tokens = 1024;
-    server::ServerOptions so;
-    so.port = 0;
-    so.model_id = "tiny";
-    so.loop.step_pause = step_pause;
-    auto s = std::make_unique<server::ApiServer>(
-        runtime::Engine::load(test::tiny_model_path("llama-chatml", spec), o), so);
-    s->start();
-    return s;
+    return test::start_tiny_server(
+        [&](server::ServerOptions& o) { o.loop.step_pause = step_pause; });
 }
 
 }  // namespace

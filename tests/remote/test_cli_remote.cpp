@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api_server.h"
-#include "reference/tiny_model.h"
+#include "server/tiny_server.h"
 #include "remote_engine.h"
 
 using namespace tokenscope;
@@ -45,20 +45,8 @@ class TestCliRemote : public QObject {
 
   private slots:
     void initTestCase() {
-        test::TinyModelSpec spec;
-        spec.chat_template =
-            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor "
-            "%}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-        runtime::EngineOptions o;
-        o.threads = 2;
-        o.kv_capacity_tokens = 1024;
-        server::ServerOptions so;
-        so.port = 0;
-        so.model_id = "tiny";
-        server_ = std::make_unique<server::ApiServer>(
-            runtime::Engine::load(test::tiny_model_path("llama-chatml", spec), o), so);
-        url_ = QString("http://127.0.0.1:%1/v1").arg(server_->start());
+        server_ = test::start_tiny_server();
+        url_ = QString("http://127.0.0.1:%1/v1").arg(server_->port());
     }
     void cleanupTestCase() { server_.reset(); }
 

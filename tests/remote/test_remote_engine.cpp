@@ -18,7 +18,7 @@
 #include <httplib.h>
 
 #include "api_server.h"
-#include "reference/tiny_model.h"
+#include "server/tiny_server.h"
 #include "remote_engine.h"
 #include "runtime/prompt_builder.h"
 #include "server_metrics.h"
@@ -30,31 +30,15 @@ using nlohmann::json;
 
 namespace {
 
-// ChatML, as test_server uses: the chat path renders the model's own template.
-const char* const kChatTemplate =
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-
-std::unique_ptr<runtime::Engine> load_engine() {
-    test::TinyModelSpec spec;
-    spec.chat_template = kChatTemplate;
-    runtime::EngineOptions o;
-    o.threads = 2;
-    o.kv_capacity_tokens = 1024;
-    return runtime::Engine::load(test::tiny_model_path("llama-chatml", spec), o);
-}
+std::unique_ptr<runtime::Engine> load_engine() { return test::load_chatml_engine(); }
 
 std::unique_ptr<server::ApiServer> make_server(
     const std::function<void(server::ServerOptions&)>& tweak = nullptr) {
-    server::ServerOptions o;
-    o.port = 0;
-    o.model_id = "tiny";
-    o.loop.parallel = 2;
-    o.loop.queue = 4;
-    if (tweak) tweak(o);
-    auto s = std::make_unique<server::ApiServer>(load_engine(), o);
-    s->start();
-    return s;
+    return test::start_tiny_server([&](server::ServerOptions& o) {
+        o.loop.parallel = 2;
+        o.loop.queue = 4;
+        if (tweak) tweak(o);
+    });
 }
 
 std::string url_of(int port) {

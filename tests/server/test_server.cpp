@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "api_server.h"
-#include "reference/tiny_model.h"
+#include "server/tiny_server.h"
 #include "runtime/prompt_builder.h"
 #include "server_test_client.h"
 #include "util/error.h"
@@ -23,36 +23,16 @@ using nlohmann::json;
 
 namespace {
 
-// ChatML, so the chat path renders the model's own template (the trained test tokenizer has no
-// <|im_start|> token: the markers are encoded as text, which is all this suite needs).
-const char* const kChatTemplate =
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-
-std::string model_path() {
-    test::TinyModelSpec spec;
-    spec.chat_template = kChatTemplate;
-    return test::tiny_model_path("llama-chatml", spec);
-}
-
-std::unique_ptr<runtime::Engine> load_engine() {
-    runtime::EngineOptions o;
-    o.threads = 2;
-    o.kv_capacity_tokens = 1024;
-    return runtime::Engine::load(model_path(), o);
-}
+std::unique_ptr<runtime::Engine> load_engine() { return test::load_chatml_engine(); }
+std::string model_path() { return test::chatml_model_path(); }
 
 std::unique_ptr<server::ApiServer> make_server(
     const std::function<void(server::ServerOptions&)>& tweak = nullptr) {
-    server::ServerOptions o;
-    o.port = 0;
-    o.model_id = "tiny";
-    o.loop.parallel = 4;
-    o.loop.queue = 8;
-    if (tweak) tweak(o);
-    auto s = std::make_unique<server::ApiServer>(load_engine(), o);
-    s->start();
-    return s;
+    return test::start_tiny_server([&](server::ServerOptions& o) {
+        o.loop.parallel = 4;
+        o.loop.queue = 8;
+        if (tweak) tweak(o);
+    });
 }
 
 struct Direct {
