@@ -28,6 +28,18 @@ namespace {
 using Row = SelftestResult;
 
 int print_results(const std::vector<Row>& rows);
+
+// The synthetic model the whole-model checks use: two layers, GQA (4 heads, 2 KV heads).
+SyntheticShape tiny_shape() {
+    SyntheticShape tiny;
+    tiny.width = 256;
+    tiny.layers = 2;
+    tiny.heads = 4;
+    tiny.kv_heads = 2;
+    tiny.ffn = 512;
+    tiny.vocab = 1000;
+    return tiny;
+}
 int run_cpu_checks(const std::optional<std::string>& model);
 
 double relative_error(std::span<const float> a, std::span<const float> b) {
@@ -178,13 +190,7 @@ int run_selftest(int argc, char** argv, int first) {
     // 2^-9 relative each, compounding over two layers: 2e-2.
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tokenscope-selftest";
     std::filesystem::create_directories(dir);
-    SyntheticShape tiny;
-    tiny.width = 256;
-    tiny.layers = 2;
-    tiny.heads = 4;
-    tiny.kv_heads = 2;
-    tiny.ffn = 512;
-    tiny.vocab = 1000;
+    const SyntheticShape tiny = tiny_shape();
     for (const auto& [type, tolerance] : {std::pair{tensor::Type::F16, 2e-2}, std::pair{tensor::Type::Q8_0, 0.1}, std::pair{tensor::Type::Q4_K, 0.1}}) {
         const std::string path = (dir / (std::string("tiny-") + tensor::type_name(type) + ".gguf")).string();
         write_synthetic_model(path, type, tiny);
@@ -269,13 +275,7 @@ int print_results(const std::vector<Row>& rows) {
 int run_cpu_checks(const std::optional<std::string>& model) {
     const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tokenscope-selftest";
     std::filesystem::create_directories(dir);
-    SyntheticShape tiny;
-    tiny.width = 256;
-    tiny.layers = 2;
-    tiny.heads = 4;
-    tiny.kv_heads = 2;
-    tiny.ffn = 512;
-    tiny.vocab = 1000;
+    const SyntheticShape tiny = tiny_shape();
     const std::string path = (dir / "tiny-cpu-Q8_0.gguf").string();
     write_synthetic_model(path, tensor::Type::Q8_0, tiny);
     std::vector<Row> rows = check_speculation(path, "tiny llama Q8_0", runtime::Device::Cpu);
