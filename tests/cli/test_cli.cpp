@@ -16,34 +16,17 @@
 #include "gguf/writer.h"
 #include "tensor/type.h"
 #include "util/byte_format.h"
+#include "util/cli_process.h"
 #include "util/test_paths.h"
 
 using namespace tokenscope;
 
 namespace {
 
-struct Result {
-    int exit_code = -1;
-    bool crashed = false;
-    QString out, err;
-};
+using Result = test::CliResult;
 
 Result run_cli(const QStringList& args, int timeout_ms = 30000) {
-    QProcess process;
-    process.start(TOKENSCOPE_CLI, args);
-    Result r;
-    if (!process.waitForFinished(timeout_ms)) {
-        process.kill();
-        process.waitForFinished();
-        r.err = "timed out";
-        r.crashed = true;
-        return r;
-    }
-    r.crashed = process.exitStatus() != QProcess::NormalExit;
-    r.exit_code = process.exitCode();
-    r.out = QString::fromUtf8(process.readAllStandardOutput());
-    r.err = QString::fromUtf8(process.readAllStandardError());
-    return r;
+    return test::run_process(TOKENSCOPE_CLI, args, {}, timeout_ms);
 }
 
 QString describe(const Result& r) {

@@ -22,31 +22,15 @@
 #include "reference/tiny_model.h"
 #include "runtime/engine.h"
 #include "runtime/prompt_builder.h"
+#include "util/cli_process.h"
 
 using namespace tokenscope;
 
 namespace {
 
-struct Result {
-    int exit_code = -1;
-    QString out, err;
-};
+using Result = test::CliResult;
 
-Result run_cli(const QStringList& args) {
-    QProcess p;
-    p.start(TOKENSCOPE_CLI, args);
-    Result r;
-    if (!p.waitForFinished(60000)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = "timed out";
-        return r;
-    }
-    r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
+Result run_cli(const QStringList& args) { return test::run_process(TOKENSCOPE_CLI, args, {}, 60000); }
 
 QByteArray read_all(const QString& path) {
     QFile f(path);

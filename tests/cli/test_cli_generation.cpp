@@ -11,34 +11,17 @@
 #include <QtTest>
 
 #include "reference/tiny_model.h"
+#include "util/cli_process.h"
 #include "util/test_paths.h"
 
 using namespace tokenscope;
 
 namespace {
-struct Result {
-    int exit_code = -1;
-    QString out, err;
-};
+using Result = test::CliResult;
 
 Result run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 120000,
                const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment()) {
-    QProcess p;
-    p.setProcessEnvironment(env);
-    p.start(TOKENSCOPE_CLI, args);
-    if (!input.isEmpty()) p.write(input);
-    p.closeWriteChannel();
-    Result r;
-    if (!p.waitForFinished(timeout_ms)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = "timed out";
-        return r;
-    }
-    r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
+    return test::run_process(TOKENSCOPE_CLI, args, input, timeout_ms, env);
 }
 }  // namespace
 

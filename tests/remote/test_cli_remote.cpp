@@ -9,30 +9,15 @@
 #include "api_server.h"
 #include "server/tiny_server.h"
 #include "remote_engine.h"
+#include "util/cli_process.h"
 
 using namespace tokenscope;
 using nlohmann::json;
 
 namespace {
 
-struct Run {
-    int code = -1;
-    QByteArray out, err;
-};
-
-Run cli(const QStringList& args, const QByteArray& input = {}) {
-    QProcess p;
-    p.start(TOKENSCOPE_CLI, args);
-    if (!input.isEmpty()) {
-        p.write(input);
-        p.closeWriteChannel();
-    }
-    Run r;
-    if (!p.waitForFinished(60000)) return r;
-    r.code = p.exitCode();
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
+test::CliResult cli(const QStringList& args, const QByteArray& input = {}) {
+    return test::run_process(TOKENSCOPE_CLI, args, input, 60000);
 }
 
 }  // namespace
@@ -61,9 +46,9 @@ class TestCliRemote : public QObject {
         request.temperature = 0.0;
         const auto expected = engine.chat(request, [](const remote::RemoteToken&) {});
 
-        const Run r = cli({"run", "--remote", url_, "--prompt", "Tell me about the garden",
+        const test::CliResult r = cli({"run", "--remote", url_, "--prompt", "Tell me about the garden",
                            "--n-predict", "12", "--temp", "0", "--json"});
-        QVERIFY2(r.code == 0, r.err.constData());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
         const json j = json::parse(r.out.toStdString());
         QCOMPARE(j["model"], json("tiny"));
         QCOMPARE(j["text"].get<std::string>(), expected.text);
@@ -80,17 +65,17 @@ class TestCliRemote : public QObject {
         QVERIFY(j["timings"]["ttft_ms"].get<double>() > 0.0);
 
         // Streamed to the terminal: the same text on stdout, the summary on stderr.
-        const Run plain = cli({"run", "--remote", url_, "--prompt", "Tell me about the garden",
+        const test::CliResult plain = cli({"run", "--remote", url_, "--prompt", "Tell me about the garden",
                                "--n-predict", "12", "--temp", "0"});
-        QCOMPARE(plain.code, 0);
+        QCOMPARE(plain.exit_code, 0);
         QCOMPARE(plain.out.toStdString(), expected.text);
-        QVERIFY2(plain.err.contains("tiny on http://127.0.0.1"), plain.err.constData());
+        QVERIFY2(plain.err.contains("tiny on http://127.0.0.1"), qPrintable(plain.err));
     }
 
     void chatRemote() {
-        const Run r =
+        const test::CliResult r =
             cli({"chat", "--remote", url_, "--n-predict", "4", "--temp", "0"}, "hello\n/quit\n");
-        QVERIFY2(r.code == 0, r.err.constData());
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
         QVERIFY(!r.out.isEmpty());
         QVERIFY(r.err.contains("tok/s"));
     }
@@ -101,11 +86,11 @@ class TestCliRemote : public QObject {
               QStringList{"run", "--remote", "ftp://nowhere", "--prompt", "x"},
               QStringList{"run", "--remote", url_, "--remote-model", "nope", "--prompt", "x"},
               QStringList{"chat", "--remote", "http://127.0.0.1:1"}}) {
-            const Run r = cli(args);
-            QVERIFY2(r.code == 1, qPrintable(args.join(' ')));
+            const test::CliResult r = cli(args);
+            QVERIFY2(r.exit_code == 1, qPrintable(args.join(' ')));
             QVERIFY(r.out.isEmpty());
             QCOMPARE(r.err.count('\n'), 1);
-            QVERIFY2(r.err.startsWith("tokenscope-cli: error: "), r.err.constData());
+            QVERIFY2(r.err.startsWith("tokenscope-cli: error: "), qPrintable(r.err));
         }
     }
 };
