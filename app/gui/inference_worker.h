@@ -153,8 +153,9 @@ private:
     ui::HeadGridData head_grid(int layer, qint64 first_query, qint64 rows) const;
     void generate_remote(qint64 conversation, const QVector<ChatTurn>& turns,
                          const ui::SamplingSettings& settings);
-    // The KV panel from the server's /tokenscope/v1/kv (ours) or /metrics (others).
-    void send_remote_panels();
+    // The KV panel from the server's /tokenscope/v1/kv (ours) or /metrics (others); false when
+    // the server gave neither (the reply's stream then stops asking until it ends).
+    bool send_remote_panels();
     std::shared_ptr<remote::RemoteEngine> current_remote() const;
     void set_remote(std::shared_ptr<remote::RemoteEngine> remote);
 

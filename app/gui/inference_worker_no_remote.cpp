@@ -20,7 +20,7 @@ void InferenceWorker::connectRemote(const RemoteSettings&) {
            "cpp-httplib and nlohmann-json."));
 }
 
-void InferenceWorker::send_remote_panels() {}
+bool InferenceWorker::send_remote_panels() { return false; }
 
 void InferenceWorker::generate_remote(qint64, const QVector<ChatTurn>&,
                                       const ui::SamplingSettings&) {}

@@ -75,18 +75,19 @@ void InferenceWorker::connectRemote(const RemoteSettings& settings) {
     }
 }
 
-void InferenceWorker::send_remote_panels() {
+bool InferenceWorker::send_remote_panels() {
     auto engine = current_remote();
-    if (!engine) return;
+    if (!engine) return false;
     if (engine->is_tokenscope()) {
         if (auto kv = engine->kv_map()) {
             emit kvChanged(remote_kv_from_map(*kv));
-            return;
+            return true;
         }
     }
     std::string why;
     const auto metrics = engine->metrics(&why);
     emit kvChanged(remote_kv_from_metrics(metrics, QString::fromStdString(why)));
+    return metrics.has_value();
 }
 
 void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTurn>& turns,
@@ -115,6 +116,7 @@ void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTur
     since_metrics.start();
     QElapsedTimer since_scrape;
     since_scrape.start();
+    bool scrape_pays = true;
     double first_ms = -1.0;
     std::int64_t count = 0;
     try {
@@ -135,8 +137,10 @@ void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTur
                     emit metricsChanged(metrics);
                     since_metrics.restart();
                 }
-                if (since_scrape.elapsed() >= kScrapeIntervalMs) {
-                    send_remote_panels();
+                // A scrape runs on this thread between two tokens: after one that got nothing
+                // (no /metrics, a timeout) the stream is not held up by more of them.
+                if (scrape_pays && since_scrape.elapsed() >= kScrapeIntervalMs) {
+                    scrape_pays = send_remote_panels();
                     since_scrape.restart();
                 }
             });
