@@ -76,7 +76,7 @@ class TestRemoteWorker : public QObject {
     void refusedPortFails() {
         QSignalSpy failed(worker_, &InferenceWorker::loadFailed);
         connectTo("http://127.0.0.1:1/v1");
-        QVERIFY(failed.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(failed.count() > 0, 10000);
         QVERIFY(failed.first().first().toString().contains("127.0.0.1:1"));
     }
 
@@ -84,18 +84,18 @@ class TestRemoteWorker : public QObject {
         QSignalSpy loaded(worker_, &InferenceWorker::modelLoaded);
         QSignalSpy kv(worker_, &InferenceWorker::kvChanged);
         connectTo(url_);
-        QVERIFY(loaded.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() > 0, 10000);
         const auto info = loaded.first().first().value<ui::ModelInfoData>();
         QVERIFY(info.remote);
         QVERIFY(info.remote_internals);
         QCOMPARE(info.name, QString("tiny"));
-        QVERIFY(kv.count() >= 1 || kv.wait(5000));
+        QTRY_VERIFY_WITH_TIMEOUT(kv.count() >= 1, 5000);
 
         QSignalSpy tokens(worker_, &InferenceWorker::tokenGenerated);
         QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
         QSignalSpy metrics(worker_, &InferenceWorker::metricsChanged);
         generate("Tell me about the garden", 12);
-        QVERIFY(finished.wait(30000));
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 30000);
         QVERIFY(tokens.count() > 0);
         QString joined;
         for (const auto& args : tokens) {
@@ -124,9 +124,9 @@ class TestRemoteWorker : public QObject {
         QSignalSpy tokens(worker_, &InferenceWorker::tokenGenerated);
         QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
         generate("Tell me a long story", 400);
-        QVERIFY(tokens.wait(30000));
+        QTRY_VERIFY_WITH_TIMEOUT(tokens.count() > 0, 30000);
         worker_->stop();  // from this (the GUI) thread, as the window does
-        QVERIFY(finished.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 10000);
         QCOMPARE(finished.first().at(2).toString(), QString("cancelled"));
         QVERIFY(!finished.first().at(3).toBool());
         QVERIFY(tokens.count() < 400);
@@ -168,13 +168,13 @@ class TestRemoteWorker : public QObject {
     void connectDialogListsModels() {
         app::ConnectDialog dialog({url_, {}, {}}, false);
         QSignalSpy listed(&dialog, &app::ConnectDialog::modelsListed);
-        QVERIFY(listed.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(listed.count() > 0, 10000);
         QVERIFY(listed.first().first().toBool());
         QCOMPARE(dialog.modelBox()->currentText(), QString("tiny"));
         QCOMPARE(dialog.settings().model, QString("tiny"));
         app::ConnectDialog refused({"http://127.0.0.1:1", {}, {}}, false);
         QSignalSpy failed(&refused, &app::ConnectDialog::modelsListed);
-        QVERIFY(failed.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(failed.count() > 0, 10000);
         QVERIFY(!failed.first().first().toBool());
         QVERIFY(refused.statusLabel()->text().contains("connection refused"));
     }
@@ -191,12 +191,12 @@ class TestRemoteWorker : public QObject {
         options.remote = {url_, {}, {}};
         app::MainWindow window(options);
         QSignalSpy ready(&window, &app::MainWindow::modelReadyChanged);
-        QVERIFY(ready.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(ready.count() > 0, 10000);
         QVERIFY(window.remoteMode());
         QVERIFY(window.statusText().contains("remote: http://127.0.0.1"));
         QSignalSpy done(&window, &app::MainWindow::generationDone);
         window.sendMessage("hello");
-        QVERIFY(done.wait(30000));
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() > 0, 30000);
         QVERIFY(window.attentionView()->placeholderText().contains("not sent over HTTP"));
     }
 };

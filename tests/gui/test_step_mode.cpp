@@ -3,6 +3,8 @@
 // every head, later steps one row each with costs from the model's numbers, and a stepped
 // greedy reply equals the streamed one. Then the window: each click on Step (and each F10)
 // adds exactly one token, Stop ends the paused reply, and the head views fill.
+// The worker emits on its own thread, where a QSignalSpy records at once: QSignalSpy::wait()
+// counts only emissions during the wait and loses a fast one, so waits poll count() instead.
 #include <QDockWidget>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -61,7 +63,7 @@ class TestStepMode : public QObject {
         QVERIFY(QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection,
                                           Q_ARG(QString, model_),
                                           Q_ARG(tokenscope::app::LoadOptions, options)));
-        QVERIFY(loaded.wait(30000));
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() > 0, 30000);
     }
     void cleanupTestCase() {
         thread_.quit();
@@ -75,7 +77,7 @@ class TestStepMode : public QObject {
         QSignalSpy started(worker_, &InferenceWorker::generationStarted);
         QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
         call("beginStepping", 11, 4);
-        QVERIFY(started.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(started.count() > 0, 10000);
         const int prompt_tokens = started[0][1].toInt();
         QTest::qWait(300);
         QCOMPARE(tokens.count(), 0);  // paused: nothing happens without a step
@@ -129,7 +131,7 @@ class TestStepMode : public QObject {
         // The same request streamed gives the same greedy text.
         QSignalSpy streamed(worker_, &InferenceWorker::generationFinished);
         call("generate", 12, 4);
-        QVERIFY(streamed.wait(20000));
+        QTRY_VERIFY_WITH_TIMEOUT(streamed.count() > 0, 20000);
         QCOMPARE(streamed[0][1].toString(), stepped);
     }
 
@@ -142,12 +144,12 @@ class TestStepMode : public QObject {
         QTRY_COMPARE_WITH_TIMEOUT(steps.count(), 1, 20000);
         worker_->stop();
         step_once();
-        QVERIFY(finished.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 10000);
         QVERIFY(!finished[0][3].toBool());
         // The engine is free for the next reply.
         QSignalSpy again(worker_, &InferenceWorker::generationFinished);
         call("generate", 14, 2);
-        QVERIFY(again.wait(20000));
+        QTRY_VERIFY_WITH_TIMEOUT(again.count() > 0, 20000);
         QVERIFY(again[0][3].toBool());
     }
 
@@ -158,7 +160,7 @@ class TestStepMode : public QObject {
         QVERIFY(QMetaObject::invokeMethod(worker_, "requestHeadGrid", Qt::QueuedConnection,
                                           Q_ARG(int, 1)));
         QVERIFY(QMetaObject::invokeMethod(worker_, "requestHeadOverview", Qt::QueuedConnection));
-        QVERIFY(overview.wait(10000));
+        QTRY_VERIFY_WITH_TIMEOUT(overview.count() > 0, 10000);
         QCOMPARE(grid.count(), 1);
         const auto g = grid[0][0].value<ui::HeadGridData>();
         QCOMPARE(g.layer, 1);
