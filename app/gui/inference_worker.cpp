@@ -69,7 +69,7 @@ InferenceWorker::InferenceWorker(QObject* parent)
     : QObject(parent), speculation_(std::make_unique<SpeculationMeter>()) {}
 InferenceWorker::~InferenceWorker() = default;
 
-std::unique_ptr<runtime::Engine> InferenceWorker::load_engine(const LoadOptions& options) const {
+runtime::EngineOptions engine_options(const LoadOptions& options) {
     runtime::EngineOptions o;
     o.threads = options.threads;
     o.kv_capacity_tokens = options.kv_capacity_tokens;
@@ -80,7 +80,11 @@ std::unique_ptr<runtime::Engine> InferenceWorker::load_engine(const LoadOptions&
     o.kv_type = *type;
     o.device = runtime::parse_device(options.device.toStdString());
     o.speculation = engine_speculation(options.speculation);
-    return runtime::Engine::load(model_path_.toStdString(), o);
+    return o;
+}
+
+std::unique_ptr<runtime::Engine> InferenceWorker::load_engine(const LoadOptions& options) const {
+    return runtime::Engine::load(model_path_.toStdString(), engine_options(options));
 }
 
 void InferenceWorker::install_engine(std::unique_ptr<runtime::Engine> engine) {

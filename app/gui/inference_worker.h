@@ -22,6 +22,7 @@
 namespace tokenscope::runtime {
 class Engine;
 class PromptBuilder;
+struct EngineOptions;
 }  // namespace tokenscope::runtime
 namespace tokenscope::remote {
 class RemoteEngine;
@@ -43,6 +44,10 @@ struct LoadOptions {
     QString device = "auto";        // cpu, cuda, auto (CUDA when a usable GPU is registered and present)
     ui::SpeculationSettings speculation;
 };
+
+// The engine options the app's load options stand for (the worker's engine, and the one
+// File › Serve this model… loads). Throws InvalidArgument for an unknown KV type.
+runtime::EngineOptions engine_options(const LoadOptions& options);
 
 // A server speaking the OpenAI API (File › Connect to server…, `tokenscope --remote URL`).
 struct RemoteSettings {

@@ -378,6 +378,7 @@ void MainWindow::build_menus() {
     connect(models_menu_, &QMenu::aboutToShow, this, &MainWindow::scan_models_folder);
     rebuild_models_menu();
     build_remote_menu(file);
+    build_serve_menu(file);
     // The KV cache element type is fixed when a model loads: choosing one reloads the model.
     QMenu* kv_type = file->addMenu(tr("&KV cache type"));
     auto* kv_group = new QActionGroup(kv_type);

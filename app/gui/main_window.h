@@ -55,6 +55,9 @@ class HeadOverview;
 
 namespace tokenscope::app {
 
+class ModelServer;
+struct ServeSettings;
+
 struct MainWindowOptions {
     QString model_path;           // empty: the default model, if installed
     std::filesystem::path store;  // the conversation database
@@ -107,6 +110,12 @@ class MainWindow : public QMainWindow {
     // Chatting with a server (File › Connect to server…) rather than a local model.
     bool remoteMode() const { return remote_; }
 
+    // File › Serve this model… (main_window_serve.cpp): the local model over the OpenAI API,
+    // in this process. Null in builds without the server (no cpp-httplib).
+    ModelServer* modelServer() const { return model_server_; }
+    // Starts serving the current local model with `settings` (the dialog's, or a test's).
+    void serveModel(const ServeSettings& settings);
+
   public slots:
     void openModel(const QString& path);
     // File › Connect to server… (main_window_remote.cpp): the dialog, then connectRemote.
@@ -115,6 +124,9 @@ class MainWindow : public QMainWindow {
     void connectRemote(const tokenscope::app::RemoteSettings& settings);
     // File › Back to local model: the last local model, or the open dialog.
     void useLocalModel();
+    // File › Serve this model…: the dialog, then serveModel. File › Stop serving.
+    void showServeDialog();
+    void stopServing();
     void sendMessage(const QString& text);
     void stopGeneration();
     void regenerate();
@@ -160,6 +172,8 @@ class MainWindow : public QMainWindow {
     // Remote mode (main_window_remote.cpp): File menu entries, and the panels that need the
     // engine's internals saying what the server does not expose.
     void build_remote_menu(QMenu* file);
+    void build_serve_menu(QMenu* file);
+    void update_serve_actions();
     void apply_remote_mode(const ui::ModelInfoData& info);
     QString attention_placeholder() const;
     void apply_speculation(const ui::SpeculationSettings& settings);
@@ -250,6 +264,10 @@ class MainWindow : public QMainWindow {
     bool remote_ = false;            // the worker chats with a server
     bool remote_internals_ = false;  // ... and it is tokenscope-cli serve
     QAction* local_action_ = nullptr;
+    ModelServer* model_server_ = nullptr;
+    QAction* serve_action_ = nullptr;
+    QAction* stop_serving_action_ = nullptr;
+    QLabel* serve_status_ = nullptr;
     bool model_ready_ = false;
     bool generating_ = false;
     QString model_path_;

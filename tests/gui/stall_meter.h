@@ -13,14 +13,14 @@
 // switches, little CPU, no blocking) -- which counts a gap with one short lock wait and a long
 // preemption as the app's own. worstOwn() is what the stall bound is about; worst() is
 // reported alongside.
-#include <sys/resource.h>
-#include <QElapsedTimer>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
-#include <cstdio>
+#include <QElapsedTimer>
 #include <QObject>
 #include <QTimer>
 #include <algorithm>
+#include <cstdio>
 
 namespace tokenscope::test {
 
@@ -95,11 +95,12 @@ class StallMeter : public QObject {
         worst_own_ = std::max(worst_own_, own_ms);
         if (gap > 30 && own_ms < gap / 2) ++preempted_;
         if (log_ && gap > 30)
-            qInfo("stall of %lld ms ending at %lld ms (own %lld ms: thread cpu %.1f ms, run-queue "
-                  "wait %.1f ms, %s%s)",
-                  static_cast<long long>(gap), static_cast<long long>(total_.elapsed()),
-                  static_cast<long long>(own_ms), cpu, waited, blocked ? "blocked " : "",
-                  preempted ? "preempted" : "");
+            qInfo(
+                "stall of %lld ms ending at %lld ms (own %lld ms: thread cpu %.1f ms, run-queue "
+                "wait %.1f ms, %s%s)",
+                static_cast<long long>(gap), static_cast<long long>(total_.elapsed()),
+                static_cast<long long>(own_ms), cpu, waited, blocked ? "blocked " : "",
+                preempted ? "preempted" : "");
     }
 
     bool log_;
