@@ -181,6 +181,14 @@ struct ApiServer::Impl {
         http.Get("/tokenscope/v1/kv", [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(dump_json(kv_json()), "application/json");
         });
+        http.Get("/tokenscope/v1/attention",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                     try {
+                         res.set_content(dump_json(attention_json(req)), "application/json");
+                     } catch (const ApiError& e) {
+                         send_error(res, e);
+                     }
+                 });
         if (!options.cors_origin.empty()) {
             http.Options(R"(.*)", [this](const httplib::Request&, httplib::Response& res) {
                 add_cors(res);
@@ -232,6 +240,62 @@ struct ApiServer::Impl {
                 {"steps", snap.steps}};
     }
 
+    // GET /tokenscope/v1/attention?id=ID&layer=L[&head=H]: the attention of a finished request
+    // that asked for it ("tokenscope": {"attention": true}), one layer, one head or (no head)
+    // their mean: row q holds query q's weights over keys 0..q.
+    json attention_json(const httplib::Request& req) const {
+        const auto& config = loop.engine().config();
+        auto whole = [&](const char* name, std::int64_t lo, std::int64_t hi) -> std::int64_t {
+            const std::string text = req.get_param_value(name);
+            std::size_t used = 0;
+            std::int64_t v = 0;
+            try {
+                v = std::stoll(text, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (text.empty() || used != text.size() || v < lo || v > hi)
+                throw bad_request(fmt::format("'{}' must be an integer from {} to {}, got '{}'",
+                                              name, lo, hi, text),
+                                  name);
+            return v;
+        };
+        const std::string id = req.get_param_value("id");
+        if (id.empty()) throw bad_request("'id' is required: the id of a completion", "id");
+        const auto layer = static_cast<int>(whole("layer", 0, config.layers - 1));
+        const int head =
+            req.has_param("head") ? static_cast<int>(whole("head", 0, config.heads - 1)) : -1;
+        const auto kept = loop.attention(id);
+        if (!kept) {
+            throw ApiError(404,
+                           fmt::format("no attention for '{}': only the last {} finished requests "
+                                       "that sent \"tokenscope\": {{\"attention\": true}} are kept",
+                                       id, EngineLoop::kKeptAttention),
+                           "id", "invalid_request_error", "not_found");
+        }
+        const auto& tokenizer = loop.engine().tokenizer();
+        const std::int64_t positions = kept->capture.rows();
+        json tokens = json::array();
+        for (std::int64_t p = 0; p < positions && p < std::ssize(kept->tokens); ++p) {
+            const std::int32_t t = kept->tokens[static_cast<std::size_t>(p)];
+            tokens.push_back({{"id", t}, {"piece", tokenizer.piece(t)}});
+        }
+        json rows = json::array();
+        for (std::int64_t q = 0; q < positions; ++q)
+            rows.push_back(head < 0 ? kept->capture.mean_row(layer, q)
+                                    : kept->capture.row(layer, head, q));
+        return {{"object", "tokenscope.attention"},
+                {"id", id},
+                {"layer", layer},
+                {"head", head < 0 ? json(nullptr) : json(head)},
+                {"layers", config.layers},
+                {"heads", config.heads},
+                {"positions", positions},
+                {"max_positions", kServedAttentionPositions},
+                {"tokens", std::move(tokens)},
+                {"rows", std::move(rows)}};
+    }
+
     void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
         CompletionParams params;
         BuiltRequest built;
@@ -244,6 +308,8 @@ struct ApiServer::Impl {
         }
         auto job = std::make_shared<Job>();
         job->request = std::move(built.request);
+        job->public_id =
+            next_request_id(endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl");
         if (!loop.enqueue(job)) {
             res.set_header("Retry-After", "1");
             send_error(
@@ -257,10 +323,9 @@ struct ApiServer::Impl {
                     {}, "rate_limit_error", "queue_full"));
             return;
         }
-        auto formatter = std::make_shared<CompletionFormatter>(
-            params, loop.engine().tokenizer(),
-            next_request_id(endpoint == Endpoint::ChatCompletions ? "chatcmpl" : "cmpl"),
-            options.model_id, built.prompt_tokens);
+        auto formatter =
+            std::make_shared<CompletionFormatter>(params, loop.engine().tokenizer(), job->public_id,
+                                                  options.model_id, built.prompt_tokens);
         if (!params.stream) {
             wait_whole(job, *formatter, res);
             return;

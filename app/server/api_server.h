@@ -8,6 +8,8 @@
 //   POST /v1/completions               raw prompt
 //   GET  /metrics                      Prometheus text (metrics.h)
 //   GET  /tokenscope/v1/kv             the KV cache's block map and statistics
+//   GET  /tokenscope/v1/attention      ?id=&layer=[&head=]: a finished request's attention
+//                                      ("tokenscope": {"attention": true} on its completion)
 //   (candidates before/after shaping: "tokenscope": {"candidates": true} on a completion)
 //
 // Threads: cpp-httplib's worker pool parses requests, builds prompts and waits on a Channel;

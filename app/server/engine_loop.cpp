@@ -169,6 +169,7 @@ void EngineLoop::route(std::vector<runtime::TokenEvent> events) {
         bool finished = false;
         for (const auto& e : list) {
             if (e.token >= 0) {
+                if (job.request.capture.enabled) job.generated.push_back(e.token);
                 if (job.tokens == 0) {
                     metrics_.observe_ttft(seconds_between(job.arrived, now));
                 } else {
@@ -186,6 +187,9 @@ void EngineLoop::route(std::vector<runtime::TokenEvent> events) {
                                       : runtime::finish_reason_name(e.reason));
             }
         }
+        // Published before the last events reach the client, so that a GET right after the
+        // response finds it.
+        if (finished && job.request.capture.enabled) keep_attention(job);
         job.channel->push(std::move(list));
         if (finished) {
             running_.erase(it);
@@ -193,6 +197,24 @@ void EngineLoop::route(std::vector<runtime::TokenEvent> events) {
             --running_count_;
         }
     }
+}
+
+void EngineLoop::keep_attention(const Job& job) {
+    const inspect::AttentionCapture* capture = engine_->capture(job.id);
+    if (!capture) return;
+    auto kept = std::make_shared<ServedAttention>(
+        ServedAttention{job.public_id, job.request.prompt, *capture});
+    kept->tokens.insert(kept->tokens.end(), job.generated.begin(), job.generated.end());
+    std::lock_guard lock(mutex_);
+    attention_.push_back(std::move(kept));
+    while (attention_.size() > kKeptAttention) attention_.pop_front();
+}
+
+std::shared_ptr<const ServedAttention> EngineLoop::attention(const std::string& public_id) const {
+    std::lock_guard lock(mutex_);
+    for (const auto& a : attention_)
+        if (a->public_id == public_id) return a;
+    return nullptr;
 }
 
 void EngineLoop::publish_state() {

@@ -51,8 +51,12 @@ struct Job {
     runtime::Request request;
     std::shared_ptr<Channel> channel = std::make_shared<Channel>();
     std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+    // The id the client sees ("chatcmpl-…"): GET /tokenscope/v1/attention finds a finished
+    // request's capture by it.
+    std::string public_id;
     // Engine-thread state.
     runtime::RequestId id = 0;
+    std::vector<std::int32_t> generated;  // kept only when the request captures attention
     std::int64_t tokens = 0;
     std::chrono::steady_clock::time_point last_token;
 };
@@ -62,6 +66,14 @@ struct EngineLoopOptions {
     int queue = 64;    // requests waiting for a slot; beyond that enqueue() refuses
     // Tests only: a pause after every step, so a test can act while a request is mid-stream.
     std::chrono::milliseconds step_pause{0};
+};
+
+// A finished request's attention capture (it asked with "tokenscope": {"attention": true}):
+// the sequence's tokens and the weights of its first positions. Immutable once published.
+struct ServedAttention {
+    std::string public_id;
+    std::vector<std::int32_t> tokens;  // prompt, then the answer
+    inspect::AttentionCapture capture;
 };
 
 // A copy of what the KV panel shows, taken by the engine thread after each step.
@@ -88,6 +100,10 @@ class EngineLoop {
     void stop();
 
     KvSnapshot kv_snapshot() const;
+    // The capture of a recently finished request that asked for one (the last
+    // kKeptAttention), or null.
+    std::shared_ptr<const ServedAttention> attention(const std::string& public_id) const;
+    static constexpr std::size_t kKeptAttention = 8;
     // For /metrics: KV usage as of the last step, requests running and waiting now.
     Gauges gauges() const;
     int running() const;
@@ -101,6 +117,7 @@ class EngineLoop {
     void admit_and_cancel();
     void route(std::vector<runtime::TokenEvent> events);
     void publish_state();
+    void keep_attention(const Job& job);
 
     std::unique_ptr<runtime::Engine> engine_;
     EngineLoopOptions options_;
@@ -114,6 +131,7 @@ class EngineLoop {
     bool stopping_ = false;
     bool paused_ = false;
     KvSnapshot kv_;
+    std::deque<std::shared_ptr<const ServedAttention>> attention_;  // newest last
 
     // Engine-thread only.
     std::map<runtime::RequestId, std::shared_ptr<Job>> running_;

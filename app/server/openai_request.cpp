@@ -292,6 +292,10 @@ CompletionParams parse_completion_request(std::string_view body_text, Endpoint e
             if (!v->is_boolean()) wrong_type("tokenscope.candidates", "a boolean", *v);
             p.candidates = v->get<bool>();
         }
+        if (const json* v = field(*ext, "attention")) {
+            if (!v->is_boolean()) wrong_type("tokenscope.attention", "a boolean", *v);
+            p.attention = v->get<bool>();
+        }
     }
     return p;
 }

@@ -41,7 +41,14 @@ struct CompletionParams {
     bool logprobs = false;
     int top_logprobs = 0;     // chat: top_logprobs; completions: the integer logprobs
     bool candidates = false;  // "tokenscope": {"candidates": true}
+    // "tokenscope": {"attention": true}: capture the attention weights of every layer and head
+    // (the first kServedAttentionPositions positions), for GET /tokenscope/v1/attention.
+    bool attention = false;
 };
+
+// Query positions a served request's attention capture keeps (each is a row per layer and
+// head: 512 positions of a 30-layer, 9-head model are about 140 MB at most).
+constexpr std::int64_t kServedAttentionPositions = 512;
 
 // Limits a request may not exceed (OpenAI's own, where it has one).
 constexpr int kMaxTopLogprobs = 20;

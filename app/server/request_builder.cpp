@@ -75,6 +75,8 @@ BuiltRequest RequestBuilder::build(const CompletionParams& p) const {
         throw bad_request(std::string("sampling parameters: ") + e.what());
     }
     r.sampling = s;
+    r.capture.enabled = p.attention;
+    r.capture.max_context = kServedAttentionPositions;
     for (const auto& stop : p.stop) r.stop_strings.push_back(stop);
     return built;
 }

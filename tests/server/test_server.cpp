@@ -1,8 +1,8 @@
 // The OpenAI-compatible server (app/server) in-process on a tiny model, driven over real HTTP
 // by cpp-httplib's client: routes, greedy output and logprobs against the Engine run directly
 // (an independent path), stop strings, usage, errors in OpenAI's shape, the API key, limits,
-// the bounded queue, a client that hangs up mid-stream, /metrics, and continuous batching of
-// concurrent streams.
+// the bounded queue, a client that hangs up mid-stream, /metrics, continuous batching of
+// concurrent streams, and the tokenscope extensions (candidates, attention).
 #include <QProcess>
 #include <QScopeGuard>
 #include <QtTest>
@@ -13,8 +13,9 @@
 #include <thread>
 
 #include "api_server.h"
-#include "server/tiny_server.h"
+#include "openai_request.h"
 #include "runtime/prompt_builder.h"
+#include "server/tiny_server.h"
 #include "server_test_client.h"
 #include "util/error.h"
 
@@ -23,8 +24,12 @@ using nlohmann::json;
 
 namespace {
 
-std::unique_ptr<runtime::Engine> load_engine() { return test::load_chatml_engine(); }
-std::string model_path() { return test::chatml_model_path(); }
+std::unique_ptr<runtime::Engine> load_engine() {
+    return test::load_chatml_engine();
+}
+std::string model_path() {
+    return test::chatml_model_path();
+}
 
 std::unique_ptr<server::ApiServer> make_server(
     const std::function<void(server::ServerOptions&)>& tweak = nullptr) {
@@ -631,6 +636,77 @@ class TestServer : public QObject {
         const json k = kv_json(port_);
         QVERIFY(k["blocks_total"].get<int>() > 0);
         QCOMPARE(k["block_owner"].size(), k["blocks_total"].get<std::size_t>());
+    }
+
+    // "tokenscope": {"attention": true} on a streamed completion, then GET
+    // /tokenscope/v1/attention: the same weights as the Engine's own capture of the same greedy
+    // request run directly (an independent path; both store f16, so they agree exactly), for
+    // the mean of the heads and for one head; and errors that name the parameter.
+    void attentionExtension() {
+        const json body = {{"prompt", "The little robot"},
+                           {"max_tokens", 5},
+                           {"temperature", 0},
+                           {"stream", true},
+                           {"tokenscope", {{"attention", true}}}};
+        const auto s = test::sse_post(port_, "/v1/completions", body);
+        QVERIFY(!s.chunks.empty());
+        const std::string id = s.chunks[0]["id"].get<std::string>();
+
+        auto engine = load_engine();
+        const runtime::PromptBuilder builder(*engine, std::nullopt);
+        runtime::Request r = builder.raw("The little robot");
+        r.sampling.temperature = 0.0f;
+        r.max_tokens = 5;
+        r.capture.enabled = true;
+        r.capture.max_context = server::kServedAttentionPositions;
+        std::vector<std::int32_t> tokens = r.prompt;
+        const runtime::RequestId direct_id = engine->submit(std::move(r));
+        while (engine->has_work())
+            for (const auto& e : engine->step())
+                if (e.token >= 0) tokens.push_back(e.token);
+        const inspect::AttentionCapture* capture = engine->capture(direct_id);
+        QVERIFY(capture);
+        const auto& config = engine->config();
+
+        for (const int head : {-1, 2}) {
+            const int layer = static_cast<int>(config.layers) - 1;
+            std::string path =
+                "/tokenscope/v1/attention?id=" + id + "&layer=" + std::to_string(layer);
+            if (head >= 0) path += "&head=" + std::to_string(head);
+            const auto reply = test::http_get(port_, path);
+            QVERIFY2(reply.status == 200, reply.body.c_str());
+            const json a = reply.json();
+            QCOMPARE(a["positions"].get<std::int64_t>(), capture->rows());
+            QVERIFY(capture->rows() >= 4);  // the prompt and the answer's tokens
+            QCOMPARE(a["rows"].size(), static_cast<std::size_t>(capture->rows()));
+            QCOMPARE(a["tokens"].size(), static_cast<std::size_t>(capture->rows()));
+            for (std::int64_t q = 0; q < capture->rows(); ++q) {
+                QCOMPARE(a["tokens"][q]["id"].get<std::int32_t>(), tokens[q]);
+                const std::vector<float> expected =
+                    head < 0 ? capture->mean_row(layer, q) : capture->row(layer, head, q);
+                const auto got = a["rows"][q].get<std::vector<float>>();
+                QCOMPARE(got.size(), static_cast<std::size_t>(q + 1));  // keys 0..q
+                QCOMPARE(got, expected);
+                double sum = 0;
+                for (float w : got) sum += w;
+                QVERIFY2(std::abs(sum - 1.0) < 5e-3, qPrintable(QString::number(sum)));
+            }
+        }
+        const auto unknown = test::http_get(port_, "/tokenscope/v1/attention?id=cmpl-nope&layer=0");
+        QCOMPARE(unknown.status, 404);
+        QVERIFY(unknown.body.find("cmpl-nope") != std::string::npos);
+        const auto bad_layer =
+            test::http_get(port_, "/tokenscope/v1/attention?id=" + id + "&layer=99");
+        QCOMPARE(bad_layer.status, 400);
+        QCOMPARE(bad_layer.json()["error"]["param"], json("layer"));
+        QCOMPARE(test::http_get(port_, "/tokenscope/v1/attention?layer=0").status, 400);
+        // A request that did not ask keeps nothing.
+        const auto plain = test::http_post(port_, "/v1/completions",
+                                           json({{"prompt", "Hi"}, {"max_tokens", 2}}).dump());
+        const std::string plain_id = plain.json()["id"].get<std::string>();
+        QCOMPARE(
+            test::http_get(port_, "/tokenscope/v1/attention?id=" + plain_id + "&layer=0").status,
+            404);
     }
 };
 
