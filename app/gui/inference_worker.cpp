@@ -183,7 +183,8 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
         install_engine(std::move(engine));
         options_ = used;
         emit loadProgress(100, tr("Ready"));
-        ui::ModelInfoData info = model_info(*engine_, QString::fromStdString(prompts_->description()));
+        ui::ModelInfoData info =
+            model_info(*engine_, QString::fromStdString(prompts_->description()));
         info.supports_thinking = prompts_->supports_thinking();
         emit modelLoaded(info);
         if (!prompts_->template_problem().empty())
@@ -317,11 +318,12 @@ int InferenceWorker::step_reply() {
         speculation_->fill(metrics);
         const double decoded = double(std::max<std::int64_t>(0, e.timings.generated_tokens - 1));
         const double passes_per_s =
-            decoded > 0 ? metrics.decode_tokens_per_s *
-                              std::max(0.0, decoded - double(speculation_->tokens_without_pass())) /
-                              decoded
-                        : 0.0;
-        metrics.effective_gbps = static_cast<double>(cost_.decode_bytes_per_token) * passes_per_s / 1e9;
+            decoded > 0
+                ? metrics.decode_tokens_per_s *
+                      std::max(0.0, decoded - double(speculation_->tokens_without_pass())) / decoded
+                : 0.0;
+        metrics.effective_gbps =
+            static_cast<double>(cost_.decode_bytes_per_token) * passes_per_s / 1e9;
         if (e.finished) {
             r.reason = QString::fromUtf8(runtime::finish_reason_name(e.reason));
             r.complete = e.reason != runtime::FinishReason::Cancelled;
@@ -329,7 +331,8 @@ int InferenceWorker::step_reply() {
     }
     if (!r.stepped && r.since_panels.elapsed() >= kPanelIntervalMs) {
         emit metricsChanged(metrics);
-        const bool attention_due = r.since_attention.elapsed() >= attention_interval_ms(labels_.size());
+        const bool attention_due =
+            r.since_attention.elapsed() >= attention_interval_ms(labels_.size());
         send_panels(attention_due);
         if (attention_due) r.since_attention.restart();
         r.since_panels.restart();
@@ -362,6 +365,10 @@ void InferenceWorker::fail_reply(const QString& message) {
 void InferenceWorker::requestAttention(int layer, int head) {
     attention_layer_ = layer;
     attention_head_ = head;
+    if (current_remote()) {
+        send_remote_attention(layer, head);
+        return;
+    }
     if (!engine_) return;
     const inspect::AttentionCapture* capture = engine_->capture(current_request_);
     if (capture) emit attentionChanged(attention_matrix(*capture, layer, head, labels_));

@@ -161,6 +161,9 @@ private:
     // The KV panel from the server's /tokenscope/v1/kv (ours) or /metrics (others); false when
     // the server gave neither (the reply's stream then stops asking until it ends).
     bool send_remote_panels();
+    // The last reply's attention from tokenscope-cli serve (GET /tokenscope/v1/attention).
+    void send_remote_attention(int layer, int head);
+    std::string remote_reply_id_;  // the last finished remote reply's completion id
     std::shared_ptr<remote::RemoteEngine> current_remote() const;
     void set_remote(std::shared_ptr<remote::RemoteEngine> remote);
 

@@ -22,6 +22,8 @@ void InferenceWorker::connectRemote(const RemoteSettings&) {
 
 bool InferenceWorker::send_remote_panels() { return false; }
 
+void InferenceWorker::send_remote_attention(int, int) {}
+
 void InferenceWorker::generate_remote(qint64, const QVector<ChatTurn>&,
                                       const ui::SamplingSettings&) {}
 

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "inference_worker.h"
+#include "model_summary.h"
 #include "remote_panels.h"
 #include "runtime/engine.h"
 #include "runtime/prompt_builder.h"
@@ -147,6 +148,8 @@ void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTur
         fill_remote_metrics(result, metrics);
         emit metricsChanged(metrics);
         send_remote_panels();
+        remote_reply_id_ = result.id;
+        if (ours) send_remote_attention(attention_layer_, attention_head_);
         if (!result.notices.empty()) {
             QStringList notes;
             for (const auto& n : result.notices) notes << QString::fromStdString(n);
@@ -158,6 +161,35 @@ void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTur
         emit generationFailed(conversation, QString::fromUtf8(e.what()));
         emit generationFinished(conversation, text, QStringLiteral("error"), false);
     }
+}
+
+void InferenceWorker::send_remote_attention(int layer, int head) {
+    const auto engine = current_remote();
+    if (!engine || !engine->is_tokenscope() || remote_reply_id_.empty()) return;
+    const std::optional<nlohmann::json> a = engine->attention(remote_reply_id_, layer, head);
+    if (!a) return;
+    ui::AttentionData d;
+    d.layer = layer;
+    d.head = head;
+    try {
+        for (const auto& t : (*a)["tokens"]) {
+            // The text the token decodes to, as display_token shows a local one; a byte that is
+            // only part of a character (replaced in the JSON) falls back to the piece.
+            const QString text = QString::fromStdString(t.value("text", std::string()));
+            d.labels << (text.isEmpty() || text.contains(QChar::ReplacementCharacter)
+                             ? display_piece(t.value("piece", std::string()))
+                             : text);
+        }
+        for (const auto& row : (*a)["rows"]) {
+            QVector<float> r;
+            r.reserve(static_cast<qsizetype>(row.size()));
+            for (const auto& w : row) r << w.get<float>();
+            d.rows << r;
+        }
+    } catch (const std::exception&) {
+        return;  // not the shape our server sends: show nothing rather than half a matrix
+    }
+    emit attentionChanged(d);
 }
 
 }  // namespace tokenscope::app

@@ -95,9 +95,8 @@ QString MainWindow::attention_placeholder() const {
     if (!remote_)
         return tr("No attention captured for this conversation yet: send a message to see it.");
     return remote_internals_
-               ? tr("Attention is not sent over HTTP yet: tokenscope-cli serve exposes token "
-                    "candidates and the KV block map, not attention weights. Open the model "
-                    "locally to see them.")
+               ? tr("No attention yet: tokenscope-cli serve sends a reply's attention "
+                    "(its first 512 tokens) when the reply is done.")
                : tr("This server does not expose attention weights: the OpenAI API carries "
                     "tokens and logprobs only. Open the model locally to see them.");
 }

@@ -137,6 +137,9 @@ std::vector<RemoteToken> ChatStreamDecoder::decode(const json& chunk, double now
     if (!chunk.is_object()) return {};
     if (const auto error = chunk.find("error"); error != chunk.end() && !error->is_null())
         throw RemoteError("the server failed mid-reply: " + error_text(*error));
+    if (const auto id = chunk.find("id");
+        id != chunk.end() && id->is_string() && result_.id.empty())
+        result_.id = id->get<std::string>();
     if (const auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object()) {
         if (auto n = number_of(*usage, "prompt_tokens"))
             result_.prompt_tokens = static_cast<std::int64_t>(*n);

@@ -142,8 +142,8 @@ json RemoteEngine::chat_body(const ChatRequest& request, bool with_logprobs) con
     json body = {{"model", model_.id},
                  {"messages", std::move(messages)},
                  {"stream", true},
-                 {"stream_options", {{"include_usage", true}}},
-                 {"max_tokens", request.max_tokens}};
+                 {"stream_options", {{"include_usage", true}}}};
+    if (request.max_tokens > 0) body["max_tokens"] = request.max_tokens;
     if (request.temperature) body["temperature"] = *request.temperature;
     if (request.top_p) body["top_p"] = *request.top_p;
     if (request.top_k) body["top_k"] = *request.top_k;
@@ -156,12 +156,40 @@ json RemoteEngine::chat_body(const ChatRequest& request, bool with_logprobs) con
         body["top_logprobs"] = request.top_logprobs;
     }
     // Our own server adds token ids and the candidates before and after shaping.
-    if (is_tokenscope()) body["tokenscope"] = {{"candidates", true}};
+    if (is_tokenscope()) body["tokenscope"] = {{"candidates", true}, {"attention", true}};
     return body;
 }
 
+namespace {
+// The server refused the answer's length: its context leaves less after this prompt (vLLM and
+// our server answer 400 naming max_tokens; llama-server and Ollama shorten it themselves).
+bool refused_max_tokens(const RemoteError& e) {
+    return (e.status() == 400 || e.status() == 422) &&
+           std::string_view(e.what()).find("max_tokens") != std::string_view::npos;
+}
+}  // namespace
+
 ChatResult RemoteEngine::chat(const ChatRequest& request,
                               const std::function<void(const RemoteToken&)>& on_token) {
+    try {
+        return chat_with_fallbacks(request, on_token);
+    } catch (const RemoteError& e) {
+        // A long conversation on a short context: the user wants the reply that fits, so ask
+        // again without max_tokens (the server then allows what its context leaves).
+        if (request.max_tokens <= 0 || !refused_max_tokens(e)) throw;
+        spdlog::warn("remote: {}; retrying without max_tokens", e.what());
+        ChatRequest fit = request;
+        fit.max_tokens = 0;
+        ChatResult result = chat_with_fallbacks(fit, on_token);
+        result.notices.push_back("the server refused max_tokens " +
+                                 std::to_string(request.max_tokens) + " (" + e.what() +
+                                 "): the reply may use what is left of its context");
+        return result;
+    }
+}
+
+ChatResult RemoteEngine::chat_with_fallbacks(
+    const ChatRequest& request, const std::function<void(const RemoteToken&)>& on_token) {
     if (model_.id.empty()) connect();
     cancel_.store(false);
     const bool want_logprobs = request.top_logprobs > 0;
@@ -170,7 +198,8 @@ ChatResult RemoteEngine::chat(const ChatRequest& request,
     } catch (const RemoteError& e) {
         // vLLM refuses top_logprobs above --max-logprobs, some servers refuse logprobs at all:
         // the reply is worth more than the alternatives, so ask once more without them.
-        if (!want_logprobs || (e.status() != 400 && e.status() != 422)) throw;
+        if (!want_logprobs || (e.status() != 400 && e.status() != 422) || refused_max_tokens(e))
+            throw;
         spdlog::warn("remote: {}; retrying without logprobs", e.what());
         ChatResult result = stream_once(request, false, on_token);
         result.notices.push_back("the server refused logprobs (" + std::string(e.what()) +
@@ -310,6 +339,18 @@ std::optional<json> RemoteEngine::kv_map() {
     if (reply.status != 200) return std::nullopt;
     json j = json::parse(reply.body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return std::nullopt;
+    return j;
+}
+
+std::optional<json> RemoteEngine::attention(const std::string& completion_id, int layer, int head) {
+    if (!is_tokenscope() || completion_id.empty()) return std::nullopt;
+    std::string path =
+        "/tokenscope/v1/attention?id=" + completion_id + "&layer=" + std::to_string(layer);
+    if (head >= 0) path += "&head=" + std::to_string(head);
+    const auto reply = http_->get(path, 10);
+    if (reply.status != 200) return std::nullopt;
+    json j = json::parse(reply.body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("rows")) return std::nullopt;
     return j;
 }
 

@@ -76,9 +76,15 @@ class RemoteEngine {
     std::optional<ServerMetrics> metrics(std::string* why_not = nullptr);
     // GET /tokenscope/v1/kv (our server's block map). nullopt for other servers.
     std::optional<nlohmann::json> kv_map();
+    // GET /tokenscope/v1/attention (our server): a finished reply's attention, one layer, one
+    // head or (head -1) their mean. nullopt for other servers or when it has none.
+    std::optional<nlohmann::json> attention(const std::string& completion_id, int layer, int head);
 
   private:
     struct Http;
+    // chat() without the max_tokens retry: the logprobs fallback only.
+    ChatResult chat_with_fallbacks(const ChatRequest& request,
+                                   const std::function<void(const RemoteToken&)>& on_token);
     ChatResult stream_once(const ChatRequest& request, bool with_logprobs,
                            const std::function<void(const RemoteToken&)>& on_token);
     nlohmann::json chat_body(const ChatRequest& request, bool with_logprobs) const;

@@ -36,7 +36,7 @@ struct ChatMessage {
 
 struct ChatRequest {
     std::vector<ChatMessage> messages;
-    int max_tokens = 512;
+    int max_tokens = 512;  // 0: not sent (the server allows what its context leaves)
     // Unset fields are not sent: strict servers (OpenAI's own) refuse fields they do not know.
     std::optional<double> temperature;
     std::optional<double> top_p;
@@ -80,6 +80,7 @@ struct ServerTimings {
 };
 
 struct ChatResult {
+    std::string id;  // the completion's id ("chatcmpl-..."), when the server sent one
     std::string text;
     std::string finish_reason;  // the server's ("stop", "length", ...); "cancelled"; "" unknown
     std::optional<std::int64_t> prompt_tokens;      // from usage

@@ -278,7 +278,11 @@ struct ApiServer::Impl {
         json tokens = json::array();
         for (std::int64_t p = 0; p < positions && p < std::ssize(kept->tokens); ++p) {
             const std::int32_t t = kept->tokens[static_cast<std::size_t>(p)];
-            tokens.push_back({{"id", t}, {"piece", tokenizer.piece(t)}});
+            tokens.push_back(
+                {{"id", t},
+                 {"piece", tokenizer.piece(t)},
+                 {"text", tokenizer.is_control(t) ? tokenizer.piece(t)
+                                                  : std::string(tokenizer.token_bytes(t, false))}});
         }
         json rows = json::array();
         for (std::int64_t q = 0; q < positions; ++q)

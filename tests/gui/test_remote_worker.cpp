@@ -17,8 +17,8 @@
 #include "inference_worker.h"
 #include "kv_cache_view.h"
 #include "main_window.h"
-#include "server/tiny_server.h"
 #include "remote_panels.h"
+#include "server/tiny_server.h"
 
 using namespace tokenscope;
 using app::ChatTurn;
@@ -94,6 +94,7 @@ class TestRemoteWorker : public QObject {
         QSignalSpy tokens(worker_, &InferenceWorker::tokenGenerated);
         QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
         QSignalSpy metrics(worker_, &InferenceWorker::metricsChanged);
+        QSignalSpy attention(worker_, &InferenceWorker::attentionChanged);
         generate("Tell me about the garden", 12);
         QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 30000);
         QVERIFY(tokens.count() > 0);
@@ -117,6 +118,28 @@ class TestRemoteWorker : public QObject {
         const auto map = kv.last().first().value<ui::KvBlockMapData>();
         QVERIFY(!map.block_owner.isEmpty());
         QVERIFY(map.remote_note.contains("/tokenscope/v1/kv"));
+
+        // The heatmap: the reply's attention from GET /tokenscope/v1/attention, an n x n lower
+        // triangle over the prompt and the answer, each row a distribution; another layer and
+        // head on request, as for a local model.
+        QTRY_VERIFY_WITH_TIMEOUT(attention.count() > 0, 10000);
+        const auto a = attention.last().first().value<ui::AttentionData>();
+        QVERIFY(a.rows.size() > tokens.count());  // the prompt's rows and the answer's
+        QCOMPARE(a.labels.size(), a.rows.size());
+        for (int q = 0; q < a.rows.size(); ++q) {
+            QCOMPARE(a.rows[q].size(), qsizetype(q + 1));
+            double sum = 0;
+            for (float w : a.rows[q]) sum += w;
+            QVERIFY(std::abs(sum - 1.0) < 5e-3);
+        }
+        QVERIFY(QMetaObject::invokeMethod(worker_, "requestAttention", Qt::QueuedConnection,
+                                          Q_ARG(int, 1), Q_ARG(int, 3)));
+        QTRY_VERIFY_WITH_TIMEOUT(attention.count() > 1, 10000);
+        const auto one = attention.last().first().value<ui::AttentionData>();
+        QCOMPARE(one.layer, 1);
+        QCOMPARE(one.head, 3);
+        QCOMPARE(one.rows.size(), a.rows.size());
+        QVERIFY(one.rows != a.rows);  // one head is not the mean of four
     }
 
     // Stop closes the stream at once; the reply ends incomplete and the server's blocks return.
@@ -179,8 +202,8 @@ class TestRemoteWorker : public QObject {
         QVERIFY(refused.statusLabel()->text().contains("connection refused"));
     }
 
-    // The window connected to our server: a reply streams in, the attention panel and the
-    // speculation controls say what the server does not expose, Back to local is offered.
+    // The window connected to our server: the attention panel says what to expect, a reply
+    // streams in, and its attention fills the heatmap afterwards.
     void mainWindowRemoteMode() {
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
@@ -194,10 +217,13 @@ class TestRemoteWorker : public QObject {
         QTRY_VERIFY_WITH_TIMEOUT(ready.count() > 0, 10000);
         QVERIFY(window.remoteMode());
         QVERIFY(window.statusText().contains("remote: http://127.0.0.1"));
+        QVERIFY2(window.attentionView()->placeholderText().contains("No attention yet"),
+                 qPrintable(window.attentionView()->placeholderText()));
         QSignalSpy done(&window, &app::MainWindow::generationDone);
         window.sendMessage("hello");
         QTRY_VERIFY_WITH_TIMEOUT(done.count() > 0, 30000);
-        QVERIFY(window.attentionView()->placeholderText().contains("not sent over HTTP"));
+        // The reply's attention arrives from GET /tokenscope/v1/attention after it ends.
+        QTRY_VERIFY_WITH_TIMEOUT(!window.attentionView()->data().rows.isEmpty(), 10000);
     }
 };
 

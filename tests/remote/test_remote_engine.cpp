@@ -269,6 +269,25 @@ class TestRemoteEngine : public QObject {
         QVERIFY(result.server_timings.has_value());
     }
 
+    // A max_tokens the server's context cannot hold (it answers 400 naming max_tokens): the
+    // reply is asked for again without it and says so; the completion id and the reply's
+    // attention (GET /tokenscope/v1/attention) come with it.
+    void maxTokensBeyondTheContextAndAttention() {
+        remote::RemoteEngine engine(options(url_of(port_)));
+        engine.connect();
+        auto request = greedy("Tell me about the garden", 100000, 0);
+        const auto result = engine.chat(request, [](const remote::RemoteToken&) {});
+        QVERIFY(!result.text.empty());
+        QCOMPARE(result.notices.size(), std::size_t{1});
+        QVERIFY(contains(result.notices[0], "max_tokens 100000"));
+        QVERIFY(result.id.rfind("chatcmpl-", 0) == 0);
+        const auto a = engine.attention(result.id, 0, -1);
+        QVERIFY(a.has_value());
+        QVERIFY((*a)["rows"].size() > 1);
+        QCOMPARE((*a)["tokens"].size(), (*a)["rows"].size());
+        QVERIFY(!engine.attention("chatcmpl-unknown", 0, -1).has_value());
+    }
+
     // The standard top_logprobs (what vLLM and llama.cpp send) carry the same numbers:
     // probability = exp(logprob) of the server's top list.
     void standardTopLogprobs() {
