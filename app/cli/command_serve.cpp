@@ -59,13 +59,7 @@ int run_serve(int argc, char** argv, int first) {
     o.sampling = sampling_params(args);
     runtime::EngineOptions engine_opts = engine_options(args);
     apply_speculation_options(args, engine_opts);
-    // Refuse an unsafe bind before spending seconds loading the model.
-    if (!server::is_loopback(o.host) && o.api_key.empty()) {
-        throw InvalidArgument(
-            "'serve': refusing to listen on '" + o.host +
-            "' without --api-key: anyone who can reach it could use the model (bind 127.0.0.1, or "
-            "pass --api-key KEY)");
-    }
+    server::require_safe_bind(o);  // before spending seconds loading the model
 
     block_shutdown_signals();
 

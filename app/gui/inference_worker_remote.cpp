@@ -149,7 +149,7 @@ void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTur
         emit metricsChanged(metrics);
         send_remote_panels();
         remote_reply_id_ = result.id;
-        if (ours) send_remote_attention(attention_layer_, attention_head_);
+        send_remote_attention(attention_layer_, attention_head_);  // our server only
         if (!result.notices.empty()) {
             QStringList notes;
             for (const auto& n : result.notices) notes << QString::fromStdString(n);

@@ -528,12 +528,16 @@ void MainWindow::connect_worker() {
     });
 }
 
+LoadOptions MainWindow::load_options() const {
+    LoadOptions load = options_.load;
+    load.kv_type = QSettings().value("model/kv_type", load.kv_type).toString();
+    return load;
+}
+
 void MainWindow::openModel(const QString& path) {
     if (generating_) stopGeneration();
     model_path_ = path;
-    QSettings settings;
-    LoadOptions load = options_.load;
-    load.kv_type = settings.value("model/kv_type", load.kv_type).toString();
+    LoadOptions load = load_options();
     load.speculation = sampling_->speculationControls()->settings();
     pending_speculation_.reset();  // the load carries the panel's choice
     QMetaObject::invokeMethod(worker_, "loadModel", Qt::QueuedConnection, Q_ARG(QString, path),

@@ -173,6 +173,8 @@ class MainWindow : public QMainWindow {
     // engine's internals saying what the server does not expose.
     void build_remote_menu(QMenu* file);
     void build_serve_menu(QMenu* file);
+    // The command line's load options with the File menu's KV type (QSettings "model/kv_type").
+    LoadOptions load_options() const;
     void update_serve_actions();
     void apply_remote_mode(const ui::ModelInfoData& info);
     QString attention_placeholder() const;

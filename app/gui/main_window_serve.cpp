@@ -6,7 +6,6 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QMenu>
-#include <QSettings>
 #include <QStatusBar>
 
 #include "main_window.h"
@@ -92,9 +91,7 @@ void MainWindow::showServeDialog() {
 void MainWindow::serveModel(const ServeSettings& settings) {
 #ifdef TOKENSCOPE_HAVE_SERVER
     if (model_path_.isEmpty() || remote_) return;
-    LoadOptions load = options_.load;
-    load.kv_type = QSettings().value("model/kv_type", load.kv_type).toString();
-    model_server_->start(model_path_, load, settings);
+    model_server_->start(model_path_, load_options(), settings);
     update_serve_actions();
 #else
     (void)settings;

@@ -7,7 +7,6 @@
 
 #include "api_server.h"
 #include "runtime/engine.h"
-#include "util/error.h"
 
 namespace tokenscope::app {
 
@@ -21,13 +20,11 @@ ModelServer::ModelServer(QObject* parent) : QObject(parent) {
             return;
         }
         server_ = std::move(r.server);
-        url_ = r.url;
         state_ = State::Running;
-        emit started(url_);
+        emit started(r.url);
     });
     connect(&stopping_, &QFutureWatcher<void>::finished, this, [this] {
         state_ = State::Stopped;
-        url_.clear();
         emit stopped();
     });
 }
@@ -53,11 +50,7 @@ ModelServer::StartResult ModelServer::start_server(QString model_path, LoadOptio
         o.api_key = settings.api_key.toStdString();
         o.loop.parallel = std::max(1, settings.parallel);
         o.model_id = QFileInfo(model_path).completeBaseName().toStdString();
-        // Checked before loading: refusing an unsafe bind should not take seconds.
-        if (!server::is_loopback(o.host) && o.api_key.empty())
-            throw InvalidArgument("refusing to listen on '" + o.host +
-                                  "' without an API key: anyone who can reach it could use the "
-                                  "model (serve on 127.0.0.1, or set a key)");
+        server::require_safe_bind(o);  // before spending seconds loading the model
         runtime::EngineOptions engine_opts = engine_options(load);
         engine_opts.speculation = {};  // requests choose; the app's own setting is for its chat
         auto engine = runtime::Engine::load(model_path.toStdString(), engine_opts);

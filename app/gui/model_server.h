@@ -37,7 +37,6 @@ class ModelServer : public QObject {
 
     State state() const { return state_; }
     bool running() const { return state_ == State::Running; }
-    QString url() const { return url_; }          // http://host:port, while running
     QString modelPath() const { return model_; }  // what it serves
 
   public slots:
@@ -61,7 +60,6 @@ class ModelServer : public QObject {
     static StartResult start_server(QString model_path, LoadOptions load, ServeSettings settings);
 
     State state_ = State::Stopped;
-    QString url_;
     QString model_;
     std::shared_ptr<server::ApiServer> server_;
     QFutureWatcher<StartResult> starting_;

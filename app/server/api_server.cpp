@@ -274,7 +274,7 @@ struct ApiServer::Impl {
                            "id", "invalid_request_error", "not_found");
         }
         const auto& tokenizer = loop.engine().tokenizer();
-        const std::int64_t positions = kept->capture.rows();
+        const std::int64_t positions = kept->capture->rows();
         json tokens = json::array();
         for (std::int64_t p = 0; p < positions && p < std::ssize(kept->tokens); ++p) {
             const std::int32_t t = kept->tokens[static_cast<std::size_t>(p)];
@@ -286,8 +286,8 @@ struct ApiServer::Impl {
         }
         json rows = json::array();
         for (std::int64_t q = 0; q < positions; ++q)
-            rows.push_back(head < 0 ? kept->capture.mean_row(layer, q)
-                                    : kept->capture.row(layer, head, q));
+            rows.push_back(head < 0 ? kept->capture->mean_row(layer, q)
+                                    : kept->capture->row(layer, head, q));
         return {{"object", "tokenscope.attention"},
                 {"id", id},
                 {"layer", layer},
@@ -389,13 +389,16 @@ struct ApiServer::Impl {
     }
 };
 
-ApiServer::ApiServer(std::unique_ptr<runtime::Engine> engine, ServerOptions options) {
+void require_safe_bind(const ServerOptions& options) {
     if (!is_loopback(options.host) && options.api_key.empty()) {
-        throw InvalidArgument(
-            "refusing to serve on '" + options.host +
-            "' without an API key: anyone who can reach it could use the model; pass --api-key KEY "
-            "(or bind 127.0.0.1)");
+        throw InvalidArgument("refusing to serve on '" + options.host +
+                              "' without an API key: anyone who can reach it could use the model; "
+                              "set a key (--api-key KEY) or bind 127.0.0.1");
     }
+}
+
+ApiServer::ApiServer(std::unique_ptr<runtime::Engine> engine, ServerOptions options) {
+    require_safe_bind(options);
     if (options.port < 0 || options.port > 65535) {
         throw InvalidArgument("the port must be from 0 to 65535, got " +
                               std::to_string(options.port));

@@ -41,6 +41,9 @@ struct ServerOptions {
 
 // 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback(const std::string& host);
+// Throws InvalidArgument for a non-loopback host without an API key. The ApiServer checks it;
+// callers check it too before loading a model, so that the refusal does not take seconds.
+void require_safe_bind(const ServerOptions& options);
 
 class ApiServer {
   public:

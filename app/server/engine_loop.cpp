@@ -200,10 +200,11 @@ void EngineLoop::route(std::vector<runtime::TokenEvent> events) {
 }
 
 void EngineLoop::keep_attention(const Job& job) {
-    const inspect::AttentionCapture* capture = engine_->capture(job.id);
+    // Shared, not copied: a copy of every layer's rows would hold up the engine thread.
+    std::shared_ptr<const inspect::AttentionCapture> capture = engine_->shared_capture(job.id);
     if (!capture) return;
     auto kept = std::make_shared<ServedAttention>(
-        ServedAttention{job.public_id, job.request.prompt, *capture});
+        ServedAttention{job.public_id, job.request.prompt, std::move(capture)});
     kept->tokens.insert(kept->tokens.end(), job.generated.begin(), job.generated.end());
     std::lock_guard lock(mutex_);
     attention_.push_back(std::move(kept));

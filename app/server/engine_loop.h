@@ -69,11 +69,12 @@ struct EngineLoopOptions {
 };
 
 // A finished request's attention capture (it asked with "tokenscope": {"attention": true}):
-// the sequence's tokens and the weights of its first positions. Immutable once published.
+// the sequence's tokens and the weights of its first positions. Immutable once published: the
+// server's requests have no conversation key, so the engine never extends a finished capture.
 struct ServedAttention {
     std::string public_id;
     std::vector<std::int32_t> tokens;  // prompt, then the answer
-    inspect::AttentionCapture capture;
+    std::shared_ptr<const inspect::AttentionCapture> capture;
 };
 
 // A copy of what the KV panel shows, taken by the engine thread after each step.

@@ -229,8 +229,12 @@ void Engine::cancel(RequestId id) {
 }
 
 const inspect::AttentionCapture* Engine::capture(RequestId id) const {
+    return shared_capture(id).get();
+}
+
+std::shared_ptr<const inspect::AttentionCapture> Engine::shared_capture(RequestId id) const {
     auto it = captures_.find(id);
-    return it == captures_.end() ? nullptr : it->second.get();
+    return it == captures_.end() ? nullptr : it->second;
 }
 
 kv::SeqId Engine::conversation_sequence(const std::string& key) const {

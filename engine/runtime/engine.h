@@ -150,6 +150,10 @@ public:
     std::string backend_name() const { return backend_->name(); }
     // The attention rows captured for a request (null when it did not ask or is unknown).
     const inspect::AttentionCapture* capture(RequestId id) const;
+    // The same capture, shared: it outlives the engine's short list of recent captures. A
+    // finished request's capture no longer changes unless the request had a conversation key
+    // (the next turn of that conversation extends it).
+    std::shared_ptr<const inspect::AttentionCapture> shared_capture(RequestId id) const;
 
     // Low-level access for perplexity and benchmarks: runs `batch` as given. The caller
     // allocates slots through kv().
