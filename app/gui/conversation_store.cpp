@@ -1,5 +1,7 @@
 #include "conversation_store.h"
 
+#include "wal_syncer.h"
+
 #include "util/error.h"
 #include "util/paths.h"
 
@@ -290,6 +292,7 @@ class ConversationStore::Transaction {
     void commit() {
         store_.exec(QStringLiteral("COMMIT"));
         committed_ = true;
+        if (store_.syncer_) store_.syncer_->request();
     }
 
   private:
@@ -299,7 +302,8 @@ class ConversationStore::Transaction {
 
 // Commits made while one is alive do not wait for an fsync (WAL with synchronous=NORMAL): they
 // survive a crash or SIGKILL of the app (the WAL is in the OS's hands at commit), and reach the
-// platter with the next FULL commit or checkpoint; only a power cut in between can lose them.
+// platter with the next FULL commit, checkpoint or background sync; only a power cut in between
+// can lose them.
 // Used for what the model wrote (a reply can be generated again, and its token trace is only an
 // explanation), never for what the user typed.
 class ConversationStore::RelaxedSync {
@@ -308,8 +312,8 @@ class ConversationStore::RelaxedSync {
         store_.exec(QStringLiteral("PRAGMA synchronous=NORMAL"));
     }
     ~RelaxedSync() {
-        QSqlQuery full(store_.db_);
-        full.exec(QStringLiteral("PRAGMA synchronous=FULL"));
+        QSqlQuery restore(store_.db_);
+        restore.exec(QStringLiteral("PRAGMA synchronous=%1").arg(store_.synchronous_));
     }
     RelaxedSync(const RelaxedSync&) = delete;
     RelaxedSync& operator=(const RelaxedSync&) = delete;
@@ -335,7 +339,26 @@ ConversationStore::ConversationStore(const std::filesystem::path& path)
 }
 
 ConversationStore::~ConversationStore() {
+    syncer_.reset();  // finishes the syncs already asked for
     close_connection();
+}
+
+void ConversationStore::sync_in_background() {
+    check_thread();
+    if (syncer_) return;
+    exec(QStringLiteral("PRAGMA synchronous=NORMAL"));
+    synchronous_ = QStringLiteral("NORMAL");
+    std::filesystem::path wal = path_;
+    wal += "-wal";
+    syncer_ = std::make_unique<WalSyncer>(std::move(wal));
+}
+
+void ConversationStore::wait_until_durable() {
+    if (syncer_) syncer_->flush();
+}
+
+std::uint64_t ConversationStore::background_syncs() const {
+    return syncer_ ? syncer_->syncs() : 0;
 }
 
 void ConversationStore::close_connection() noexcept {

@@ -2,7 +2,10 @@
 // ConversationStore: conversations and their messages in one SQLite database (Qt SQL, WAL).
 //
 // Durability contract: every write is its own transaction and is committed (and, with
-// synchronous=FULL, fsynced) before the call returns. Two writes of what the model produced,
+// synchronous=FULL, fsynced) before the call returns. A store on the GUI thread calls
+// sync_in_background(): its commits return once SQLite has handed them to the OS (safe against
+// a crash or SIGKILL) and a WalSyncer fsyncs them a few milliseconds later on its own thread, so
+// a busy disk never stalls the window (see wal_syncer.h). Two writes of what the model produced,
 // append_reply() and set_token_trace(), commit without waiting for the fsync (synchronous=
 // NORMAL for that transaction): they survive a crash or SIGKILL and are on disk with the next
 // FULL commit; a power cut right after could lose them. That keeps a long reply's save from
@@ -26,12 +29,15 @@
 #include <QString>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 class QSqlQuery;
 class QThread;
 
 namespace tokenscope::app {
+
+class WalSyncer;
 
 enum class Role { System, User, Assistant };
 
@@ -134,6 +140,14 @@ class ConversationStore {
     // This connection's automatic WAL checkpoint threshold in pages (SQLite's default: 1000;
     // 0: never, another connection does them).
     void set_wal_autocheckpoint(int pages);
+    // From now on commits do not wait for the disk (synchronous=NORMAL) and a thread of the
+    // store's own fsyncs the WAL after each one. For the GUI thread's store. Idempotent.
+    void sync_in_background();
+    // Waits until every commit made so far has been fsynced (no-op without
+    // sync_in_background()). The destructor calls it.
+    void wait_until_durable();
+    // Completed background fsyncs (0 without sync_in_background()). For tests.
+    std::uint64_t background_syncs() const;
 
     // --- conversations ---
     qint64 create_conversation(const QString& title, const QString& system_prompt = {},
@@ -165,8 +179,8 @@ class ConversationStore {
     int truncate_after(qint64 conversation_id, int position);
     // Finish reason, token count and speed of an assistant reply.
     void set_reply_stats(qint64 message_id, const ReplyStats& stats);
-    // A finished assistant reply with its statistics in one transaction (one fsync: the GUI
-    // thread calls it when a reply ends). Returns the new message's id.
+    // A finished assistant reply with its statistics in one transaction (the GUI thread calls
+    // it when a reply ends; it does not wait for an fsync). Returns the new message's id.
     qint64 append_reply(qint64 conversation_id, const QString& content, bool complete,
                         const ReplyStats& stats);
 
@@ -198,6 +212,9 @@ class ConversationStore {
     QString connection_name_;
     QSqlDatabase db_;
     QThread* thread_ = nullptr;
+    // "FULL", or "NORMAL" once commits are synced in the background; what RelaxedSync restores.
+    QString synchronous_ = QStringLiteral("FULL");
+    std::unique_ptr<WalSyncer> syncer_;
 };
 
 }  // namespace tokenscope::app

@@ -95,6 +95,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     // WAL checkpoints copy the log into the database and fsync it: the trace writer's
     // connection runs them, off the GUI thread.
     store_->set_wal_autocheckpoint(0);
+    // Commits return without waiting for the disk; a thread of the store fsyncs them (an fsync
+    // took 100-150 ms while another program wrote to the disk: a frozen window).
+    store_->sync_in_background();
 
     // Centre: conversations | (system prompt, chat).
     auto* splitter = new QSplitter(this);
@@ -787,8 +790,8 @@ void MainWindow::start_generation() {
     last_metrics_ = {};
     clear_conversation_panels();
     // Step mode submits the reply and waits for Step; otherwise it streams to the end.
-    QMetaObject::invokeMethod(worker_, stepping_ ? "beginStepping" : "generate", Qt::QueuedConnection,
-                              Q_ARG(qint64, conversation_),
+    QMetaObject::invokeMethod(worker_, stepping_ ? "beginStepping" : "generate",
+                              Qt::QueuedConnection, Q_ARG(qint64, conversation_),
                               Q_ARG(QVector<tokenscope::app::ChatTurn>, turns_for(conversation_)),
                               Q_ARG(tokenscope::ui::SamplingSettings, settings_));
 }

@@ -1,6 +1,8 @@
 // store_writer PATH RUN: appends messages to a new conversation in the store at PATH, forever
 // (until killed, or a generous cap), printing "conversation ID" once and then "committed N"
 // after each message is committed, flushed at once so the test knows what it may expect.
+// Odd runs commit as the app's window does (sync_in_background(): no fsync on the committing
+// thread), so a SIGKILL is tried against both ways of committing.
 #include "conversation_store.h"
 #include "store_writer_protocol.h"
 
@@ -22,6 +24,7 @@ int main(int argc, char** argv) {
     try {
         const int run = std::atoi(argv[2]);
         tokenscope::app::ConversationStore store(argv[1]);
+        if (run % 2 == 1) store.sync_in_background();
         const qint64 conversation =
             store.create_conversation(QStringLiteral("run %1").arg(run), QString());
         std::printf("conversation %lld\n", static_cast<long long>(conversation));

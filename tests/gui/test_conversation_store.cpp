@@ -4,6 +4,7 @@
 #include "store_writer_protocol.h"
 #include "trace_writer.h"
 #include "util/error.h"
+#include "wal_syncer.h"
 
 #include <QElapsedTimer>
 #include <QFile>
@@ -20,6 +21,10 @@
 #include <filesystem>
 #include <functional>
 #include <thread>
+
+#ifndef _WIN32
+#include <unistd.h>
+#endif
 
 using tokenscope::app::ConversationStore;
 using tokenscope::app::Message;
@@ -438,8 +443,10 @@ class TestConversationStore : public QObject {
         shown.id = 2;
         shown.origin = tokenscope::ui::TokenOrigin::Accepted;
         QCOMPARE(tokenscope::app::trace_from_token(shown).origin, quint8{1});
-        QCOMPARE(tokenscope::app::token_from_trace(back[1]).origin, tokenscope::ui::TokenOrigin::Accepted);
-        QCOMPARE(tokenscope::app::token_from_trace(back[2]).origin, tokenscope::ui::TokenOrigin::Bonus);
+        QCOMPARE(tokenscope::app::token_from_trace(back[1]).origin,
+                 tokenscope::ui::TokenOrigin::Accepted);
+        QCOMPARE(tokenscope::app::token_from_trace(back[2]).origin,
+                 tokenscope::ui::TokenOrigin::Bonus);
         // An origin this build does not know is named, with its offset: the last byte.
         QByteArray bytes = tokenscope::app::encode_token_trace({accepted});
         QCOMPARE(static_cast<int>(bytes.back()), 1);
@@ -623,6 +630,63 @@ class TestConversationStore : public QObject {
         });
         other.join();
         QVERIFY2(error.contains(QStringLiteral("thread")), qPrintable(error));
+    }
+
+    // The window's store commits without waiting for the disk and a thread of its own fsyncs
+    // the WAL: what it commits is visible to another connection at once (it is in the OS's
+    // hands), the background fsyncs happen (the counter moves only for an fsync that found the
+    // file and succeeded), also after a reply's relaxed commit.
+    void backgroundSyncCommitsAndSyncs() {
+        const auto path = fresh_path();
+        ConversationStore store(path);
+        QCOMPARE(store.background_syncs(), std::uint64_t{0});
+        store.sync_in_background();
+        store.sync_in_background();  // idempotent
+        const qint64 c = store.create_conversation(QStringLiteral("durable"));
+        store.append_message(c, Role::User, QStringLiteral("typed by the user"));
+        {
+            ConversationStore other(path);
+            const QList<Message> seen = other.messages(c);
+            QCOMPARE(seen.size(), 1);
+            QCOMPARE(seen[0].content, QStringLiteral("typed by the user"));
+        }
+        store.wait_until_durable();
+        const std::uint64_t after_first = store.background_syncs();
+        QVERIFY2(after_first >= 1, "no background fsync completed");
+        store.append_reply(c, QStringLiteral("an answer"), true, tokenscope::app::ReplyStats{});
+        store.append_message(c, Role::User, QStringLiteral("and more"));
+        store.wait_until_durable();
+        QVERIFY(store.background_syncs() > after_first);
+        QCOMPARE(store.messages(c).size(), 3);
+    }
+
+    // A sync of a file that is not there is not an error (SQLite may remove the WAL when its
+    // last connection closes); one that cannot be opened is, and names the file.
+    void syncFileDataNamesTheFile() {
+        const auto dir = fresh_path().parent_path();
+        std::filesystem::create_directories(dir);
+        bool existed = true;
+        std::string error;
+        QVERIFY(tokenscope::app::sync_file_data(dir / "absent-wal", existed, error));
+        QVERIFY(!existed);
+        QVERIFY(error.empty());
+        const auto file = dir / "present-wal";
+        {
+            QFile f(QString::fromStdString(file.string()));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("bytes");
+        }
+        QVERIFY(tokenscope::app::sync_file_data(file, existed, error));
+        QVERIFY(existed);
+#ifndef _WIN32
+        if (::geteuid() != 0) {  // root opens anything
+            QFile::setPermissions(QString::fromStdString(file.string()),
+                                  QFileDevice::Permissions{});
+            QVERIFY(!tokenscope::app::sync_file_data(file, existed, error));
+            QVERIFY2(QString::fromStdString(error).contains(QStringLiteral("present-wal")),
+                     error.c_str());
+        }
+#endif
     }
 
     // The test: kill the writer with SIGKILL mid-write, start again, everything it had

@@ -683,13 +683,13 @@ class TestWindowUsability : public QObject {
         qInfo("AddressSanitizer build: the stall bound is not asserted");
 #else
         // The 50 ms bound of the chat view (test_chat_view, 2000 tokens: 13-16 ms) and of a
-        // 512-token reply in the window (test_main_window) is not yet met here in every run:
-        // over 2000+ tokens of a growing context, one run in three showed one iteration of
-        // 50-94 ms of the GUI thread's own work (measured 2026-12-01; the others 34-44 ms).
-        // Asserted at 100 ms until that iteration is found; see docs/architecture.md.
+        // 512-token reply in the window (test_main_window) is the target. Over 2000+ tokens of
+        // a growing context the GUI thread's longest own iteration measured 38-51 ms with a
+        // disk writer (dd conv=fsync) beside it (2026-12-01); it was 152-161 ms before commits
+        // stopped fsyncing on the GUI thread (WalSyncer). Asserted at 75 ms for CI's noise.
         if (meter.worstOwn() > 50)
             qWarning("over the 50 ms target: %lld ms", static_cast<long long>(meter.worstOwn()));
-        QVERIFY2(meter.worstOwn() <= 100, qPrintable(QString::number(meter.worstOwn())));
+        QVERIFY2(meter.worstOwn() <= 75, qPrintable(QString::number(meter.worstOwn())));
 #endif
         // The view followed the answer to its end.
         QScrollBar* bar = w->chatView()->transcript()->verticalScrollBar();
