@@ -390,25 +390,6 @@ void q32_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 // sum_s sc[s] * sum(q * q_a) - dmin * sum_s m[s] * s_a(s), where s_a(s) adds the activation sums of
 // the two 16-element halves of sub-block s.
 //
-// The 12 scale bytes (layout: tensor/kquant_scales.h) are unpacked as three little-endian
-// words: sc[0..3] and m[0..3] are the low 6 bits of bytes 0-3 and 4-7; sc[4..7] and m[4..7]
-// take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from bits 6-7 of
-// bytes 0-3 and 4-7. Four byte-parallel word operations give all sixteen at once.
-inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8],
-                             std::uint8_t (&m)[8]) {
-    std::uint32_t w[3];
-    std::memcpy(w, scales, 12);
-    constexpr std::uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-    const std::uint32_t sc_lo = w[0] & kLow6;
-    const std::uint32_t m_lo = w[1] & kLow6;
-    const std::uint32_t sc_hi = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
-    const std::uint32_t m_hi = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
-    std::memcpy(sc, &sc_lo, 4);
-    std::memcpy(sc + 4, &sc_hi, 4);
-    std::memcpy(m, &m_lo, 4);
-    std::memcpy(m + 4, &m_hi, 4);
-}
-
 // Q4_K (and, with kFifth, Q5_K: the same header and scales, 32 bytes of fifth bits before the
 // nibbles) for T tokens, one row; the same per-token arithmetic for any T (see q32_direct_row).
 template <bool kFifth, int T>
@@ -451,7 +432,8 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         const std::uint8_t* qs = blk + offsetof(BlockQ4_K, qs) + (kFifth ? 32 : 0);
         [[maybe_unused]] __m256i qh;
         if constexpr (kFifth)
-            qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ5_K, qh)));
+            qh =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ5_K, qh)));
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
             const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
@@ -522,11 +504,13 @@ void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             for (int t = 0; t < T; ++t) {
                 const __m256i x =
                     _mm256_load_si256(reinterpret_cast<const __m256i*>(aq[t] + 256 * b + 32 * c));
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), sc));
+                isum[t] =
+                    _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), sc));
             }
         }
         for (int t = 0; t < T; ++t) {
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(k.d * ad[t][b]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(k.d * ad[t][b]),
+                                     acc[t]);
         }
     }
     for (int t = 0; t < T; ++t)
@@ -562,6 +546,8 @@ void run_direct(const MatmulArgs& a) {
 }  // namespace
 
 bool matmul_avx2(const MatmulArgs& args) {
+    if (args.int8_gemm && args.tokens >= kPanelMinTokensInternal && gemm_int8_avx2(args))
+        return true;
     // Below the prefill panels' threshold (they take 16 tokens and more in matmul_rows): the
     // decode kernels, for one token or a few, with the same per-token arithmetic.
     if (args.tokens < kPanelMinTokensInternal) {

@@ -66,8 +66,8 @@ inline std::uint16_t load_half_bits(const std::uint8_t* p) {
 // The block loop only gathers the f16 scale bits; they are converted 8 at a time afterwards,
 // because a scalar f16 -> f32 conversion per block cost as much as the whole block's dot.
 // nb <= kPackChunk / 32 (run_q32's chunking); d and c have room for nb rounded up to 16.
-void pack_q32_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
-                   float* d, float* c) {
+[[maybe_unused]] void pack_q32_simd(Type type, const std::uint8_t* blocks, std::int64_t nb,
+                                    std::uint8_t* u, float* d, float* c) {
     constexpr std::int64_t kMaxBlocks = kPackChunk / 32;
     alignas(32) std::uint16_t dh[kMaxBlocks + 8] = {};
     alignas(32) std::uint16_t mh[kMaxBlocks + 8] = {};
@@ -166,6 +166,26 @@ inline void fill_sc16_per16(std::int16_t* sc16, __m256i scales16) {
     for (int c = 0; c < 8; ++c) {
         _mm256_store_si256(reinterpret_cast<__m256i*>(sc16 + 16 * c), chunk_scales16(scales16, c));
     }
+}
+
+// Q4_K / Q5_K sub-block scales and mins (shared by the direct kernels and the int8 GEMM).
+// The 12 scale bytes (layout: tensor/kquant_scales.h) are unpacked as three little-endian
+// words: sc[0..3] and m[0..3] are the low 6 bits of bytes 0-3 and 4-7; sc[4..7] and m[4..7]
+// take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from bits 6-7 of
+// bytes 0-3 and 4-7. Four byte-parallel word operations give all sixteen at once.
+inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8],
+                             std::uint8_t (&m)[8]) {
+    std::uint32_t w[3];
+    std::memcpy(w, scales, 12);
+    constexpr std::uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+    const std::uint32_t sc_lo = w[0] & kLow6;
+    const std::uint32_t m_lo = w[1] & kLow6;
+    const std::uint32_t sc_hi = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
+    const std::uint32_t m_hi = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
+    std::memcpy(sc, &sc_lo, 4);
+    std::memcpy(sc + 4, &sc_hi, 4);
+    std::memcpy(m, &m_lo, 4);
+    std::memcpy(m + 4, &m_hi, 4);
 }
 
 // Bit `bit` of each byte of v moved to bit `to` (other bits 0). The 16-bit shifts move bits
@@ -305,8 +325,8 @@ inline void pack_q4_k_scales(const BlockQ4_K* blk, std::int16_t* sc16, float* d,
                      _mm256_permutevar8x32_ps(mins, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
 }
 
-void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
-                 std::int16_t* sc16, float* d, float* c) {
+[[maybe_unused]] void pack_k_simd(Type type, const std::uint8_t* blocks, std::int64_t nb,
+                                  std::uint8_t* u, std::int16_t* sc16, float* d, float* c) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     switch (type) {
         case Type::Q4_K:

@@ -55,15 +55,20 @@ SimdLevel environment_level() {
         if (!text || !*text) return detected;
         const std::string name(text);
         SimdLevel wanted;
-        if (name == "scalar") wanted = SimdLevel::Scalar;
-        else if (name == "avx2") wanted = SimdLevel::Avx2;
-        else if (name == "avx512") wanted = SimdLevel::Avx512;
+        if (name == "scalar")
+            wanted = SimdLevel::Scalar;
+        else if (name == "avx2")
+            wanted = SimdLevel::Avx2;
+        else if (name == "avx512")
+            wanted = SimdLevel::Avx512;
         else {
-            spdlog::warn("TOKENSCOPE_SIMD='{}' is not scalar, avx2 or avx512; using {}", name, simd_level_name(detected));
+            spdlog::warn("TOKENSCOPE_SIMD='{}' is not scalar, avx2 or avx512; using {}", name,
+                         simd_level_name(detected));
             return detected;
         }
         if (static_cast<int>(wanted) > static_cast<int>(detected)) {
-            spdlog::warn("TOKENSCOPE_SIMD={}: this CPU's best is {}; using that", name, simd_level_name(detected));
+            spdlog::warn("TOKENSCOPE_SIMD={}: this CPU's best is {}; using that", name,
+                         simd_level_name(detected));
             return detected;
         }
         return wanted;
@@ -99,6 +104,20 @@ const char* simd_level_name(SimdLevel level) {
             return "avx512";
     }
     return "unknown";
+}
+
+bool detail::uses_int8_gemm(Type type) {
+#if defined(TOKENSCOPE_X86_KERNELS)
+    static const bool enabled = [] {
+        const char* text = std::getenv("TOKENSCOPE_INT8_GEMM");
+        return !(text && std::string(text) == "0");
+    }();
+    return enabled && (type == Type::Q2_K || type == Type::Q3_K || type == Type::Q4_K ||
+                       type == Type::Q5_K || type == Type::Q6_K);
+#else
+    (void)type;
+    return false;
+#endif
 }
 
 namespace {
@@ -146,24 +165,27 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     }
 
     const detail::MatmulArgs all{weight_type,
-                                  static_cast<const std::uint8_t*>(weights),
-                                  rbytes,
-                                  n,
-                                  row_begin,
-                                  row_end,
-                                  acts.row(0),
-                                  acts.row_stride(),
-                                  acts.scale_offset(),
-                                  acts.sum_offset(),
-                                  acts.interleaved_offset(),
-                                  acts.rows(),
-                                  out,
-                                  out_stride,
-                                  acts.panels(),
-                                  acts.panel_group_stride()};
+                                 static_cast<const std::uint8_t*>(weights),
+                                 rbytes,
+                                 n,
+                                 row_begin,
+                                 row_end,
+                                 acts.row(0),
+                                 acts.row_stride(),
+                                 acts.scale_offset(),
+                                 acts.sum_offset(),
+                                 acts.interleaved_offset(),
+                                 acts.rows(),
+                                 out,
+                                 out_stride,
+                                 acts.panels(),
+                                 acts.panel_group_stride(),
+                                 detail::uses_int8_gemm(weight_type)};
 #if defined(TOKENSCOPE_X86_KERNELS)
     // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.
-    if (all.panels != nullptr && active_simd_level() == SimdLevel::Avx2 && detail::gemm_panels_avx2(all)) return;
+    if (all.panels != nullptr && active_simd_level() == SimdLevel::Avx2 &&
+        detail::gemm_panels_avx2(all))
+        return;
 #endif
     // The kernels walk weight rows outermost and, for each group of rows, every token: each
     // group re-reads all the activations. Once those outgrow the core's L2 (512 tokens of F32
@@ -174,7 +196,9 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     // stays full.
     constexpr std::size_t kActivationBlockBytes = std::size_t{256} << 10;
     const std::int64_t block = std::max<std::int64_t>(
-        12, static_cast<std::int64_t>(kActivationBlockBytes / std::max<std::size_t>(1, acts.row_stride())) / 12 * 12);
+        12, static_cast<std::int64_t>(kActivationBlockBytes /
+                                      std::max<std::size_t>(1, acts.row_stride())) /
+                12 * 12);
     for (std::int64_t t0 = 0; t0 < all.tokens; t0 += block) {
         detail::MatmulArgs args = all;
         args.acts = all.acts + static_cast<std::size_t>(t0) * all.act_stride;
