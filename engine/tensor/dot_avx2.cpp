@@ -18,13 +18,6 @@ namespace tokenscope::tensor::detail {
 
 namespace {
 
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 template <bool kSigned>
 struct Q32Avx2 {
     static constexpr int kRows = 2;

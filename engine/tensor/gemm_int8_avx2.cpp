@@ -35,13 +35,6 @@ namespace tokenscope::tensor::detail {
 
 namespace {
 
-inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 // 4 x 3: of 4x3, 3x3, 4x2 and 2x6 (a first Q4_K-only version, same measurement, one round:
 // 82-85, 69-87, 73-78 and 36-47 GFLOP/s), the fastest and steadiest.
 constexpr int kTileRows = 4;
@@ -167,7 +160,7 @@ void k_tile(const MatmulArgs& a, const PackedRows& p, std::int64_t r0, std::int6
     }
     for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) {
-            a.out[(t0 + t) * a.out_stride + r0 + r] = hsum8(_mm256_load_ps(facc[r][t]));
+            a.out[(t0 + t) * a.out_stride + r0 + r] = hsum(_mm256_load_ps(facc[r][t]));
         }
     }
 }

@@ -25,6 +25,14 @@ inline float half_to_float(const std::uint8_t* p) {
     return _cvtsh_ss(static_cast<unsigned short>(p[0] | (p[1] << 8)));
 }
 
+// The sum of the 8 lanes.
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 inline std::uint32_t load_le32(const std::uint8_t* p) {
     std::uint32_t v;
     std::memcpy(&v, p, 4);
