@@ -52,6 +52,8 @@ struct ApiServer::Impl {
     httplib::Server http;
     std::thread thread;
     int port = 0;
+    // The listening socket, as httplib's socket-options hook saw it (see bind()).
+    socket_t listen_socket = INVALID_SOCKET;
     std::atomic<std::uint64_t> next_id{1};
     std::string id_prefix;
     std::int64_t created = 0;
@@ -84,6 +86,10 @@ struct ApiServer::Impl {
         // An idle keep-alive connection holds its worker until this timeout, and stop() waits
         // for every worker: httplib's 5 s default made each shutdown take 5 s.
         http.set_keep_alive_timeout(1);
+        http.set_socket_options([this](socket_t sock) {
+            httplib::default_socket_options(sock);
+            listen_socket = sock;
+        });
         http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
             spdlog::info("serve: {} {} -> {}", req.method, req.path, res.status);
         });
@@ -415,6 +421,13 @@ ApiServer::~ApiServer() {
     stop();
 }
 
+namespace {
+// Room for every request the engine and the queue take, connecting at the same moment.
+int options_backlog(const ServerOptions& o) {
+    return std::max(64, 2 * (o.loop.parallel + o.loop.queue));
+}
+}  // namespace
+
 int ApiServer::bind() {
     const auto& o = impl_->options;
     const std::string host = o.host == "localhost" ? "127.0.0.1" : o.host;
@@ -426,6 +439,15 @@ int ApiServer::bind() {
     if (impl_->port <= 0)
         throw IoError(fmt::format(
             "cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port));
+    // httplib (Debian's compiled 0.11) listens with a backlog of 5. 32 clients connecting at
+    // once overflowed it: their SYNs were dropped and retried a second later (time to first
+    // token p99 ~1 s in test_server's load test) and one connection failed outright. Calling
+    // listen() again enlarges the queue on Linux (Windows keeps the first value).
+    if (impl_->listen_socket != INVALID_SOCKET) {
+        const int backlog = std::min(options_backlog(o), 4096);
+        if (::listen(impl_->listen_socket, backlog) != 0)
+            spdlog::warn("serve: could not enlarge the accept queue to {}", backlog);
+    }
     return impl_->port;
 }
 

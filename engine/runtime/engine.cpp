@@ -43,6 +43,7 @@ struct Engine::Active {
     speculation::Proposal proposal;          // this step's, empty for a plain step
     std::vector<std::int32_t> verify_chunk;  // [last sampled token, proposals...]
     int asked_k = 0;
+    bool preempted = false;  // gave its cache back in this step: not scheduled again in it
 
     Active(Request r, const tokenizer::Tokenizer& tok)
         : request(std::move(r)), sampler(request.sampling), detokenizer(tok) {}
@@ -50,9 +51,12 @@ struct Engine::Active {
 
 const char* speculation_mode_name(SpeculationMode mode) {
     switch (mode) {
-        case SpeculationMode::Off: return "off";
-        case SpeculationMode::Lookup: return "lookup";
-        case SpeculationMode::Draft: return "draft";
+        case SpeculationMode::Off:
+            return "off";
+        case SpeculationMode::Lookup:
+            return "lookup";
+        case SpeculationMode::Draft:
+            return "draft";
     }
     return "unknown";
 }
@@ -74,19 +78,27 @@ SpeculationOptions parse_speculation(const std::string& text) {
 
 const char* finish_reason_name(FinishReason reason) {
     switch (reason) {
-        case FinishReason::None: return "none";
-        case FinishReason::Eos: return "eos";
-        case FinishReason::StopToken: return "stop_token";
-        case FinishReason::StopString: return "stop_string";
-        case FinishReason::MaxTokens: return "max_tokens";
-        case FinishReason::Cancelled: return "cancelled";
-        case FinishReason::ContextFull: return "context_full";
+        case FinishReason::None:
+            return "none";
+        case FinishReason::Eos:
+            return "eos";
+        case FinishReason::StopToken:
+            return "stop_token";
+        case FinishReason::StopString:
+            return "stop_string";
+        case FinishReason::MaxTokens:
+            return "max_tokens";
+        case FinishReason::Cancelled:
+            return "cancelled";
+        case FinishReason::ContextFull:
+            return "context_full";
     }
     return "unknown";
 }
 
 namespace {
-std::unique_ptr<Backend> create_backend(const model::ModelConfig& config, const model::ModelWeights& weights,
+std::unique_ptr<Backend> create_backend(const model::ModelConfig& config,
+                                        const model::ModelWeights& weights,
                                         const kv::CacheShape& shape, const EngineOptions& options) {
     if (options.device != Device::Cpu) {
         std::string reason;
@@ -104,8 +116,8 @@ namespace {
 
 void validate_speculation(const SpeculationOptions& spec) {
     if (spec.mode != SpeculationMode::Off && (spec.max_k < 1 || spec.max_k > kMaxSpeculationK)) {
-        throw InvalidArgument("speculation: k = " + std::to_string(spec.max_k) + " is out of range (1 to " +
-                              std::to_string(kMaxSpeculationK) + ")");
+        throw InvalidArgument("speculation: k = " + std::to_string(spec.max_k) +
+                              " is out of range (1 to " + std::to_string(kMaxSpeculationK) + ")");
     }
     if (spec.mode == SpeculationMode::Lookup &&
         (spec.lookup.min_ngram < 1 || spec.lookup.max_ngram < spec.lookup.min_ngram)) {
@@ -118,7 +130,8 @@ void validate_speculation(const SpeculationOptions& spec) {
 std::unique_ptr<speculation::Proposer> make_proposer(const EngineOptions& options,
                                                      const tokenizer::Tokenizer& target) {
     const SpeculationOptions& spec = options.speculation;
-    if (spec.mode == SpeculationMode::Lookup) return std::make_unique<speculation::LookupProposer>(spec.lookup);
+    if (spec.mode == SpeculationMode::Lookup)
+        return std::make_unique<speculation::LookupProposer>(spec.lookup);
     if (spec.mode == SpeculationMode::Draft) {
         return std::make_unique<speculation::DraftProposer>(spec.draft_model, options, target);
     }
@@ -133,8 +146,10 @@ Engine::Engine(gguf::File file, const EngineOptions& options)
 Engine::~Engine() = default;
 
 std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOptions& options) {
-    if (options.kv_capacity_tokens <= 0 || options.token_budget <= 0 || options.kv_block_size <= 0) {
-        throw InvalidArgument("engine options: kv capacity, token budget and block size must be positive");
+    if (options.kv_capacity_tokens <= 0 || options.token_budget <= 0 ||
+        options.kv_block_size <= 0) {
+        throw InvalidArgument(
+            "engine options: kv capacity, token budget and block size must be positive");
     }
     validate_speculation(options.speculation);
     const auto start = Clock::now();
@@ -144,23 +159,26 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     e.weights_ = model::bind_weights(e.file_, e.config_);
     e.tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(e.file_));
     if (e.tokenizer_->vocab_size() != e.config_.vocab_size) {
-        throw FormatError(path + ": the vocabulary has " + std::to_string(e.tokenizer_->vocab_size()) +
-                          " tokens but token_embd.weight has " + std::to_string(e.config_.vocab_size) + " rows");
+        throw FormatError(
+            path + ": the vocabulary has " + std::to_string(e.tokenizer_->vocab_size()) +
+            " tokens but token_embd.weight has " + std::to_string(e.config_.vocab_size) + " rows");
     }
     kv::CacheShape shape;
     shape.layers = static_cast<int>(e.config_.layers);
     shape.kv_heads = static_cast<int>(e.config_.kv_heads);
     shape.head_dim = static_cast<int>(e.config_.head_dim);
     shape.block_size = options.kv_block_size;
-    shape.num_blocks = static_cast<int>((options.kv_capacity_tokens + options.kv_block_size - 1) / options.kv_block_size);
+    shape.num_blocks = static_cast<int>((options.kv_capacity_tokens + options.kv_block_size - 1) /
+                                        options.kv_block_size);
     shape.type = options.kv_type;
     e.kv_ = std::make_unique<kv::KvCacheManager>(shape);
     e.backend_ = create_backend(e.config_, e.weights_, shape, options);
     e.proposer_ = make_proposer(options, *e.tokenizer_);
-    e.step_cost_ = speculation::StepCost(options.speculation.verify_fixed_cost, options.speculation.verify_token_cost);
-    spdlog::info("loaded {} ({}, {} layers, width {}, vocab {}) in {:.0f} ms; {}", path, e.config_.architecture,
-                 e.config_.layers, e.config_.embedding_length, e.config_.vocab_size, ms_since(start),
-                 e.backend_->name());
+    e.step_cost_ = speculation::StepCost(options.speculation.verify_fixed_cost,
+                                         options.speculation.verify_token_cost);
+    spdlog::info("loaded {} ({}, {} layers, width {}, vocab {}) in {:.0f} ms; {}", path,
+                 e.config_.architecture, e.config_.layers, e.config_.embedding_length,
+                 e.config_.vocab_size, ms_since(start), e.backend_->name());
     return engine;
 }
 
@@ -170,7 +188,8 @@ RequestId Engine::submit(Request request) {
     if (request.max_tokens < 0) throw InvalidArgument("request: max_tokens is negative");
     for (std::int32_t t : request.prompt) {
         if (t < 0 || t >= config_.vocab_size) {
-            throw InvalidArgument("request: token id " + std::to_string(t) + " out of range (vocabulary has " +
+            throw InvalidArgument("request: token id " + std::to_string(t) +
+                                  " out of range (vocabulary has " +
                                   std::to_string(config_.vocab_size) + ")");
         }
     }
@@ -182,11 +201,13 @@ RequestId Engine::submit(Request request) {
 
     // Multi-turn reuse: keep the longest common prefix of the cached conversation, but always
     // recompute at least the last prompt token (its logits pick the first new token).
-    auto cached = a->request.conversation.empty() ? conversations_.end() : conversations_.find(a->request.conversation);
+    auto cached = a->request.conversation.empty() ? conversations_.end()
+                                                  : conversations_.find(a->request.conversation);
     if (cached != conversations_.end()) {
         for (const auto& other : active_) {
             if (other->request.conversation == a->request.conversation) {
-                throw InvalidArgument("request: conversation '" + a->request.conversation + "' is already generating");
+                throw InvalidArgument("request: conversation '" + a->request.conversation +
+                                      "' is already generating");
             }
         }
         Cached& c = cached->second;
@@ -202,13 +223,15 @@ RequestId Engine::submit(Request request) {
         a->seq = next_seq_++;
     }
     a->timings.reused_tokens = a->computed;
-    if (proposer_ && a->request.speculate) a->k_control.emplace(options_.speculation.max_k, options_.speculation.adaptive_k);
+    if (proposer_ && a->request.speculate)
+        a->k_control.emplace(options_.speculation.max_k, options_.speculation.adaptive_k);
     if (a->request.capture.enabled) {
         if (!a->capture || a->capture->spec().layers != a->request.capture.layers ||
             a->capture->spec().heads != a->request.capture.heads ||
             a->capture->spec().max_context != a->request.capture.max_context) {
-            a->capture = std::make_shared<inspect::AttentionCapture>(a->request.capture, static_cast<int>(config_.layers),
-                                                                     static_cast<int>(config_.heads));
+            a->capture = std::make_shared<inspect::AttentionCapture>(
+                a->request.capture, static_cast<int>(config_.layers),
+                static_cast<int>(config_.heads));
         }
     } else {
         a->capture.reset();
@@ -251,8 +274,8 @@ void Engine::drop_conversation(const std::string& key) {
 
 void Engine::set_speculation(const SpeculationOptions& speculation) {
     if (!active_.empty()) {
-        throw InvalidArgument("speculation: cannot change it while " + std::to_string(active_.size()) +
-                              " request(s) are running");
+        throw InvalidArgument("speculation: cannot change it while " +
+                              std::to_string(active_.size()) + " request(s) are running");
     }
     validate_speculation(speculation);
     EngineOptions options = options_;
@@ -261,14 +284,15 @@ void Engine::set_speculation(const SpeculationOptions& speculation) {
     auto proposer = make_proposer(options, *tokenizer_);
     proposer_ = std::move(proposer);
     options_ = std::move(options);
-    step_cost_ = speculation::StepCost(speculation.verify_fixed_cost, speculation.verify_token_cost);
+    step_cost_ =
+        speculation::StepCost(speculation.verify_fixed_cost, speculation.verify_token_cost);
 }
 
 bool Engine::evict_idle_conversation() {
     if (conversations_.empty()) return false;
-    auto oldest = std::min_element(conversations_.begin(), conversations_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_used < b.second.last_used;
-    });
+    auto oldest = std::min_element(
+        conversations_.begin(), conversations_.end(),
+        [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; });
     spdlog::debug("engine: evicting idle conversation '{}' to free KV blocks", oldest->first);
     drop_conversation(oldest->first);
     return true;
@@ -276,7 +300,8 @@ bool Engine::evict_idle_conversation() {
 
 bool Engine::ensure_slots(kv::SeqId seq, int n) {
     for (;;) {
-        if (kv_->blocks_needed(seq, n) <= kv_->pool().num_free()) return kv_->allocate_slots(seq, n);
+        if (kv_->blocks_needed(seq, n) <= kv_->pool().num_free())
+            return kv_->allocate_slots(seq, n);
         if (!evict_idle_conversation()) return false;
     }
 }
@@ -333,9 +358,10 @@ std::vector<TokenEvent> Engine::step() {
     Batch batch;
     std::vector<Active*> scheduled;
     std::int64_t budget = options_.token_budget;
+    for (auto& ptr : active_) ptr->preempted = false;
     for (auto& ptr : active_) {
         Active& a = *ptr;
-        if (a.done) continue;
+        if (a.done || a.preempted) continue;
         const std::int64_t remaining = static_cast<std::int64_t>(a.tokens.size()) - a.computed;
         const int n = static_cast<int>(std::min(remaining, budget));
         if (n <= 0) continue;
@@ -352,7 +378,7 @@ std::vector<TokenEvent> Engine::step() {
             if (budget == 0) break;
             continue;
         }
-        if (!ensure_slots(a.seq, n)) {
+        if (!ensure_slots(a.seq, n) && !preempt_for(a, n)) {
             if (!scheduled.empty()) break;  // wait until others finish and free blocks
             spdlog::warn("engine: request {} needs more KV cache than exists ({} tokens)", a.id,
                          options_.kv_capacity_tokens);
@@ -361,10 +387,12 @@ std::vector<TokenEvent> Engine::step() {
         }
         SeqChunk chunk;
         chunk.seq = a.seq;
-        chunk.tokens = std::span<const std::int32_t>(a.tokens.data() + a.computed, static_cast<std::size_t>(n));
+        chunk.tokens = std::span<const std::int32_t>(a.tokens.data() + a.computed,
+                                                     static_cast<std::size_t>(n));
         chunk.start_pos = a.computed;
-        chunk.logits =
-            a.computed + n == static_cast<std::int64_t>(a.tokens.size()) ? LogitsWanted::Last : LogitsWanted::None;
+        chunk.logits = a.computed + n == static_cast<std::int64_t>(a.tokens.size())
+                           ? LogitsWanted::Last
+                           : LogitsWanted::None;
         chunk.capture = a.capture.get();
         batch.chunks.push_back(chunk);
         scheduled.push_back(&a);
@@ -376,13 +404,42 @@ std::vector<TokenEvent> Engine::step() {
         backend_->forward(batch, *kv_, outputs_);
         sample_scheduled(batch, scheduled, ms_since(step_start), events);
         // Decode and verification steps teach the cost model what a verification costs.
-        const bool decode_only = std::all_of(batch.chunks.begin(), batch.chunks.end(), [](const SeqChunk& c) {
-            return c.logits == LogitsWanted::All || c.tokens.size() == 1;
-        });
-        if (proposer_ && decode_only) step_cost_.record(static_cast<int>(batch.total_tokens()), ms_since(step_start));
+        const bool decode_only =
+            std::all_of(batch.chunks.begin(), batch.chunks.end(), [](const SeqChunk& c) {
+                return c.logits == LogitsWanted::All || c.tokens.size() == 1;
+            });
+        if (proposer_ && decode_only)
+            step_cost_.record(static_cast<int>(batch.total_tokens()), ms_since(step_start));
     }
     std::erase_if(active_, [](const auto& a) { return a->done; });
     return events;
+}
+
+// Recompute preemption (vLLM's): when the oldest requests need KV blocks that younger ones
+// hold, the youngest gives its blocks back and later computes its tokens (prompt and what it
+// generated so far) again, instead of `a` being cut short with context_full. Requests are
+// scheduled oldest first, so the victims (younger than `a`) have nothing scheduled in this step
+// yet. A request with an attention capture is not preempted (its rows would be recorded twice).
+// Returns whether `a` then got its n slots.
+bool Engine::preempt_for(Active& a, int n) {
+    auto self =
+        std::find_if(active_.begin(), active_.end(), [&](const auto& p) { return p.get() == &a; });
+    if (self == active_.end()) return false;
+    for (auto it = active_.end(); it != self + 1;) {
+        --it;
+        Active& victim = **it;
+        if (victim.done || victim.computed == 0 || victim.capture) continue;
+        spdlog::info(
+            "engine: request {} gives back its KV cache ({} tokens) for request {}; it will "
+            "compute them again",
+            victim.id, victim.computed, a.id);
+        kv_->truncate(victim.seq, 0);
+        victim.computed = 0;
+        victim.preempted = true;
+        ++preemptions_;
+        if (ensure_slots(a.seq, n)) return true;
+    }
+    return false;
 }
 
 bool Engine::schedule_verification(Active& a, std::int64_t budget) {
@@ -391,9 +448,11 @@ bool Engine::schedule_verification(Active& a, std::int64_t budget) {
     if (!a.k_control || a.generated == 0) return false;
     // Every proposal accepted yields k + 1 tokens: stay within max_tokens, the step's budget and
     // the model's context (the chunk writes positions up to size - 1 + k).
-    const std::int64_t room = std::min({static_cast<std::int64_t>(a.request.max_tokens) - a.generated - 1, budget - 1,
-                                        config_.context_length - static_cast<std::int64_t>(a.tokens.size())});
-    const int wanted = options_.speculation.adaptive ? a.k_control->next_k(step_cost_) : options_.speculation.max_k;
+    const std::int64_t room =
+        std::min({static_cast<std::int64_t>(a.request.max_tokens) - a.generated - 1, budget - 1,
+                  config_.context_length - static_cast<std::int64_t>(a.tokens.size())});
+    const int wanted = options_.speculation.adaptive ? a.k_control->next_k(step_cost_)
+                                                     : options_.speculation.max_k;
     const int k = static_cast<int>(std::min<std::int64_t>(wanted, room));
     if (k <= 0) return false;
     a.asked_k = k;
@@ -414,8 +473,10 @@ FinishReason Engine::append_token(Active& a, const SampleResult& s, TokenEvent& 
     e.position = static_cast<std::int64_t>(a.tokens.size());
     e.probability = s.probability;
     e.logprob = s.model_logprob;
-    for (const auto& c : s.before) e.before.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
-    for (const auto& c : s.after) e.after.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
+    for (const auto& c : s.before)
+        e.before.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
+    for (const auto& c : s.after)
+        e.after.push_back({c.id, tokenizer_->piece(c.id), c.probability, c.logit});
     a.tokens.push_back(s.token);
     ++a.generated;
     a.timings.generated_tokens = a.generated;
@@ -428,15 +489,16 @@ FinishReason Engine::append_token(Active& a, const SampleResult& s, TokenEvent& 
         reason = FinishReason::StopToken;
     } else {
         e.text = filter_stop_strings(a, a.held_back + a.detokenizer.push(s.token), reason);
-        if (reason == FinishReason::None && a.generated >= a.request.max_tokens) reason = FinishReason::MaxTokens;
+        if (reason == FinishReason::None && a.generated >= a.request.max_tokens)
+            reason = FinishReason::MaxTokens;
     }
     e.timings = a.timings;
     e.speculation.enabled = a.k_control.has_value();
     return reason;
 }
 
-void Engine::sample_scheduled(const Batch& batch, const std::vector<Active*>& scheduled, double step_ms,
-                              std::vector<TokenEvent>& events) {
+void Engine::sample_scheduled(const Batch& batch, const std::vector<Active*>& scheduled,
+                              double step_ms, std::vector<TokenEvent>& events) {
     for (std::size_t ci = 0; ci < scheduled.size(); ++ci) {
         Active& a = *scheduled[ci];
         if (!a.proposal.tokens.empty()) {
@@ -465,7 +527,8 @@ void Engine::sample_scheduled(const Batch& batch, const std::vector<Active*>& sc
     }
 }
 
-void Engine::verify_scheduled(Active& a, std::int64_t row, double step_ms, std::vector<TokenEvent>& events) {
+void Engine::verify_scheduled(Active& a, std::int64_t row, double step_ms,
+                              std::vector<TokenEvent>& events) {
     const auto& proposed = a.proposal.tokens;
     const auto n = static_cast<int>(proposed.size());
     auto verification = std::make_shared<speculation::Verification>();
@@ -486,12 +549,13 @@ void Engine::verify_scheduled(Active& a, std::int64_t row, double step_ms, std::
         speculation::TokenOrigin origin = speculation::TokenOrigin::Bonus;
         if (i < n) {
             const std::span<const sampling::TokenLogit> q =
-                a.proposal.q.empty() ? std::span<const sampling::TokenLogit>{} : a.proposal.q[static_cast<std::size_t>(i)];
+                a.proposal.q.empty() ? std::span<const sampling::TokenLogit>{}
+                                     : a.proposal.q[static_cast<std::size_t>(i)];
             const double u_accept = a.sampler.next_uniform();
             const double u_resample = a.sampler.next_uniform();
             ++judged;
-            const speculation::Verdict v = speculation::judge(p.items, q, proposed[static_cast<std::size_t>(i)],
-                                                              u_accept, u_resample);
+            const speculation::Verdict v = speculation::judge(
+                p.items, q, proposed[static_cast<std::size_t>(i)], u_accept, u_resample);
             token = v.token;
             if (v.accepted) {
                 origin = speculation::TokenOrigin::Accepted;
@@ -505,8 +569,9 @@ void Engine::verify_scheduled(Active& a, std::int64_t row, double step_ms, std::
                 verification->target_p = v.p_token;
             }
         } else {
-            token = a.sampler.params().temperature == 0.0f ? p.items.front().id
-                                                           : p.items[sampling::draw(p, a.sampler.next_uniform())].id;
+            token = a.sampler.params().temperature == 0.0f
+                        ? p.items.front().id
+                        : p.items[sampling::draw(p, a.sampler.next_uniform())].id;
         }
         TokenEvent e;
         reason = append_token(a, a.sampler.result_for(token), e);
@@ -522,7 +587,8 @@ void Engine::verify_scheduled(Active& a, std::int64_t row, double step_ms, std::
     // again before anything reads them.
     a.computed = static_cast<std::int64_t>(a.tokens.size()) - 1;
     kv_->truncate(a.seq, static_cast<int>(a.computed));
-    proposer_->accept(a.seq, std::span<const std::int32_t>(a.tokens).first(static_cast<std::size_t>(a.computed)));
+    proposer_->accept(
+        a.seq, std::span<const std::int32_t>(a.tokens).first(static_cast<std::size_t>(a.computed)));
     a.k_control->record(judged, accepted);
     ++a.spec_stats.verifications;
     // Proposals after a rejection count as proposed (and not accepted); ones left unjudged
@@ -555,7 +621,8 @@ std::string Engine::filter_stop_strings(Active& a, std::string text, FinishReaso
     // Hold back the longest tail that is a proper prefix of some stop string.
     std::size_t hold = 0;
     for (const auto& stop : a.request.stop_strings) {
-        for (std::size_t len = std::min(stop.size() - 1, text.size()); len > hold && !stop.empty(); --len) {
+        for (std::size_t len = std::min(stop.size() - 1, text.size()); len > hold && !stop.empty();
+             --len) {
             if (text.compare(text.size() - len, len, stop, 0, len) == 0) {
                 hold = len;
                 break;

@@ -60,13 +60,13 @@ SpeculationOptions parse_speculation(const std::string& text);
 const char* speculation_mode_name(SpeculationMode mode);
 
 struct EngineOptions {
-    int threads = 0;                       // 0: one per hardware thread
+    int threads = 0;                         // 0: one per hardware thread
     std::int64_t kv_capacity_tokens = 4096;  // cache size, shared by all sequences
     kv::ElementType kv_type = kv::ElementType::F16;
     int kv_block_size = 16;
-    std::int64_t token_budget = 512;       // tokens per step (prefill chunk size)
-    Device device = Device::Cpu;           // Auto: CUDA when a usable GPU is registered and present
-    GpuOptions gpu;                        // CUDA graphs, split-K attention (the bench toggles them)
+    std::int64_t token_budget = 512;  // tokens per step (prefill chunk size)
+    Device device = Device::Cpu;      // Auto: CUDA when a usable GPU is registered and present
+    GpuOptions gpu;                   // CUDA graphs, split-K attention (the bench toggles them)
     SpeculationOptions speculation;
 };
 
@@ -122,7 +122,7 @@ struct TokenEvent {
 };
 
 class Engine {
-public:
+  public:
     // Maps, validates and binds the model; throws tokenscope::Error with a precise message.
     static std::unique_ptr<Engine> load(const std::string& path, const EngineOptions& options = {});
     ~Engine();
@@ -133,6 +133,9 @@ public:
     std::vector<TokenEvent> step();
     void cancel(RequestId id);
     bool has_work() const { return !active_.empty(); }
+    // Times a request gave its KV cache back to an older one and computed its tokens again
+    // (recompute preemption, when the cache runs out with several requests running).
+    std::uint64_t preemptions() const { return preemptions_; }
     // Forgets a conversation's cached sequence (its blocks return to the pool).
     void drop_conversation(const std::string& key);
     // Replaces the speculative decoding setup (off, prompt lookup, another draft model or k)
@@ -166,7 +169,7 @@ public:
     // A cached conversation's sequence id, or -1 (tests compare caches).
     kv::SeqId conversation_sequence(const std::string& key) const;
 
-private:
+  private:
     struct Active;
     struct Cached {
         kv::SeqId seq = 0;
@@ -177,6 +180,7 @@ private:
 
     Engine(gguf::File file, const EngineOptions& options);
     bool ensure_slots(kv::SeqId seq, int n);
+    bool preempt_for(Active& a, int n);
     bool evict_idle_conversation();
     void finish(Active& a, FinishReason reason, TokenEvent& event);
     void sample_scheduled(const Batch& batch, const std::vector<Active*>& scheduled, double step_ms,
@@ -185,7 +189,8 @@ private:
     // and the proposer has a guess; false: schedule it plainly.
     bool schedule_verification(Active& a, std::int64_t budget);
     // Judges the proposals of a verification chunk whose rows start at `row`.
-    void verify_scheduled(Active& a, std::int64_t row, double step_ms, std::vector<TokenEvent>& events);
+    void verify_scheduled(Active& a, std::int64_t row, double step_ms,
+                          std::vector<TokenEvent>& events);
     // Appends a chosen token to the sequence and fills its event; returns why the request
     // finishes with it (None: it goes on).
     FinishReason append_token(Active& a, const SampleResult& s, TokenEvent& e);
@@ -205,6 +210,7 @@ private:
     std::map<std::string, Cached> conversations_;
     std::map<RequestId, std::shared_ptr<inspect::AttentionCapture>> captures_;  // the latest few
     RequestId next_request_ = 1;
+    std::uint64_t preemptions_ = 0;
     kv::SeqId next_seq_ = 1;
     std::uint64_t clock_ = 0;
     ForwardOutputs outputs_;

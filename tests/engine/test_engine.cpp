@@ -65,7 +65,7 @@ std::vector<std::int32_t> prompt_of(const runtime::Engine& e, const char* text) 
 class TestEngine : public QObject {
     Q_OBJECT
 
-private slots:
+  private slots:
     // Greedy decoding picks, at every step, the argmax of the reference logits of the
     // sequence so far (checked where the top two reference logits are not within 1e-3, so a
     // float rounding cannot flip the choice).
@@ -77,8 +77,8 @@ private slots:
         QCOMPARE(r.tokens.size(), std::size_t{8});
         std::vector<std::int32_t> seq = prompt;
         seq.insert(seq.end(), r.tokens.begin(), r.tokens.end() - 1);
-        const auto ref = test::reference_forward(test::tiny_model_path("llama", test::TinyModelSpec{}),
-                                                 test::TinyModelSpec{}, seq);
+        const auto ref = test::reference_forward(
+            test::tiny_model_path("llama", test::TinyModelSpec{}), test::TinyModelSpec{}, seq);
         int checked = 0;
         for (std::size_t i = 0; i < r.tokens.size(); ++i) {
             const auto& row = ref.logits[prompt.size() - 1 + i];
@@ -97,10 +97,13 @@ private slots:
     // Requests joining and leaving at different steps give what each gives alone.
     void continuousBatchingEqualsSingleRuns() {
         auto e = load(/*budget=*/7);
-        const std::vector<const char*> texts = {"Once upon a time", "The weather today is",
-                                                "In the beginning there was a small village near the sea"};
+        const std::vector<const char*> texts = {
+            "Once upon a time", "The weather today is",
+            "In the beginning there was a small village near the sea"};
         std::vector<Result> alone;
-        for (const char* t : texts) alone.push_back(run_one(*e, greedy(prompt_of(*e, t), 6 + 2 * static_cast<int>(alone.size()))));
+        for (const char* t : texts)
+            alone.push_back(
+                run_one(*e, greedy(prompt_of(*e, t), 6 + 2 * static_cast<int>(alone.size()))));
         std::vector<runtime::RequestId> ids;
         ids.push_back(e->submit(greedy(prompt_of(*e, texts[0]), 6)));
         e->step();  // the first request starts alone; the others join later
@@ -108,7 +111,9 @@ private slots:
         ids.push_back(e->submit(greedy(prompt_of(*e, texts[2]), 10)));
         auto together = run_all(*e);
         // The first request's first token came from the step above: compare from the results.
-        for (int i = 1; i < 3; ++i) QCOMPARE(together[ids[static_cast<std::size_t>(i)]].tokens, alone[static_cast<std::size_t>(i)].tokens);
+        for (int i = 1; i < 3; ++i)
+            QCOMPARE(together[ids[static_cast<std::size_t>(i)]].tokens,
+                     alone[static_cast<std::size_t>(i)].tokens);
         QCOMPARE(e->kv_stats().blocks_used, 0);  // all freed
     }
 
@@ -129,9 +134,11 @@ private slots:
         const Result turn2 = run_one(*e, second);
         // The cache held the first prompt and every generated token but the last (sampled,
         // never run through the model): that many are reused, the rest prefilled.
-        const auto reused = static_cast<std::int64_t>(first.prompt.size() + turn1.tokens.size() - 1);
+        const auto reused =
+            static_cast<std::int64_t>(first.prompt.size() + turn1.tokens.size() - 1);
         QCOMPARE(turn2.timings.reused_tokens, reused);
-        QCOMPARE(turn2.timings.prefilled_tokens, static_cast<std::int64_t>(history.size()) - reused);
+        QCOMPARE(turn2.timings.prefilled_tokens,
+                 static_cast<std::int64_t>(history.size()) - reused);
         QVERIFY(e->kv_stats().blocks_used > 0);  // kept for the next turn
 
         auto fresh = load();
@@ -154,8 +161,10 @@ private slots:
     void chunkedPrefill() {
         auto whole = load(512);
         auto chunked = load(3);
-        const auto prompt = prompt_of(*whole, "A long prompt that will not fit in one step of three tokens");
-        QCOMPARE(run_one(*chunked, greedy(prompt, 4)).tokens, run_one(*whole, greedy(prompt, 4)).tokens);
+        const auto prompt =
+            prompt_of(*whole, "A long prompt that will not fit in one step of three tokens");
+        QCOMPARE(run_one(*chunked, greedy(prompt, 4)).tokens,
+                 run_one(*whole, greedy(prompt, 4)).tokens);
     }
 
     void stopConditions() {
@@ -189,6 +198,31 @@ private slots:
         QVERIFY(events[0].finished);
         QCOMPARE(events[0].reason, FinishReason::Cancelled);
         QVERIFY(!e->has_work());
+        QCOMPARE(e->kv_stats().blocks_used, 0);
+    }
+
+    // More requests than the KV cache holds at once: the younger ones give their blocks back
+    // to the older ones and compute their tokens again later (recompute preemption), so every
+    // request still ends as it would alone (the tiny model's F32 weights compute a token the
+    // same way in a chunk and in a decode step) and none is cut short with context_full.
+    // 128 tokens of cache (8 blocks of 16); 4 requests of about 8 prompt tokens and 40 answer
+    // tokens need 3-4 blocks each.
+    void preemptionInsteadOfContextFull() {
+        auto e = load(512, /*capacity=*/128);
+        const std::vector<const char*> texts = {"Once upon a time", "The weather today is",
+                                                "A small village near the sea",
+                                                "The little robot walked into"};
+        std::vector<Result> alone;
+        for (const char* t : texts) alone.push_back(run_one(*e, greedy(prompt_of(*e, t), 40)));
+        std::vector<runtime::RequestId> ids;
+        for (const char* t : texts) ids.push_back(e->submit(greedy(prompt_of(*e, t), 40)));
+        auto together = run_all(*e);
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+            QCOMPARE(alone[i].reason, FinishReason::MaxTokens);
+            QCOMPARE(together[ids[i]].reason, FinishReason::MaxTokens);
+            QCOMPARE(together[ids[i]].tokens, alone[i].tokens);
+        }
+        QVERIFY2(e->preemptions() > 0, "the cache never ran out: the test does not test it");
         QCOMPARE(e->kv_stats().blocks_used, 0);
     }
 

@@ -7,7 +7,9 @@
 #include <QScopeGuard>
 #include <QtTest>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <regex>
 #include <thread>
@@ -605,6 +607,85 @@ class TestServer : public QObject {
         const std::size_t tokens = 80;  // at most; each answer has up to 40
         QVERIFY2(static_cast<std::size_t>(steps) < tokens * 3 / 4,
                  qPrintable(QString("%1 engine steps for two 40-token answers").arg(steps)));
+    }
+
+    // The finish_reason of a stream's last choice ("" when none came).
+    static std::string finish_reason(const test::SseReply& reply) {
+        for (auto it = reply.chunks.rbegin(); it != reply.chunks.rend(); ++it) {
+            if (it->contains("choices") && !(*it)["choices"].empty() &&
+                !(*it)["choices"][0]["finish_reason"].is_null())
+                return (*it)["choices"][0]["finish_reason"].get<std::string>();
+        }
+        return {};
+    }
+
+    // The load test, bounded: 32 streaming clients at once against a server that runs
+    // them all in one batch. No errors, every answer equal to the same request run alone on an
+    // Engine of its own (temperature 0; the tiny model's F32 weights keep one summation order
+    // at any batch size, so equal means equal), and every KV block back in the pool after.
+    // Aggregate tok/s and TTFT percentiles are printed, not asserted (speed is for benchmarks).
+    void thirtyTwoConcurrentStreams() {
+        constexpr int kClients = 32;
+        constexpr int kTokens = 12;
+        auto s = make_server([](server::ServerOptions& o) {
+            o.loop.parallel = kClients;
+            o.loop.queue = kClients;
+        });
+        const int port = s->port();
+        std::vector<std::string> prompts, alone;
+        for (int i = 0; i < kClients; ++i) {
+            prompts.push_back("Story " + std::to_string(i) + ": the little robot walked into");
+            alone.push_back(direct_completion(prompts.back(), kTokens).text);
+        }
+        std::vector<test::SseReply> replies(kClients);
+        std::vector<double> ttft_ms(kClients, -1.0);
+        std::vector<int> chunks(kClients, 0);
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<std::thread> clients;
+        for (int i = 0; i < kClients; ++i) {
+            clients.emplace_back([&, i] {
+                const auto k = static_cast<std::size_t>(i);
+                const json body = {{"prompt", prompts[k]},
+                                   {"max_tokens", kTokens},
+                                   {"temperature", 0},
+                                   {"stream", true}};
+                replies[k] = test::sse_post(port, "/v1/completions", body, [&, k](const json& c) {
+                    if (ttft_ms[k] < 0 && !c["choices"][0]["text"].get<std::string>().empty()) {
+                        ttft_ms[k] = std::chrono::duration<double, std::milli>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count();
+                    }
+                    ++chunks[k];
+                    return true;
+                });
+            });
+        }
+        for (auto& t : clients) t.join();
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        int tokens = 0;
+        for (int i = 0; i < kClients; ++i) {
+            const auto k = static_cast<std::size_t>(i);
+            QVERIFY2(replies[k].status == 200,
+                     qPrintable(QString("client %1: status %2").arg(i).arg(replies[k].status)));
+            QVERIFY2(replies[k].done, qPrintable(QString("client %1: no [DONE]").arg(i)));
+            QVERIFY2(test::stream_text(replies[k]) == alone[k],
+                     qPrintable(QString("client %1: streamed \"%2\", alone \"%3\" (%4)")
+                                    .arg(i)
+                                    .arg(QString::fromStdString(test::stream_text(replies[k])),
+                                         QString::fromStdString(alone[k]),
+                                         QString::fromStdString(finish_reason(replies[k])))));
+            tokens += chunks[k];
+        }
+        QVERIFY(eventually([&] { return kv_json(port)["blocks_used"].get<int>() == 0; }));
+        QCOMPARE(test::http_get(port, "/health").status, 200);
+        std::vector<double> sorted = ttft_ms;
+        std::sort(sorted.begin(), sorted.end());
+        qInfo(
+            "%d clients: %d chunks in %.2f s (%.0f chunks/s in total), time to first token "
+            "p50 %.0f ms, p99 %.0f ms",
+            kClients, tokens, seconds, tokens / seconds, sorted[kClients / 2],
+            sorted[kClients * 99 / 100]);
     }
 
     // The tokenscope extension: each token's chunk carries the candidates before and after
