@@ -225,6 +225,22 @@ void KvBlockMap::paintEvent(QPaintEvent* event) {
             p.drawRect(r.adjusted(0, 0, -1, -1));
         }
     }
+    // The block the last step wrote into: a frame in the highlight colour, and a tick at the
+    // slot of its last token (left = slot 0, right = the last slot of the block).
+    const int last = data_.last_block;
+    if (last >= 0 && last < blockCount() && event->rect().intersects(blockRect(last))) {
+        const QRect r = blockRect(last);
+        const QColor highlight = pal.color(QPalette::Highlight);
+        p.setBrush(Qt::NoBrush);
+        p.setPen(QPen(highlight, 2));
+        p.drawRect(r.adjusted(1, 1, -1, -1));
+        const int block_slots = std::max(1, data_.block_size);
+        const int x =
+            r.left() + 2 +
+            (r.width() - 5) * std::clamp(data_.last_slot, 0, block_slots - 1) / std::max(1, block_slots - 1);
+        p.setPen(QPen(mark, 2));
+        p.drawLine(x, r.top() + 3, x, r.bottom() - 2);
+    }
 }
 
 KvCacheView::KvCacheView(QWidget* parent) : QWidget(parent) {
@@ -238,6 +254,9 @@ KvCacheView::KvCacheView(QWidget* parent) : QWidget(parent) {
     legend_ = new QLabel(this);
     legend_->setWordWrap(true);
     legend_->setTextFormat(Qt::RichText);
+    last_write_ = new QLabel(this);
+    last_write_->setWordWrap(true);
+    last_write_->setObjectName("lastWrite");
     formula_ = new QLabel(this);
     formula_->setWordWrap(true);
     formula_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -255,6 +274,8 @@ KvCacheView::KvCacheView(QWidget* parent) : QWidget(parent) {
     layout->addWidget(heading(tr("KV cache occupancy")));
     layout->addWidget(gauge_);
     layout->addWidget(occupancy_);
+    // Under the occupancy line rather than the legend: visible in a short dock during step mode.
+    layout->addWidget(last_write_);
     layout->addSpacing(4);
     layout->addWidget(heading(tr("Blocks")));
     layout->addWidget(map_);
@@ -296,6 +317,26 @@ QString KvCacheView::occupancyText() const {
                  format_bytes(double(data_.bytes_used)), format_bytes(double(data_.bytes_total)),
                  group_digits(used), group_digits(blocks), QString::number(data_.block_size));
     if (shared > 0) text += tr(" · %1 shared").arg(shared);
+    return text;
+}
+
+QString KvCacheView::lastWriteText() const {
+    const KvBlockMapData& d = data_;
+    if (d.last_block < 0 || d.last_count <= 0) return {};
+    const QString what = d.last_count == 1 ? tr("1 token (position %1)").arg(d.last_position)
+                                           : tr("%1 tokens (positions %2–%3)")
+                                                 .arg(d.last_count)
+                                                 .arg(d.last_position)
+                                                 .arg(d.last_position + d.last_count - 1);
+    QString text = tr("Last write: %1 of sequence %2 → block %3, slot %4 of %5")
+                       .arg(what)
+                       .arg(d.last_owner)
+                       .arg(d.last_block)
+                       .arg(d.last_slot)
+                       .arg(d.block_size);
+    if (d.bytes_per_token > 0) {
+        text += tr(" · +%1").arg(format_bytes(double(d.bytes_per_token) * d.last_count));
+    }
     return text;
 }
 
@@ -353,6 +394,8 @@ void KvCacheView::setData(const KvBlockMapData& data) {
     map_->setData(data);
 
     updateLegend();
+    last_write_->setText(lastWriteText());
+    last_write_->setVisible(!last_write_->text().isEmpty());
     formula_->setText(formulaText());
     comparison_->setText(comparisonText());
 }

@@ -60,6 +60,9 @@ class KvCacheView : public QWidget {
     QString formulaText() const;
     // F16 vs Q8 for this model.
     QString comparisonText() const;
+    // "Last write: 1 token (position 41) → block 3, slot 9 of 16 · +18 432 B"; empty when the
+    // data names none.
+    QString lastWriteText() const;
     // Fraction of the token capacity in use, [0, 1].
     double occupancy() const;
 
@@ -81,6 +84,7 @@ class KvCacheView : public QWidget {
     QLabel* occupancy_ = nullptr;
     KvBlockMap* map_ = nullptr;
     QLabel* legend_ = nullptr;
+    QLabel* last_write_ = nullptr;
     QLabel* formula_ = nullptr;
     QLabel* comparison_ = nullptr;
 };

@@ -29,11 +29,11 @@ enum class TokenOrigin : quint8 {
 // One verification step: what was proposed, how much of it the model accepted, and where it
 // disagreed. Shared (by pointer) by every token the step produced.
 struct SpeculationStepData {
-    int k = 0;                         // tokens asked of the proposer
-    QVector<CandidateData> proposed;   // id and piece of each proposal, in order
-    int accepted = 0;                  // leading proposals accepted
-    int tokens = 0;                    // tokens this step produced (accepted + the model's own)
-    double step_ms = 0.0;              // the verification pass
+    int k = 0;                        // tokens asked of the proposer
+    QVector<CandidateData> proposed;  // id and piece of each proposal, in order
+    int accepted = 0;                 // leading proposals accepted
+    int tokens = 0;                   // tokens this step produced (accepted + the model's own)
+    double step_ms = 0.0;             // the verification pass
     // Where the model disagreed (id -1 when it accepted everything): the rejected proposal with
     // its probability under the model (p) and under the proposer (q), and the model's choice.
     CandidateData rejected{-1, {}, 0.0f, 0.0f};
@@ -106,6 +106,14 @@ struct KvBlockMapData {
     // is known. remote_note replaces the size formula with what the server does (not) expose.
     double usage_ratio = -1.0;
     QString remote_note;
+    // The latest write into the cache (the step just taken): `last_count` tokens from
+    // `last_position` of sequence `last_owner`, its last token in slot `last_slot` of block
+    // `last_block`. last_block < 0: unknown (nothing written yet, or rolled back).
+    int last_block = -1;
+    int last_slot = 0;
+    int last_position = 0;
+    int last_count = 0;
+    qint64 last_owner = -1;
 };
 
 // Attention weights for one layer and head (or the mean over heads): row q holds the
@@ -134,12 +142,14 @@ struct MetricsData {
     qint64 verifications = 0;
     qint64 proposed = 0;
     qint64 accepted = 0;
-    int current_k = 0;               // what the engine will propose next (0: paused)
-    double plain_step_ms = 0.0;      // mean one-token decode step (since the model was loaded)
-    double verify_step_ms = 0.0;     // mean verification pass of this reply
+    int current_k = 0;            // what the engine will propose next (0: paused)
+    double plain_step_ms = 0.0;   // mean one-token decode step (since the model was loaded)
+    double verify_step_ms = 0.0;  // mean verification pass of this reply
     double tokens_per_verification = 0.0;  // tokens a verification produced, on average
     quint64 decode_bytes_per_token = 0;    // weights read per decode pass
-    double acceptanceRate() const { return proposed > 0 ? double(accepted) / double(proposed) : 0.0; }
+    double acceptanceRate() const {
+        return proposed > 0 ? double(accepted) / double(proposed) : 0.0;
+    }
     // What plain decoding runs at on this machine: one token per one-token step.
     double plainTokensPerS() const { return plain_step_ms > 0 ? 1000.0 / plain_step_ms : 0.0; }
 };

@@ -93,6 +93,13 @@ ui::KvBlockMapData kv_block_map(const runtime::Engine& engine) {
     d.element_type = kv::element_type_name(engine.options().kv_type);
     d.bytes_per_element = kv::element_bytes(engine.options().kv_type);
     d.bytes_per_token = s.bytes_per_token;
+    if (s.last_write.seq >= 0) {
+        d.last_owner = s.last_write.seq;
+        d.last_block = s.last_write.last_block;
+        d.last_slot = s.last_write.last_slot;
+        d.last_position = s.last_write.first_position;
+        d.last_count = s.last_write.count;
+    }
     return d;
 }
 

@@ -63,6 +63,10 @@ bool KvCacheManager::allocate_slots(SeqId seq, int n_new) {
     while (static_cast<int>(s.blocks.size()) < blocks_for(s.num_tokens)) {
         s.blocks.push_back(*pool_.allocate());
     }
+    const int last = s.num_tokens - 1;
+    last_write_ = {seq, s.num_tokens - n_new, n_new,
+                   s.blocks[static_cast<std::size_t>(last / shape_.block_size)],
+                   last % shape_.block_size};
     return true;
 }
 
@@ -77,12 +81,25 @@ void KvCacheManager::truncate(SeqId seq, int n_tokens) {
     for (std::size_t i = keep; i < s.blocks.size(); ++i) pool_.release(s.blocks[i]);
     s.blocks.resize(keep);
     s.num_tokens = n_tokens;
+    // Rolled back past what the last write added (rejected draft tokens): keep the part that
+    // stayed, or forget it when none did.
+    if (last_write_.seq == seq && last_write_.first_position + last_write_.count > n_tokens) {
+        if (last_write_.first_position >= n_tokens) {
+            last_write_ = {};
+        } else {
+            const int last = n_tokens - 1;
+            last_write_.count = n_tokens - last_write_.first_position;
+            last_write_.last_block = s.blocks[static_cast<std::size_t>(last / shape_.block_size)];
+            last_write_.last_slot = last % shape_.block_size;
+        }
+    }
 }
 
 void KvCacheManager::free_sequence(SeqId seq) {
     const Sequence& s = find(seq, "free");
     for (int block : s.blocks) pool_.release(block);
     seqs_.erase(seq);
+    if (last_write_.seq == seq) last_write_ = {};
 }
 
 void KvCacheManager::fork(SeqId from, SeqId to, int n_tokens) {
@@ -166,6 +183,7 @@ KvStats KvCacheManager::stats() const {
     st.bytes_per_token = bytes_per_token(shape_);
     st.bytes_total = capacity_bytes(shape_);
     st.bytes_used = st.bytes_per_token * static_cast<std::uint64_t>(st.tokens_stored);
+    st.last_write = last_write_;
     return st;
 }
 

@@ -35,6 +35,17 @@ struct SequenceStats {
     int tokens = 0;
 };
 
+// The latest allocate_slots() that added tokens: what the step just wrote, for the KV view's
+// highlight (teaching: "this token went into block 3, slot 9"). seq < 0: none, or the sequence
+// has since been freed or truncated below it.
+struct KvLastWrite {
+    SeqId seq = -1;
+    int first_position = 0;  // the first of the `count` positions written
+    int count = 0;
+    int last_block = -1;  // physical block of the last position
+    int last_slot = 0;    // its offset inside that block
+};
+
 // A snapshot for the GUI (block map, size formula) and the memory budget.
 struct KvStats {
     int blocks_total = 0;
@@ -46,6 +57,7 @@ struct KvStats {
     // owned by the lowest seq id referencing it (block_refs tells that it is shared).
     std::vector<SeqId> block_owner;
     std::vector<int> block_refs;  // per physical block: its reference count, 0 when free
+    KvLastWrite last_write;
     // Sum of every sequence's num_tokens: a prefix shared by two sequences counts twice.
     std::int64_t tokens_logical = 0;
     // Distinct physical slots holding a token: a shared prefix counts once. This is what
@@ -123,6 +135,7 @@ class KvCacheManager {
     BlockPool pool_;
     std::unordered_map<SeqId, Sequence> seqs_;
     std::vector<BlockCopy> copies_;
+    KvLastWrite last_write_;
 };
 
 }  // namespace tokenscope::kv

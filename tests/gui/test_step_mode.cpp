@@ -76,6 +76,7 @@ class TestStepMode : public QObject {
         QSignalSpy steps(worker_, &InferenceWorker::stepTaken);
         QSignalSpy started(worker_, &InferenceWorker::generationStarted);
         QSignalSpy finished(worker_, &InferenceWorker::generationFinished);
+        QSignalSpy kv(worker_, &InferenceWorker::kvChanged);
         call("beginStepping", 11, 4);
         QTRY_VERIFY_WITH_TIMEOUT(started.count() > 0, 10000);
         const int prompt_tokens = started[0][1].toInt();
@@ -83,6 +84,7 @@ class TestStepMode : public QObject {
         QCOMPARE(tokens.count(), 0);  // paused: nothing happens without a step
         QString stepped;
         for (int i = 1; i <= 4; ++i) {
+            const int kv_before = kv.count();
             step_once();
             QTRY_COMPARE_WITH_TIMEOUT(steps.count(), i, 20000);
             QCOMPARE(tokens.count(), i);
@@ -95,6 +97,16 @@ class TestStepMode : public QObject {
             QCOMPARE(step.attention.heads.size(), qsizetype(spec_.heads));
             QVERIFY(step.flops > 0 && step.weight_bytes > 0 && step.kv_write_bytes > 0);
             QVERIFY(!step.token.before.isEmpty());
+            // The KV view's highlight: the step's write ends at the position the step reports
+            // (counted from the attention rows, not from the cache), in the slot that position
+            // has in its block, in a block of the same sequence.
+            QTRY_VERIFY_WITH_TIMEOUT(kv.count() > kv_before, 10000);
+            const auto map = kv.last()[0].value<ui::KvBlockMapData>();
+            QCOMPARE(map.last_count, i == 1 ? prompt_tokens : 1);
+            QCOMPARE(qint64(map.last_position + map.last_count - 1), step.kv_position);
+            QCOMPARE(map.last_slot, int(step.kv_position % map.block_size));
+            QVERIFY(map.last_block >= 0 && map.last_block < map.block_owner.size());
+            QCOMPARE(map.block_owner[map.last_block], map.last_owner);
             if (i == 1) {
                 // Prefill: every prompt token at once, an n x n lower triangle per head.
                 QVERIFY(step.prefill);

@@ -127,6 +127,7 @@ class TestKvCache : public QObject {
     void allocationAcrossBlockBoundaries();
     void outOfBlocksReturnsFalseAndChangesNothing();
     void truncateFreesWholeBlocks();
+    void lastWriteNamesBlockAndSlot();
     void freeSequenceReturnsAllBlocks();
     void forkSharesBlocksAndCopiesOnWrite();
     void freeingAForkKeepsTheOtherSequencesData();
@@ -314,6 +315,40 @@ void TestKvCache::truncateFreesWholeBlocks() {
     QCOMPARE(m.num_tokens(1), 5);
     QCOMPARE(m.block_table(1).size(), std::size_t(1));
     QVERIFY2(check_invariants(m).empty(), check_invariants(m).c_str());
+}
+
+// What the KV view highlights: the latest write's positions and the block and slot of its last
+// token, computed by hand from block size 16 and the pool handing out blocks 0, 1, 2, ... in
+// order (as allocationAcrossBlockBoundaries shows).
+void TestKvCache::lastWriteNamesBlockAndSlot() {
+    KvCacheManager m(small_shape(8));
+    QCOMPARE(m.stats().last_write.seq, SeqId{-1});
+    QVERIFY(m.allocate_slots(1, 20));  // positions 0-19: blocks 0, 1; position 19 = block 1 slot 3
+    KvLastWrite w = m.stats().last_write;
+    QCOMPARE(w.seq, SeqId{1});
+    QCOMPARE(w.first_position, 0);
+    QCOMPARE(w.count, 20);
+    QCOMPARE(w.last_block, 1);
+    QCOMPARE(w.last_slot, 3);
+    QVERIFY(m.allocate_slots(2, 1));   // sequence 2's position 0: block 2, slot 0
+    QVERIFY(m.allocate_slots(1, 13));  // positions 20-32: 32 = block 3 (third of seq 1), slot 0
+    w = m.stats().last_write;
+    QCOMPARE(w.seq, SeqId{1});
+    QCOMPARE(w.first_position, 20);
+    QCOMPARE(w.count, 13);
+    QCOMPARE(w.last_block, 3);
+    QCOMPARE(w.last_slot, 0);
+    m.truncate(1, 25);  // rejected tokens: positions 20-24 stay, 24 = block 1 slot 8
+    w = m.stats().last_write;
+    QCOMPARE(w.count, 5);
+    QCOMPARE(w.last_block, 1);
+    QCOMPARE(w.last_slot, 8);
+    m.truncate(1, 20);  // everything the write added is gone
+    QCOMPARE(m.stats().last_write.seq, SeqId{-1});
+    QVERIFY(m.allocate_slots(2, 1));
+    QCOMPARE(m.stats().last_write.seq, SeqId{2});
+    m.free_sequence(2);
+    QCOMPARE(m.stats().last_write.seq, SeqId{-1});
 }
 
 void TestKvCache::freeSequenceReturnsAllBlocks() {

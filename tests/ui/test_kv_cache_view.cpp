@@ -2,6 +2,7 @@
 // the size formula with hand-computed numbers.
 #include <QApplication>
 #include <QDir>
+#include <QLabel>
 #include <QTest>
 
 #include "kv_cache_view.h"
@@ -59,6 +60,7 @@ class TestKvCacheView : public QObject {
   private slots:
     void ownerColoursStableAndDistinct();
     void blockCellsHaveOwnerColours();
+    void lastWriteIsFramedAndNamed();
     void formulaWithHandComputedNumbers();
     void q8FormulaAndComparison();
     void occupancyNumbers();
@@ -77,6 +79,59 @@ void TestKvCacheView::ownerColoursStableAndDistinct() {
     // Free blocks are grey: no hue.
     const QColor free = map.freeColor();
     QVERIFY(std::abs(free.red() - free.green()) <= 2 && std::abs(free.green() - free.blue()) <= 2);
+}
+
+// The step just taken: its block framed in the highlight colour with a tick at the slot, and a
+// line that names positions, block, slot and the bytes (18 432 B per token for Gemma 3 270M,
+// gemma_cache()'s formula; 2 tokens: 36 864 B = 36.9 kB).
+void TestKvCacheView::lastWriteIsFramedAndNamed() {
+    KvCacheView view;
+    view.resize(420, 600);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    KvBlockMapData d = gemma_cache();
+    view.setData(d);
+    settle();
+    QVERIFY(view.lastWriteText().isEmpty());
+    QVERIFY(!view.findChild<QLabel*>("lastWrite")->isVisible());
+    d.last_owner = 1;
+    d.last_block = 40;
+    d.last_slot = 9;
+    d.last_position = 648;
+    d.last_count = 1;
+    view.setData(d);
+    settle();
+    // format_bytes keeps number and unit together with a no-break space.
+    const QChar nbsp(0x00A0);
+    QCOMPARE(
+        view.lastWriteText(),
+        QStringLiteral("Last write: 1 token (position 648) of sequence 1 → block 40, slot 9 of 16 "
+                       "· +18.4") +
+            nbsp + QStringLiteral("kB"));
+    QVERIFY(view.findChild<QLabel*>("lastWrite")->isVisible());
+    KvBlockMap* map = view.blockMap();
+    const QImage shot = map->grab().toImage();
+    const QRect r = map->blockRect(40);
+    const QString highlight = map->palette().color(QPalette::Highlight).name();
+    QCOMPARE(QColor(shot.pixel(r.left() + 1, r.center().y())).name(), highlight);
+    QCOMPARE(QColor(shot.pixel(r.right() - 1, r.center().y())).name(), highlight);
+    // The tick: the text colour somewhere in the middle of the cell's width (slot 9 of 16),
+    // where an unmarked cell has the owner colour only.
+    const QString text = map->palette().color(QPalette::Text).name();
+    bool tick = false;
+    for (int x = r.left() + 3; x < r.right() - 2; ++x)
+        tick = tick || QColor(shot.pixel(x, r.center().y())).name() == text;
+    QVERIFY(tick);
+    const QRect other = map->blockRect(41);
+    QCOMPARE(QColor(shot.pixel(other.left() + 1, other.center().y())).name(),
+             KvBlockMap::ownerColor(1).name());
+    d.last_count = 2;
+    d.last_position = 647;
+    view.setData(d);
+    QVERIFY2(view.lastWriteText().contains(QStringLiteral("2 tokens (positions 647–648)")),
+             qPrintable(view.lastWriteText()));
+    QVERIFY2(view.lastWriteText().contains(QStringLiteral("+36.9") + nbsp + QStringLiteral("kB")),
+             qPrintable(view.lastWriteText()));
 }
 
 void TestKvCacheView::blockCellsHaveOwnerColours() {
