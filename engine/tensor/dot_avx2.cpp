@@ -289,14 +289,7 @@ struct FAvx2Small {
 // plain decoding token for token).
 template <Type W, int T>
 void q32_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
-    const std::uint8_t* aq[T];
-    const float* ad[T];
-    const float* as[T];
-    for (int t = 0; t < T; ++t) {
-        aq[t] = act_row(a, t0 + t);
-        ad[t] = reinterpret_cast<const float*>(aq[t] + a.act_scale_offset);
-        as[t] = reinterpret_cast<const float*>(aq[t] + a.act_sum_offset);
-    }
+    const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
     const std::size_t bb = a.row_bytes / static_cast<std::size_t>(nb);
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
@@ -318,7 +311,7 @@ void q32_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     };
     // The int32 block sum of the products of one decoded weight block and token t's block b.
     auto block_dot = [&](__m256i u, __m256i w, int t, std::int64_t b) {
-        const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(aq[t] + 32 * b));
+        const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(acts.q[t] + 32 * b));
         const __m256i pairs = W == Type::Q8_0 ? _mm256_maddubs_epi16(u, _mm256_sign_epi8(x, w))
                                               : _mm256_maddubs_epi16(u, x);
         return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
@@ -344,16 +337,16 @@ void q32_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         const float m1 = kHasMin ? half_to_float(b1 + 2) : 0.0f;
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-            acc0[t] =
-                _mm256_fmadd_ps(block_dot(u0, w0, t, b), _mm256_set1_ps(d0 * ad[t][b]), acc0[t]);
+            acc0[t] = _mm256_fmadd_ps(block_dot(u0, w0, t, b), _mm256_set1_ps(d0 * acts.d[t][b]),
+                                      acc0[t]);
             acc1[t] = _mm256_fmadd_ps(block_dot(u1, w1, t, b + 1),
-                                      _mm256_set1_ps(d1 * ad[t][b + 1]), acc1[t]);
+                                      _mm256_set1_ps(d1 * acts.d[t][b + 1]), acc1[t]);
             if constexpr (kHasMin) {
-                corr0[t] += m0 * as[t][b];
-                corr1[t] += m1 * as[t][b + 1];
+                corr0[t] += m0 * acts.s[t][b];
+                corr1[t] += m1 * acts.s[t][b + 1];
             } else if constexpr (kOffset != 0.0f) {
-                corr0[t] -= kOffset * d0 * as[t][b];
-                corr1[t] -= kOffset * d1 * as[t][b + 1];
+                corr0[t] -= kOffset * d0 * acts.s[t][b];
+                corr1[t] -= kOffset * d1 * acts.s[t][b + 1];
             }
         }
     }
@@ -364,12 +357,12 @@ void q32_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         const __m256i u0 = decode(b0, w0);
         const float m0 = kHasMin ? half_to_float(b0 + 2) : 0.0f;
         for (int t = 0; t < T; ++t) {
-            acc0[t] =
-                _mm256_fmadd_ps(block_dot(u0, w0, t, b), _mm256_set1_ps(d0 * ad[t][b]), acc0[t]);
+            acc0[t] = _mm256_fmadd_ps(block_dot(u0, w0, t, b), _mm256_set1_ps(d0 * acts.d[t][b]),
+                                      acc0[t]);
             if constexpr (kHasMin) {
-                corr0[t] += m0 * as[t][b];
+                corr0[t] += m0 * acts.s[t][b];
             } else if constexpr (kOffset != 0.0f) {
-                corr0[t] -= kOffset * d0 * as[t][b];
+                corr0[t] -= kOffset * d0 * acts.s[t][b];
             }
         }
     }
@@ -387,14 +380,7 @@ void q32_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 // nibbles) for T tokens, one row; the same per-token arithmetic for any T (see q32_direct_row).
 template <bool kFifth, int T>
 void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
-    const std::uint8_t* aq[T];
-    const float* ad[T];
-    const float* as[T];
-    for (int t = 0; t < T; ++t) {
-        aq[t] = act_row(a, t0 + t);
-        ad[t] = reinterpret_cast<const float*>(aq[t] + a.act_scale_offset);
-        as[t] = reinterpret_cast<const float*>(aq[t] + a.act_sum_offset);
-    }
+    const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 256;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
@@ -415,7 +401,7 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         for (int t = 0; t < T; ++t) {
             // The activation sums of the 8 sub-blocks: pairs of the 16 half sums. hadd leaves
             // them as (0 1 4 5 | 2 3 6 7); the 64-bit permute puts them in order.
-            const float* s16 = as[t] + 16 * b;
+            const float* s16 = acts.s[t] + 16 * b;
             const __m256 pairs = _mm256_castpd_ps(_mm256_permute4x64_pd(
                 _mm256_castps_pd(_mm256_hadd_ps(_mm256_loadu_ps(s16), _mm256_loadu_ps(s16 + 8))),
                 0xD8));
@@ -441,7 +427,7 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             const __m256i sc_hi = _mm256_set1_epi16(sc[2 * c + 1]);
 #pragma GCC unroll 4
             for (int t = 0; t < T; ++t) {
-                const std::uint8_t* x = aq[t] + 256 * b;
+                const std::uint8_t* x = acts.q[t] + 256 * b;
                 const __m256i xlo = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * c));
                 const __m256i xhi =
                     _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * c + 32));
@@ -451,8 +437,8 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             }
         }
         for (int t = 0; t < T; ++t) {
-            acc[t] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * ad[t][b]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * acts.d[t][b]),
+                                     acc[t]);
         }
     }
     for (int t = 0; t < T; ++t)
@@ -466,14 +452,7 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 // pack_k_row describes: dot = d * d_a * sum_j sc[j] * sum(u * q_a) + sum_j coef[j] * s16_a[j].
 template <Type W, int T>
 void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
-    const std::uint8_t* aq[T];
-    const float* ad[T];
-    const float* as[T];
-    for (int t = 0; t < T; ++t) {
-        aq[t] = act_row(a, t0 + t);
-        ad[t] = reinterpret_cast<const float*>(aq[t] + a.act_scale_offset);
-        as[t] = reinterpret_cast<const float*>(aq[t] + a.act_sum_offset);
-    }
+    const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 256;
     const std::size_t block_bytes = a.row_bytes / static_cast<std::size_t>(nb);
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
@@ -484,7 +463,7 @@ void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         const K16Scales k = k16_scales<W>(blk);
         __m256i isum[T];
         for (int t = 0; t < T; ++t) {
-            const float* s16 = as[t] + 16 * b;
+            const float* s16 = acts.s[t] + 16 * b;
             coef_acc[t] = _mm256_fmadd_ps(k.coef[0], _mm256_loadu_ps(s16), coef_acc[t]);
             coef_acc[t] = _mm256_fmadd_ps(k.coef[1], _mm256_loadu_ps(s16 + 8), coef_acc[t]);
             isum[t] = _mm256_setzero_si256();
@@ -495,15 +474,15 @@ void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             const __m256i sc = chunk_scales16(k.sc16, c);
 #pragma GCC unroll 4
             for (int t = 0; t < T; ++t) {
-                const __m256i x =
-                    _mm256_load_si256(reinterpret_cast<const __m256i*>(aq[t] + 256 * b + 32 * c));
+                const __m256i x = _mm256_load_si256(
+                    reinterpret_cast<const __m256i*>(acts.q[t] + 256 * b + 32 * c));
                 isum[t] =
                     _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), sc));
             }
         }
         for (int t = 0; t < T; ++t) {
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(k.d * ad[t][b]),
-                                     acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
+                                     _mm256_set1_ps(k.d * acts.d[t][b]), acc[t]);
         }
     }
     for (int t = 0; t < T; ++t)

@@ -94,14 +94,7 @@ struct PackedRows {
 // R rows (packed in p), T tokens from t0: every output of the tile, over the whole row length.
 template <int R, int T>
 void k_tile(const MatmulArgs& a, const PackedRows& p, std::int64_t r0, std::int64_t t0) {
-    const std::uint8_t* aq[T];
-    const float* ad[T];
-    const float* as[T];
-    for (int t = 0; t < T; ++t) {
-        aq[t] = act_row(a, t0 + t);
-        ad[t] = reinterpret_cast<const float*>(aq[t] + a.act_scale_offset);
-        as[t] = reinterpret_cast<const float*>(aq[t] + a.act_sum_offset);
-    }
+    const TokenRows<T> acts(a, t0);
     const std::int64_t nb = p.nb;
     const auto row_u = static_cast<std::size_t>(nb) * 256;
     const auto row_sc = static_cast<std::size_t>(nb) * 128;
@@ -131,7 +124,7 @@ void k_tile(const MatmulArgs& a, const PackedRows& p, std::int64_t r0, std::int6
                     sb + static_cast<std::size_t>(r) * row_sc + 16 * c);
 #pragma GCC unroll 3
                 for (int t = 0; t < T; ++t) {
-                    const auto* x = reinterpret_cast<const __m256i*>(aq[t] + 256 * b + 32 * c);
+                    const auto* x = reinterpret_cast<const __m256i*>(acts.q[t] + 256 * b + 32 * c);
                     acc[r][t] = _mm256_add_epi32(
                         acc[r][t],
                         _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_load_si256(x)), *sc));
@@ -141,9 +134,9 @@ void k_tile(const MatmulArgs& a, const PackedRows& p, std::int64_t r0, std::int6
         // d_r * d_a(t) * (integer sum) + sum_j coef_r[j] * s16_a(t)[j], into the float lanes.
 #pragma GCC unroll 3
         for (int t = 0; t < T; ++t) {
-            const __m256 s_lo = _mm256_loadu_ps(as[t] + 16 * b);
-            const __m256 s_hi = _mm256_loadu_ps(as[t] + 16 * b + 8);
-            const __m256 da = _mm256_broadcast_ss(ad[t] + b);
+            const __m256 s_lo = _mm256_loadu_ps(acts.s[t] + 16 * b);
+            const __m256 s_hi = _mm256_loadu_ps(acts.s[t] + 16 * b + 8);
+            const __m256 da = _mm256_broadcast_ss(acts.d[t] + b);
 #pragma GCC unroll 4
             for (int r = 0; r < R; ++r) {
                 const std::size_t i = static_cast<std::size_t>(r) * static_cast<std::size_t>(nb) +

@@ -130,6 +130,22 @@ const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
     return a.acts + static_cast<std::size_t>(t) * a.act_stride;
 }
 
+// Tokens t0 .. t0 + T - 1 of int8 activations (PreparedActivations' Q8_32 / Q8_256 rows): each
+// row's int8 values, block scales and block sums, as the direct and int8 GEMM kernels read them.
+template <int T>
+struct TokenRows {
+    const std::uint8_t* q[T];
+    const float* d[T];
+    const float* s[T];
+    TokenRows(const MatmulArgs& a, std::int64_t t0) {
+        for (int t = 0; t < T; ++t) {
+            q[t] = act_row(a, t0 + t);
+            d[t] = reinterpret_cast<const float*>(q[t] + a.act_scale_offset);
+            s[t] = reinterpret_cast<const float*>(q[t] + a.act_sum_offset);
+        }
+    }
+};
+
 // K: kRows, kTokens, pack(type, blocks, nblocks, u, d, coef), tile<R, T>(Q32Tile&).
 // A K with kInterleaved = true also has interleave(u, len), which turns packed rows into the
 // interleaved order of PreparedActivations (groups of 16 blocks), and its tile reads the
