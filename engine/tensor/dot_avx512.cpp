@@ -537,6 +537,9 @@ void run_gemv_q8_0(const MatmulArgs& a) {
 }  // namespace
 
 bool matmul_avx512(const MatmulArgs& args) {
+    // One token (or a few: a speculative verification chunk) reads each weight once, so the
+    // blocks are decoded in registers rather than packed (direct_avx512.cpp).
+    if (args.tokens < kPanelMinTokensInternal && direct_avx512(args)) return true;
     switch (args.type) {
         case Type::F32:
             run_f<FAvx512<Type::F32>>(args);
@@ -552,14 +555,13 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q5_0:
         case Type::Q5_1:
         case Type::Q8_0:
-            // One token reads each packed weight once: interleaving would only add work. Small
-            // batches (a speculative verification chunk) run the one-token kernels so every
-            // token's result is bit-identical to its decode step (test_matmul
-            // smallBatchesMatchDecodeBitForBit): Q32Avx512's per-token sums do not depend on the
-            // tile, the Q8_0 GEMV runs once per token (its rows stay in L2 between tokens).
+            // Prefill: the interleaved tile. Fewer tokens reach here only for Q8_0 (the others
+            // went to direct_avx512): its GEMV runs once per token, so a token of a small batch
+            // (a speculative verification chunk) is bit-identical to its decode step (test_matmul
+            // smallBatchesMatchDecodeBitForBit); the rows stay in L2 between tokens.
             if (args.tokens >= kPanelMinTokensInternal) {
                 run_q32<Q32InterleavedAvx512>(args);
-            } else if (args.type == Type::Q8_0) {
+            } else {
                 for (std::int64_t t = 0; t < args.tokens; ++t) {
                     MatmulArgs one = args;
                     one.acts = act_row(args, t);
@@ -567,8 +569,6 @@ bool matmul_avx512(const MatmulArgs& args) {
                     one.tokens = 1;
                     run_gemv_q8_0(one);
                 }
-            } else {
-                run_q32<Q32Avx512>(args);
             }
             return true;
         case Type::Q2_K:

@@ -41,6 +41,10 @@ constexpr std::int64_t kPanelMinTokensInternal = 16;
 void matmul_scalar(const MatmulArgs& args);
 bool matmul_avx2(const MatmulArgs& args);
 bool matmul_avx512(const MatmulArgs& args);
+// Decode and small batches (under kPanelMinTokensInternal tokens) of the 32-block formats with
+// an offset or min (Q4_0, Q4_1, Q5_0, Q5_1) and the K-quants, reading the blocks in place
+// (direct_avx512.cpp); false for any other type.
+bool direct_avx512(const MatmulArgs& args);
 // Prefill over the activation panels (all tokens of args; args.panels must be set): weight rows
 // decoded to f32 a block at a time and multiplied by a 6-row x 16-token register tile
 // (gemm_panels_avx2.cpp). Returns false for F32 weights, which keep the row-tile kernels.
