@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "arguments.h"
 #include "commands.h"
+#include "quant/eval_plot.h"
 #include "quant/quant_eval.h"
 #include "table.h"
 #include "util/error.h"
@@ -65,11 +67,9 @@ int run_quant_eval(int argc, char** argv, int first) {
                           {"markdown", false},
                           {"plot"}},
                          argc, argv, first);
-    if (args.value("plot")) {
-        throw InvalidArgument(
-            "'quant-eval': --plot is not available in the CLI (the engine writes no images); "
-            "use --json and plot KL against size elsewhere, or the app's Quantization window");
-    }
+    // Checked before the evaluation, which can take minutes, rather than after it.
+    const std::optional<std::string> plot = args.value("plot");
+    if (plot) quant::check_eval_plot_path(*plot);
     quant::EvalOptions o;
     o.base = args.required("base");
     o.models = split_commas(args.required("models"));
@@ -97,6 +97,10 @@ int run_quant_eval(int argc, char** argv, int first) {
         std::fprintf(stderr, "quant-eval: %s\n", line.c_str());
     };
     const quant::EvalResult r = quant::evaluate_quantizations(o);
+    if (plot) {
+        quant::write_eval_plot(*plot, r);
+        std::fprintf(stderr, "quant-eval: plot written to %s\n", plot->c_str());
+    }
 
     if (args.flag("json")) {
         JsonWriter w;

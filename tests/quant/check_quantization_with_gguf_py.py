@@ -21,7 +21,9 @@ Checks, on tiny synthetic Llama models written at test time:
  4. imatrix: a model whose norm weights make 8 input columns high-variance; the imatrix finds
     them; importance-weighted Q4_0 / Q4_K error on those columns is lower than unweighted, and
     the KL divergence on the calibration text is not worse.
- 5. quant-eval: base against itself KL = 0, dPPL = 0, top-1 100 %; Q4_0 copy KL > 0.
+ 5. quant-eval: base against itself KL = 0, dPPL = 0, top-1 100 %; Q4_0 copy KL > 0; --plot
+    writes a 960 x 600 PNG (checked by decoding it here with zlib) with the point colour at the
+    Q4_0 model's mean KL, and an SVG naming both models; a .jpg plot is refused before any work.
  6. Bad input: unknown type, row lengths that do not fit (fallback named), an imatrix from
     another model, a write that fails midway (file size limit): no file under the output name,
     an existing output untouched, no temporary left.
@@ -60,6 +62,57 @@ def run(*args, ok=True, **kw):
     if ok and p.returncode != 0:
         raise SystemExit(f"FAIL: {' '.join(args)} exited {p.returncode}: {p.stderr[-2000:]}")
     return p
+
+
+def png_pixels(path):
+    """(width, height, rows of RGB bytes) of an 8-bit RGB PNG without filtering (our writer's)."""
+    import struct
+    import zlib
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise SystemExit(f"FAIL: {path} is not a PNG")
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", body[:10])
+            if (depth, colour) != (8, 2):
+                raise SystemExit(f"FAIL: {path}: depth {depth}, colour type {colour}")
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = 1 + 3 * width
+    return width, height, [raw[y * stride + 1:(y + 1) * stride] for y in range(height)]
+
+
+def check_plot_png(path, ev):
+    """The plot of quant-eval's JSON `ev`: its size, and the Q4_0 model's point where the layout
+    (engine/quant/eval_plot.h: margins 90/30/50/70, x from 0 in 1-2-5 ticks past 105 % of the
+    largest file, y in whole decades of the mean KL up to the p99) puts it."""
+    import math
+    width, height, rows = png_pixels(path)
+    check((width, height) == (960, 600), f"plot size {width} x {height}")
+    q4 = ev["models"][1]
+    mib = lambda m: m["file_bytes"] / 1048576
+    largest = max(mib(ev["base"]), *(mib(m) for m in ev["models"]))
+    raw = largest * 1.05 / 6
+    decade = 10 ** math.floor(math.log10(raw))
+    step = next(m * decade for m in (1, 2, 5, 10) if m * decade >= raw)
+    x_max = math.ceil(largest * 1.05 / step) * step
+    positive = [m["kl_mean"] for m in ev["models"] if m["kl_mean"] > 0]
+    high = max(max(m["kl_mean"], m["kl_p99"]) for m in ev["models"])
+    lo = math.floor(math.log10(min(positive))) - (1 if min(positive) == high else 0)
+    hi = math.ceil(math.log10(high))
+    if lo == hi:
+        hi = lo + 1
+    x = 90 + round(mib(q4) / x_max * (930 - 90))
+    y = 530 - round((math.log10(q4["kl_mean"]) - lo) / (hi - lo) * (530 - 50))
+    pixel = tuple(rows[y][3 * x:3 * x + 3])
+    check(pixel == (0x1F, 0x6F, 0xB4), f"plot: pixel {pixel} at ({x}, {y}), the Q4_0 model's point")
+    ink = sum(1 for r in rows for i in range(0, len(r), 3) if r[i:i + 3] != b"\xff\xff\xff")
+    check(ink > 5000, f"plot: only {ink} non-white pixels")
 
 
 def make_model(path, width=256, ffn=512, layers=2, heads=4, kv_heads=2, vocab=512, seed=1):
@@ -230,9 +283,19 @@ def main():
         check(kl_weighted <= kl_plain, f"{name}: KL with imatrix {kl_weighted} > without {kl_plain}")
 
     # 5. quant-eval: the base against itself and a Q4_0 copy.
+    plot_png, plot_svg = os.path.join(tmp, "kl.png"), os.path.join(tmp, "kl.svg")
     p = run("quant-eval", "--base", base, "--models", f"{base},{os.path.join(tmp, 'pure-Q4_0.gguf')}", "--file", TEXT,
-            "--ctx", "128", "--threads", "2", "--decode-tokens", "4", "--json")
+            "--ctx", "128", "--threads", "2", "--decode-tokens", "4", "--json", "--plot", plot_png)
     ev = json.loads(p.stdout)
+    check_plot_png(plot_png, ev)
+    run("quant-eval", "--base", base, "--models", os.path.join(tmp, "pure-Q4_0.gguf"), "--file", TEXT,
+        "--ctx", "64", "--threads", "2", "--decode-tokens", "0", "--plot", plot_svg)
+    svg = open(plot_svg).read()
+    check(svg.startswith("<svg") and "pure-Q4_0" in svg and svg.count("<circle") == 1, f"quant-eval SVG plot: {svg[:300]}")
+    # Refused before any work: no progress line (they name each window) was printed.
+    p = run("quant-eval", "--base", base, "--models", base, "--file", TEXT, "--plot", os.path.join(tmp, "kl.jpg"), ok=False)
+    check(p.returncode == 1 and "kl.jpg" in p.stderr and ".png or .svg" in p.stderr and "window" not in p.stderr,
+          f"quant-eval --plot kl.jpg: {p.stderr}")
     same, q4 = ev["models"]
     check(same["kl_mean"] == 0 and same["kl_p99"] == 0 and same["delta_perplexity"] == 0 and same["top1_agreement"] == 1,
           f"quant-eval: base against itself {same}")
