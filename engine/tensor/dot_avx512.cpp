@@ -446,81 +446,74 @@ struct FAvx512 {
     }
 };
 
-// One token times Q8_0 rows, read straight from the blocks: decode streams every weight once,
-// and staging rows through the packed buffer (store, reload, a scale array per block) cost
+// T tokens (1-3) times one Q8_0 row, read straight from the blocks: decode streams every weight
+// once, and staging rows through the packed buffer (store, reload, a scale array per block) cost
 // about half of the instructions per byte; with two cores sharing the memory bus the
-// instruction time no longer hides behind the misses. R rows at once give R independent
-// accumulator chains and R memory streams.
+// instruction time no longer hides behind the misses. Each block is loaded and made unsigned
+// once for all T tokens (a speculative verification chunk multiplies Gemma's 262144-row output
+// matrix by up to 9 tokens), and every token runs the same operations in the same order for
+// any T, so its result equals its decode step bit for bit.
 //
-// The f16 weight scales of 16 blocks are collected per row and converted in one instruction;
-// each pair of blocks then takes its two lanes' scales by a permute. The +128 that makes the
-// weights unsigned for vpdpbusd is taken out with the activation block sums, one fma per 16
-// blocks (corr), instead of per block.
-template <int R>
-void gemv_q8_0(const MatmulArgs& a, std::int64_t r0, float (&res)[R]) {
-    const std::uint8_t* act = a.acts;
-    const auto* ad = reinterpret_cast<const float*>(act + a.act_scale_offset);
-    const auto* as = reinterpret_cast<const float*>(act + a.act_sum_offset);
+// The f16 weight scales of 16 blocks are collected and converted in one instruction; each pair
+// of blocks then takes its two lanes' scales by a permute. The +128 that makes the weights
+// unsigned for vpdpbusd is taken out with the activation block sums, one fma per 16 blocks
+// (corr), instead of per block.
+template <int T>
+void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+    const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
     const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    const std::uint8_t* rows[R];
-    __m512 acc[R];
-    __m512 corr[R];
-    for (int i = 0; i < R; ++i) {
-        rows[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
-        acc[i] = _mm512_setzero_ps();
-        corr[i] = _mm512_setzero_ps();
-    }
+    const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
+    __m512 acc[T], corr[T];
+    for (int t = 0; t < T; ++t) acc[t] = corr[t] = _mm512_setzero_ps();
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     for (std::int64_t g = 0; g < nb; g += 16) {
         const int count = static_cast<int>(min_of(16, nb - g));
-        __m512 wd[R];
-#pragma GCC unroll 4
-        for (int i = 0; i < R; ++i) {
-            const std::uint8_t* blk = rows[i] + g * 34;
-            prefetch_ahead(blk, static_cast<std::size_t>(count) * 34, end);
-            alignas(32) std::uint16_t h[16] = {};
-            for (int l = 0; l < count; ++l) h[l] = load_half_bits(blk + 34 * l);
-            wd[i] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
-            corr[i] = _mm512_fmadd_ps(wd[i], _mm512_loadu_ps(as + g), corr[i]);
-        }
+        const std::uint8_t* blk = row + g * 34;
+        prefetch_ahead(blk, static_cast<std::size_t>(count) * 34, end);
+        alignas(32) std::uint16_t h[16] = {};
+        for (int l = 0; l < count; ++l) h[l] = load_half_bits(blk + 34 * l);
+        const __m512 wd = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+        for (int t = 0; t < T; ++t)
+            corr[t] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(acts.s[t] + g), corr[t]);
         for (int q = 0; 2 * q < count; ++q) {
             const std::int64_t b = g + 2 * q;
-            const __m512i av = _mm512_load_si512(act + 32 * b);
-            const __m512 ad2 = two_scales(ad + b);
             const __m512i sel = _mm512_set_epi32(2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1,
                                                  2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q,
                                                  2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q, 2 * q);
-            const bool pair = 2 * q + 1 < count;
-#pragma GCC unroll 4
-            for (int i = 0; i < R; ++i) {
-                const std::uint8_t* blk = rows[i] + b * 34;
-                const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-                // A lone last block: the upper half becomes 0x80 after the flip, against
-                // activations that are zero there (padding), so it adds nothing.
-                const __m256i hi =
-                    pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 36))
-                         : _mm256_setzero_si256();
-                const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                const __m512i dot =
-                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(w, flip), av);
-                const __m512 scale = _mm512_mul_ps(_mm512_permutexvar_ps(sel, wd[i]), ad2);
-                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[i]);
+            const std::uint8_t* pb = row + b * 34;
+            const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 2));
+            // A lone last block: the upper half becomes 0x80 after the flip, against
+            // activations that are zero there (padding), so it adds nothing.
+            const __m256i hi = 2 * q + 1 < count
+                                   ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 36))
+                                   : _mm256_setzero_si256();
+            const __m512i w =
+                _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
+            const __m512 wd2 = _mm512_permutexvar_ps(sel, wd);
+            for (int t = 0; t < T; ++t) {
+                const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w,
+                                                        _mm512_load_si512(acts.q[t] + 32 * b));
+                const __m512 scale = _mm512_mul_ps(wd2, two_scales(acts.d[t] + b));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[t]);
             }
         }
     }
-    for (int i = 0; i < R; ++i) res[i] = hsum(acc[i]) - 128.0f * hsum(corr[i]);
+    for (int t = 0; t < T; ++t)
+        a.out[(t0 + t) * a.out_stride + r] = hsum(acc[t]) - 128.0f * hsum(corr[t]);
 }
 
-// One row at a time. On a Zen 4 class EPYC (2 threads, weights streamed from memory, 4096 x
-// 11008) 4 rows at once read 21-25 GB/s and 2 rows 22-34 GB/s against 36-52 GB/s for one row
-// (alternated rounds): more concurrent streams defeat the hardware prefetcher there, while with
-// the weights in cache 2-4 rows were only 10-20 % faster than one.
+// Rows outermost, one at a time, tokens in groups of up to three (the row stays in L1 for the
+// later groups). One row at a time: on a Zen 5 class EPYC (2 threads, weights streamed from
+// memory, 4096 x 11008) 4 rows at once read 21-25 GB/s and 2 rows 22-34 GB/s against 36-52 GB/s
+// for one row (alternated rounds): more concurrent streams defeat the hardware prefetcher there,
+// while with the weights in cache 2-4 rows were only 10-20 % faster than one.
 void run_gemv_q8_0(const MatmulArgs& a) {
     for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
-        float res[1];
-        gemv_q8_0<1>(a, r, res);
-        a.out[r] = res[0];
+        std::int64_t t0 = 0;
+        for (; t0 + 3 <= a.tokens; t0 += 3) gemv_q8_0<3>(a, r, t0);
+        if (a.tokens - t0 == 2) gemv_q8_0<2>(a, r, t0);
+        if (a.tokens - t0 == 1) gemv_q8_0<1>(a, r, t0);
     }
 }
 
@@ -546,19 +539,13 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q5_1:
         case Type::Q8_0:
             // Prefill: the interleaved tile. Fewer tokens reach here only for Q8_0 (the others
-            // went to direct_avx512): its GEMV runs once per token, so a token of a small batch
-            // (a speculative verification chunk) is bit-identical to its decode step (test_matmul
-            // smallBatchesMatchDecodeBitForBit); the rows stay in L2 between tokens.
+            // went to direct_avx512): its GEMV gives a token of a small batch (a speculative
+            // verification chunk) the result of its decode step bit for bit (test_matmul
+            // smallBatchesMatchDecodeBitForBit).
             if (args.tokens >= kPanelMinTokensInternal) {
                 run_q32<Q32InterleavedAvx512>(args);
             } else {
-                for (std::int64_t t = 0; t < args.tokens; ++t) {
-                    MatmulArgs one = args;
-                    one.acts = act_row(args, t);
-                    one.out = args.out + t * args.out_stride;
-                    one.tokens = 1;
-                    run_gemv_q8_0(one);
-                }
+                run_gemv_q8_0(args);
             }
             return true;
         case Type::Q2_K:
