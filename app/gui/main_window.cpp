@@ -1,4 +1,5 @@
 #include "main_window.h"
+#include "shortcuts_dialog.h"
 
 #include <QAction>
 #include <QActionGroup>
@@ -428,6 +429,13 @@ void MainWindow::build_menus() {
     connect(chat_, &ui::ChatView::showTokenBoundariesChanged, boundaries, &QAction::setChecked);
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help_menu_ = help;
+    // Read from the menu bar each time it opens, so menus built later (Tools) are listed.
+    help->addAction(tr("&Keyboard shortcuts"), QKeySequence::HelpContents, this, [this] {
+        auto* dialog = new ui::ShortcutsDialog(menuBar(), this);
+        dialog->setAttribute(Qt::WA_DeleteOnClose);
+        dialog->show();
+    });
     help->addAction(tr("&About tokenscope"), this, [this] {
         QMessageBox::about(this, tr("About tokenscope"),
                            tr("<b>tokenscope %1</b><p>Chat with a local language model and see "

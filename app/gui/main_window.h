@@ -228,6 +228,7 @@ class MainWindow : public QMainWindow {
     QToolButton* load_cancel_ = nullptr;
     QMenu* recent_menu_ = nullptr;
     QMenu* models_menu_ = nullptr;
+    QMenu* help_menu_ = nullptr;  // menus built later go before it, so Help stays last
     bool models_scanning_ = false;
     struct ModelEntry {
         QString path, name, details, error;
@@ -281,9 +282,9 @@ class MainWindow : public QMainWindow {
     ui::HeadOverview* head_overview_ = nullptr;
     QList<QDockWidget*> teaching_docks_;  // step, heads
     QAction* step_action_ = nullptr;
-    bool stepping_ = false;    // the running (or next) reply is in step mode
+    bool stepping_ = false;     // the running (or next) reply is in step mode
     bool step_queued_ = false;  // a stepOnce is on its way to the worker
-    int pending_head_ = -1;     // the overview's chosen head, enlarged once its layer's grid arrives
+    int pending_head_ = -1;  // the overview's chosen head, enlarged once its layer's grid arrives
 };
 
 }  // namespace tokenscope::app

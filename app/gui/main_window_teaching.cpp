@@ -3,6 +3,7 @@
 // the worker. Step mode never blocks: the worker holds the submitted reply between queued
 // stepOnce calls, so the GUI thread only sends a command and draws what comes back.
 #include <QDockWidget>
+#include <QMenu>
 #include <QMenuBar>
 #include <QScrollArea>
 #include <QSplitter>
@@ -48,7 +49,8 @@ void MainWindow::build_teaching() {
     dock(heads, tr("Heads"), "dock.heads");
     place_teaching_docks();
 
-    QMenu* tools = menuBar()->addMenu(tr("&Tools"));
+    auto* tools = new QMenu(tr("&Tools"), menuBar());
+    menuBar()->insertMenu(help_menu_ ? help_menu_->menuAction() : nullptr, tools);
     step_action_ = tools->addAction(tr("&Step: one token and pause"), this, &MainWindow::step);
     step_action_->setShortcut(QKeySequence(Qt::Key_F10));
     step_action_->setShortcutContext(Qt::ApplicationShortcut);

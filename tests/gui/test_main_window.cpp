@@ -2,16 +2,20 @@
 // regenerate, edit, a bad model file, closing mid-answer, the event loop staying responsive,
 // and the real app killed with SIGKILL mid-generation keeping what was committed.
 #include <QDockWidget>
+#include <QLineEdit>
+#include <QMenuBar>
 #include <QMessageBox>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTableWidget>
 #include <QtTest>
 
 #include "chat_view.h"
 #include "conversation_store.h"
 #include "main_window.h"
 #include "reference/tiny_model.h"
+#include "shortcuts_dialog.h"
 #include "stall_meter.h"
 #include "util/test_paths.h"
 
@@ -168,6 +172,62 @@ class TestMainWindow : public QObject {
         const auto docks = w->findChildren<QDockWidget*>();
         QVERIFY(docks.size() >= 7);
         for (auto* d : docks) QVERIFY2(!d->objectName().isEmpty(), "saveState needs object names");
+    }
+
+    // Help › Keyboard shortcuts lists each menu shortcut once, as the menus define them (the
+    // expected list below is the app's documented keys, written out by hand; standard keys as
+    // this platform binds them), and the chat's keys.
+    void keyboardShortcutsListEveryMenuShortcut() {
+        auto w = open_window(fresh_store());
+        QAction* open_list = nullptr;
+        for (QAction* a : w->findChildren<QAction*>()) {
+            if (a->text() == QStringLiteral("&Keyboard shortcuts")) open_list = a;
+        }
+        QVERIFY(open_list);
+        open_list->trigger();
+        auto* dialog = w->findChild<ui::ShortcutsDialog*>();
+        QVERIFY(dialog);
+        QVERIFY(dialog->isVisible());
+        auto native = [](const QKeySequence& k) { return k.toString(QKeySequence::NativeText); };
+        const QVector<QPair<QString, QString>> expected = {
+            {QStringLiteral("File \u203A Open model"), native(QKeySequence::Open)},
+            {QStringLiteral("File \u203A New conversation"), native(QKeySequence::New)},
+            {QStringLiteral("File \u203A Quit"), native(QKeySequence::Quit)},
+            {QStringLiteral("Edit \u203A Find conversation"), native(QKeySequence::Find)},
+            {QStringLiteral("Help \u203A Keyboard shortcuts"), native(QKeySequence::HelpContents)},
+            {QStringLiteral("Tools \u203A Step: one token and pause"),
+             native(QKeySequence(Qt::Key_F10))},
+            {QStringLiteral("Tools \u203A Every head of the layer"),
+             native(QKeySequence(QStringLiteral("Ctrl+Shift+H")))},
+            {QStringLiteral("Chat \u203A Send the message"), native(QKeySequence(Qt::Key_Return))},
+            {QStringLiteral("Chat \u203A Stop generating, or cancel an edit"),
+             native(QKeySequence(Qt::Key_Escape))},
+        };
+        QTableWidget* table = dialog->table();
+        for (const auto& [where, keys] : expected) {
+            int found = 0;
+            for (int r = 0; r < table->rowCount(); ++r) {
+                if (table->item(r, 0)->text() == where) {
+                    ++found;
+                    QCOMPARE(table->item(r, 1)->text(), keys);
+                }
+            }
+            // A standard key this platform binds to nothing (Quit under offscreen) gives the
+            // action no shortcut, so it is not listed.
+            const int want = keys.isEmpty() ? 0 : 1;
+            QVERIFY2(found == want,
+                     qPrintable(where + QStringLiteral(": listed %1 times").arg(found)));
+        }
+        // Every row has keys; no menu action with a shortcut is missing (counted from the actions).
+        int with_keys = 0;
+        for (QAction* a : w->menuBar()->findChildren<QAction*>()) {
+            if (!a->shortcuts().isEmpty() && !a->menu()) ++with_keys;
+        }
+        QCOMPARE(table->rowCount(), with_keys + int(ui::chatShortcuts().size()));
+        dialog->filterBox()->setText(QStringLiteral("step"));
+        QCOMPARE(dialog->visibleRows(), 1);
+        dialog->filterBox()->clear();
+        QCOMPARE(dialog->visibleRows(), table->rowCount());
     }
 
     // The real app, killed with SIGKILL while it generates: what it committed (the user's
