@@ -31,6 +31,27 @@ inline __m512i load512(const std::uint8_t* p) {
     return _mm512_loadu_si512(p);
 }
 
+// A vpermw index that gives int16 lane l the scale first + l / group: each sub-block's scale
+// spread over the lanes (element pairs) of its elements.
+inline __m512i scale_pick(int first, int group) {
+    alignas(64) std::int16_t idx[32];
+    for (int l = 0; l < 32; ++l) idx[l] = static_cast<std::int16_t>(first + l / group);
+    return _mm512_load_si512(idx);
+}
+
+// The integer sum over one super-block of one token: four vectors of 64 unsigned weights u times
+// the token's int8 activations x in pairs (maddubs), times each pair's sub-block scale
+// (vpdpwssd), in two chains.
+inline __m512i superblock_dot(const __m512i (&u)[4], const __m512i (&s16)[4],
+                              const std::uint8_t* x) {
+    __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+    i0 = _mm512_dpwssd_epi32(i0, _mm512_maddubs_epi16(u[0], load512(x)), s16[0]);
+    i1 = _mm512_dpwssd_epi32(i1, _mm512_maddubs_epi16(u[1], load512(x + 64)), s16[1]);
+    i0 = _mm512_dpwssd_epi32(i0, _mm512_maddubs_epi16(u[2], load512(x + 128)), s16[2]);
+    i1 = _mm512_dpwssd_epi32(i1, _mm512_maddubs_epi16(u[3], load512(x + 192)), s16[3]);
+    return _mm512_add_epi32(i0, i1);
+}
+
 // Q4_K, and with kFifth Q5_K (same header and scales, 32 bytes of fifth bits before the
 // nibbles), for T tokens and one row. Per super-block: d * d_a * sum_s sc[s] * sum(q * q_a)
 // - dmin * sum_s m[s] * s_a(s), s_a(s) the activation sums of sub-block s's two halves.
@@ -46,11 +67,7 @@ void q4_k_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const __m512i one = _mm512_set1_epi8(1);
     // pick[k]: int16 lanes 0-15 take scale 2k, 16-31 scale 2k + 1 (a 64-element pair).
     __m512i pick[4];
-    for (int k = 0; k < 4; ++k) {
-        alignas(64) std::int16_t idx[32];
-        for (int l = 0; l < 32; ++l) idx[l] = static_cast<std::int16_t>(2 * k + l / 16);
-        pick[k] = _mm512_load_si512(idx);
-    }
+    for (int k = 0; k < 4; ++k) pick[k] = scale_pick(2 * k, 16);
     // Fifth bits: qh[l] bit s is element 32s + l's; the upper half starts one bit later.
     const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
     __m512 acc[T], min_acc[T];
@@ -96,14 +113,9 @@ void q4_k_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
             min_acc[t] = _mm512_fmadd_ps(mins_d, _mm512_loadu_ps(acts.s[t] + 16 * b), min_acc[t]);
-            const std::uint8_t* x = acts.q[t] + 256 * b;
-            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
-            i0 = _mm512_dpwssd_epi32(i0, _mm512_maddubs_epi16(w[0], load512(x)), s16[0]);
-            i1 = _mm512_dpwssd_epi32(i1, _mm512_maddubs_epi16(w[1], load512(x + 64)), s16[1]);
-            i0 = _mm512_dpwssd_epi32(i0, _mm512_maddubs_epi16(w[2], load512(x + 128)), s16[2]);
-            i1 = _mm512_dpwssd_epi32(i1, _mm512_maddubs_epi16(w[3], load512(x + 192)), s16[3]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)),
-                                     _mm512_set1_ps(d * acts.d[t][b]), acc[t]);
+            acc[t] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(superblock_dot(w, s16, acts.q[t] + 256 * b)),
+                                _mm512_set1_ps(d * acts.d[t][b]), acc[t]);
         }
     }
     for (int t = 0; t < T; ++t) {
@@ -122,12 +134,9 @@ void k16_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const std::int64_t nb = a.n / 256;
     const std::size_t block_bytes = a.row_bytes / static_cast<std::size_t>(nb);
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
+    // pick[p]: the scales of sub-blocks 4p .. 4p + 3, 8 int16 lanes (16 elements) each.
     __m512i pick[4];
-    for (int p = 0; p < 4; ++p) {
-        alignas(64) std::int16_t idx[32];
-        for (int l = 0; l < 32; ++l) idx[l] = static_cast<std::int16_t>(4 * p + l / 8);
-        pick[p] = _mm512_load_si512(idx);
-    }
+    for (int p = 0; p < 4; ++p) pick[p] = scale_pick(4 * p, 8);
     __m512 acc[T], coef_acc[T];
     for (int t = 0; t < T; ++t) acc[t] = coef_acc[t] = _mm512_setzero_ps();
     for (std::int64_t b = 0; b < nb; ++b) {
@@ -145,14 +154,9 @@ void k16_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
             coef_acc[t] = _mm512_fmadd_ps(coef, _mm512_loadu_ps(acts.s[t] + 16 * b), coef_acc[t]);
-            const std::uint8_t* x = acts.q[t] + 256 * b;
-            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
-            i0 = _mm512_dpwssd_epi32(i0, _mm512_maddubs_epi16(u[0], load512(x)), s16[0]);
-            i1 = _mm512_dpwssd_epi32(i1, _mm512_maddubs_epi16(u[1], load512(x + 64)), s16[1]);
-            i0 = _mm512_dpwssd_epi32(i0, _mm512_maddubs_epi16(u[2], load512(x + 128)), s16[2]);
-            i1 = _mm512_dpwssd_epi32(i1, _mm512_maddubs_epi16(u[3], load512(x + 192)), s16[3]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)),
-                                     _mm512_set1_ps(k.d * acts.d[t][b]), acc[t]);
+            acc[t] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(superblock_dot(u, s16, acts.q[t] + 256 * b)),
+                                _mm512_set1_ps(k.d * acts.d[t][b]), acc[t]);
         }
     }
     for (int t = 0; t < T; ++t) {
@@ -259,18 +263,11 @@ void row_kernel(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     }
 }
 
-// Rows outermost (each weight row is read from memory once and stays in L1 for the later token
-// groups), tokens in groups of up to three.
 template <Type W>
 void run_rows(const MatmulArgs& a) {
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
-        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes, w_end);
-        std::int64_t t0 = 0;
-        for (; t0 + 3 <= a.tokens; t0 += 3) row_kernel<W, 3>(a, r, t0);
-        if (a.tokens - t0 == 2) row_kernel<W, 2>(a, r, t0);
-        if (a.tokens - t0 == 1) row_kernel<W, 1>(a, r, t0);
-    }
+    for_rows_in_token_groups(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+        row_kernel<W, decltype(tokens)::value>(a, r, t0);
+    });
 }
 
 }  // namespace

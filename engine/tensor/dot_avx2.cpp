@@ -501,18 +501,11 @@ void direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     }
 }
 
-// Rows outermost (each weight row is read from memory once and stays in L1 for the later token
-// groups), tokens in groups of up to three.
 template <Type W>
 void run_direct(const MatmulArgs& a) {
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
-        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes, w_end);
-        std::int64_t t0 = 0;
-        for (; t0 + 3 <= a.tokens; t0 += 3) direct_row<W, 3>(a, r, t0);
-        if (a.tokens - t0 == 2) direct_row<W, 2>(a, r, t0);
-        if (a.tokens - t0 == 1) direct_row<W, 1>(a, r, t0);
-    }
+    for_rows_in_token_groups(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+        direct_row<W, decltype(tokens)::value>(a, r, t0);
+    });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 // picked by the linker for) a baseline caller.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
 #include <xmmintrin.h>  // _mm_prefetch (SSE, part of baseline x86-64)
@@ -128,6 +129,22 @@ inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::
 
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
     return a.acts + static_cast<std::size_t>(t) * a.act_stride;
+}
+
+// The loop of the kernels that read weight blocks in place for a few tokens (decode, small
+// batches): rows outermost, each prefetched ahead and then read from memory once (it stays in L1
+// for the later token groups), tokens in groups of up to three. row(r, t0, tokens) is called
+// with std::integral_constant<int, T> for T = 3, 2 or 1.
+template <class Row>
+void for_rows_in_token_groups(const MatmulArgs& a, Row&& row) {
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
+        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes, w_end);
+        std::int64_t t0 = 0;
+        for (; t0 + 3 <= a.tokens; t0 += 3) row(r, t0, std::integral_constant<int, 3>{});
+        if (a.tokens - t0 == 2) row(r, t0, std::integral_constant<int, 2>{});
+        if (a.tokens - t0 == 1) row(r, t0, std::integral_constant<int, 1>{});
+    }
 }
 
 // Tokens t0 .. t0 + T - 1 of int8 activations (PreparedActivations' Q8_32 / Q8_256 rows): each
