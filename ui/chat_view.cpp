@@ -4,9 +4,11 @@
 #include <QAction>
 #include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
 #include <QElapsedTimer>
 #include <QEvent>
 #include <QFrame>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QKeyEvent>
@@ -106,9 +108,8 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
     speculation_legend_ = new QLabel(this);
     speculation_legend_->setObjectName(QStringLiteral("speculationLegend"));
     // A bar of the underline's colour, then what it means.
-    speculation_legend_->setText(
-        tr("<span style=\"color:%1\"><b>▁▁▁</b></span> accepted guess")
-            .arg(MessageDocument::acceptedGuessColor().name()));
+    speculation_legend_->setText(tr("<span style=\"color:%1\"><b>▁▁▁</b></span> accepted guess")
+                                     .arg(MessageDocument::acceptedGuessColor().name()));
     speculation_legend_->setToolTip(
         tr("Underlined tokens were guessed (prompt lookup or a draft model) and accepted by the "
            "model: they came out of one verification pass together with the model's own "
@@ -130,7 +131,7 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
     transcript_->setDocument(doc_->document());
     transcript_->setOpenLinks(false);
     transcript_->setPlaceholderText(tr("Start a conversation below."));
-    // Links: the fold headers of reasoning sections (the only anchors in the document). Queued,
+    // Links: the fold headers of reasoning sections and the replies' Copy links. Queued,
     // so that the message is laid out again after the text control's own mouse handling.
     transcript_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard |
                                          Qt::LinksAccessibleByMouse);
@@ -139,6 +140,8 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
         [this](const QUrl& link) {
             const int message = MessageDocument::thinkingLinkMessage(link);
             if (message >= 0) toggleThinking(message);
+            const int copy = MessageDocument::copyLinkMessage(link);
+            if (copy >= 0) copyMessage(copy);
         },
         Qt::QueuedConnection);
     transcript_->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -472,6 +475,22 @@ QRect ChatView::tokenRect(TokenRef ref) const {
 
 QRect ChatView::thinkingHeaderRect(int message) const {
     const auto [start, end] = doc_->thinkingHeaderRange(message);
+    return rangeRect(start, end);
+}
+
+QRect ChatView::copyLinkRect(int message) const {
+    const auto [start, end] = doc_->copyLinkRange(message);
+    return rangeRect(start, end);
+}
+
+void ChatView::copyMessage(int message_index) {
+    if (message_index < 0 || message_index >= doc_->messageCount()) return;
+    flushPendingTokens();
+    QGuiApplication::clipboard()->setText(doc_->copyText(message_index));
+}
+
+// The viewport rectangle of document positions [start, end) on the line of `start`.
+QRect ChatView::rangeRect(int start, int end) const {
     if (start < 0 || start >= end) return {};
     const QTextBlock block = doc_->document()->findBlock(start);
     if (!block.isValid() || !block.layout()) return {};
@@ -627,6 +646,7 @@ void ChatView::showContextMenu(const QPoint& pos) {
             menu->addAction(
                 doc_->thinkingExpanded(fold) ? tr("Hide reasoning") : tr("Show reasoning"), this,
                 [this, fold] { toggleThinking(fold); });
+        menu->addAction(tr("Copy message"), this, [this, message] { copyMessage(message); });
         const MessageRole role = doc_->message(message).role;
         if (role == MessageRole::User && !generating_)
             menu->addAction(tr("Edit message…"), this, [this, message] { beginEdit(message); });

@@ -24,8 +24,9 @@
 // until the reader returns to the bottom.
 //
 // Keyboard: Enter sends, Shift+Enter inserts a newline, Esc stops generation (or cancels an edit).
-// Right-click a message for Regenerate (last assistant answer) and Edit (user messages); Edit
-// loads the message into the input box, and Enter then emits editRequested() instead of
+// Copy: each finished reply's note ends with a "Copy" link; right-click any message for Copy
+// message. Right-click a message for Regenerate (last assistant answer) and Edit (user messages);
+// Edit loads the message into the input box, and Enter then emits editRequested() instead of
 // sendRequested().
 #include <QPlainTextEdit>
 #include <QPoint>
@@ -91,6 +92,8 @@ class ChatView : public QWidget {
     QRect tokenRect(TokenRef ref) const;
     // The viewport rectangle of a message's reasoning fold header; empty when it has none.
     QRect thinkingHeaderRect(int message) const;
+    // The viewport rectangle of a reply's "Copy" link (in its note); empty when it has none.
+    QRect copyLinkRect(int message) const;
     const TokenData* tokenData(TokenRef ref) const;
     // Rich-text tooltip for a token: text, probability, logprob, top-10 before and after.
     QString tokenToolTip(TokenRef ref) const;
@@ -123,6 +126,8 @@ class ChatView : public QWidget {
     void cancelEdit();
     // Unfolds a message's folded reasoning, or folds it again.
     void toggleThinking(int message_index);
+    // Puts a message on the clipboard: a reply without its reasoning (MessageDocument::copyText).
+    void copyMessage(int message_index);
 
   signals:
     void sendRequested(const QString& text);
@@ -140,6 +145,7 @@ class ChatView : public QWidget {
     void changeEvent(QEvent* event) override;
 
   private:
+    QRect rangeRect(int start, int end) const;
     void flush();
     void insertPending(qint64 budget_ms);
     void submit();

@@ -39,6 +39,7 @@ QString roleTitle(MessageRole role) {
 
 // The scheme of a fold header's link; the path is the message index.
 constexpr QLatin1StringView kThinkScheme("tokenscope-think");
+constexpr QLatin1StringView kCopyScheme("tokenscope-copy");
 
 QString tokenCount(int n) {
     return n == 1 ? MessageDocument::tr("1 token") : MessageDocument::tr("%1 tokens").arg(n);
@@ -454,6 +455,38 @@ int MessageDocument::thinkingLinkMessage(const QUrl& link) {
     return ok ? m : -1;
 }
 
+int MessageDocument::copyLinkMessage(const QUrl& link) {
+    if (link.scheme() != kCopyScheme) return -1;
+    bool ok = false;
+    const int m = link.path().toInt(&ok);
+    return ok ? m : -1;
+}
+
+QPair<int, int> MessageDocument::copyLinkRange(int message) const {
+    const QString href = QString(kCopyScheme) + u':' + QString::number(message);
+    for (QTextBlock b = doc_->begin(); b.isValid(); b = b.next()) {
+        for (auto it = b.begin(); !it.atEnd(); ++it) {
+            const QTextFragment f = it.fragment();
+            if (f.isValid() && f.charFormat().anchorHref() == href)
+                return {f.position(), f.position() + f.length()};
+        }
+    }
+    return {-1, -1};
+}
+
+QString MessageDocument::copyText(int message) const {
+    if (message < 0 || message >= entries_.size()) return {};
+    const ChatMessage& m = entries_[message].msg;
+    if (m.role != MessageRole::Assistant) return m.text;
+    ThinkSplitter parts;
+    parts.advance(m.text, true);
+    QString answer;
+    for (int i = 0; i < m.text.size(); ++i) {
+        if (parts.partAt(i) == ThinkSplitter::Part::Answer) answer += m.text[i];
+    }
+    return answer;
+}
+
 void MessageDocument::insertNote(QTextCursor& cursor, const Entry& entry) {
     if (entry.msg.note.isEmpty()) return;
     QTextBlockFormat block;
@@ -463,7 +496,16 @@ void MessageDocument::insertNote(QTextCursor& cursor, const Entry& entry) {
     note.setFontItalic(true);
     note.setForeground(mix(palette_.color(QPalette::Text), palette_.color(QPalette::Base), 0.45));
     cursor.insertBlock(block, note);
-    cursor.insertText(entry.msg.note, note);
+    cursor.insertText(entry.msg.note + QStringLiteral(" \u00B7 "), note);
+    // The reply's copy button: a link, so it needs no widget of its own in the transcript.
+    QTextCharFormat link = note;
+    link.setFontItalic(false);
+    link.setAnchor(true);
+    link.setAnchorHref(QString(kCopyScheme) + u':' +
+                       QString::number(static_cast<int>(&entry - entries_.constData())));
+    link.setForeground(palette_.color(QPalette::Link));
+    link.setToolTip(tr("Copy this reply (without its reasoning) to the clipboard"));
+    cursor.insertText(tr("Copy"), link);
 }
 
 void MessageDocument::setMessageNote(int index, const QString& note) {

@@ -119,6 +119,13 @@ class MessageDocument : public QObject {
     int thinkingHeaderAt(int pos) const;
     // The message a fold header's link stands for; -1 for any other link.
     static int thinkingLinkMessage(const QUrl& link);
+    // Replies with a note end it with a "Copy" link; the message it copies, -1 for other links.
+    static int copyLinkMessage(const QUrl& link);
+    // [start, end) of a message's "Copy" link; {-1, -1} when it has none.
+    QPair<int, int> copyLinkRange(int message) const;
+    // What "Copy" puts on the clipboard: a reply's answer without its reasoning and the think
+    // tags (as the model wrote it, markdown included); other messages' text as it is.
+    QString copyText(int message) const;
 
     void setColorByProbability(bool on);
     bool colorByProbability() const { return color_by_probability_; }

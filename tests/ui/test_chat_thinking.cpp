@@ -2,6 +2,7 @@
 // streams and after, unfolded and folded by a click on the header, restored the same way, and
 // never in the way of token hit-testing or of the message's own text.
 #include <QApplication>
+#include <QClipboard>
 #include <QHelpEvent>
 #include <QKeyEvent>
 #include <QScrollBar>
@@ -224,6 +225,39 @@ class TestChatThinking : public QObject {
                  QStringLiteral("▾ Thought for 7 tokens\nOkay, the user says hi.\nHello there!"));
         verifyTokens(view, 0, kQwen, 3, 8);
         verifyTokens(view, 0, kQwen, kFirstAnswer, int(kQwen.size()) - 1);
+    }
+
+    // A finished reply's note ends with a Copy link; clicking it puts the answer on the
+    // clipboard without the reasoning and the tags. Copy message (the context menu's action)
+    // copies a user message as typed.
+    void copyLinkCopiesTheAnswerWithoutReasoning() {
+        ChatView view;
+        view.resize(600, 500);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.addMessage(MessageRole::User, QStringLiteral("Say **hi**"));
+        view.beginAssistantMessage();
+        streamAll(view, kQwen);
+        view.setMessageNote(1, QStringLiteral("16 tokens"));
+        QVERIFY(view.copyLinkRect(0).isEmpty());  // no note under a user message, no link
+        const QRect link = view.copyLinkRect(1);
+        QVERIFY(!link.isEmpty());
+        QCOMPARE(textOf(view.messageDocument(), view.messageDocument()->copyLinkRange(1)),
+                 QStringLiteral("Copy"));
+        QGuiApplication::clipboard()->setText(QStringLiteral("before"));
+        QTest::mouseClick(view.transcript()->viewport(), Qt::LeftButton, {}, link.center());
+        QTRY_COMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("Hello there!"));
+        view.copyMessage(0);
+        QCOMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("Say **hi**"));
+        // A restored reply without its tokens copies the same way.
+        QVector<ChatMessage> history(1);
+        history[0].role = MessageRole::Assistant;
+        history[0].text = QStringLiteral("<think>plain reasoning</think>Plain answer");
+        history[0].note = QStringLiteral("restored");
+        view.setMessages(history);
+        QVERIFY(!view.copyLinkRect(0).isEmpty());
+        view.copyMessage(0);
+        QCOMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("Plain answer"));
     }
 
     void restoredMessagesFoldTheSameWay() {

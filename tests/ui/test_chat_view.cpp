@@ -580,14 +580,16 @@ class TestChatView : public QObject {
         const QString note = QStringLiteral("■ Stopped by you · 3 tokens · 41.0 tok/s");
         view.setMessageNote(1, note);
         const QString text = doc->document()->toPlainText();
-        QVERIFY2(text.endsWith(note), qPrintable(text));
+        // The note, then the reply's Copy link.
+        const QString line = note + QStringLiteral(" \u00B7 Copy");
+        QVERIFY2(text.endsWith(line), qPrintable(text));
         QCOMPARE(doc->messageBodyRange(1), body);
         const int note_pos = int(text.lastIndexOf(note)) + 2;
         QVERIFY(!doc->tokenAtPosition(note_pos).valid());
         QCOMPARE(doc->tokenAtPosition(body.first).token, 0);
         // Kept through a rebuild, and a new message goes after it.
         view.setMessages({view.message(0), view.message(1)});
-        QVERIFY(doc->document()->toPlainText().endsWith(note));
+        QVERIFY(doc->document()->toPlainText().endsWith(line));
         view.addMessage(MessageRole::User, QStringLiteral("Next"));
         QVERIFY(doc->document()->toPlainText().endsWith(QStringLiteral("Next")));
         QVERIFY(doc->document()->toPlainText().contains(note));
