@@ -487,7 +487,8 @@ QString MessageDocument::copyText(int message) const {
     return answer;
 }
 
-void MessageDocument::insertNote(QTextCursor& cursor, const Entry& entry) {
+void MessageDocument::insertNote(QTextCursor& cursor, int index) {
+    const Entry& entry = entries_[index];
     if (entry.msg.note.isEmpty()) return;
     QTextBlockFormat block;
     block.setTopMargin(2);
@@ -501,8 +502,7 @@ void MessageDocument::insertNote(QTextCursor& cursor, const Entry& entry) {
     QTextCharFormat link = note;
     link.setFontItalic(false);
     link.setAnchor(true);
-    link.setAnchorHref(QString(kCopyScheme) + u':' +
-                       QString::number(static_cast<int>(&entry - entries_.constData())));
+    link.setAnchorHref(QString(kCopyScheme) + u':' + QString::number(index));
     link.setForeground(palette_.color(QPalette::Link));
     link.setToolTip(tr("Copy this reply (without its reasoning) to the clipboard"));
     cursor.insertText(tr("Copy"), link);
@@ -520,7 +520,7 @@ void MessageDocument::setMessageNote(int index, const QString& note) {
     QTextCursor cursor(doc_);
     cursor.movePosition(QTextCursor::End);
     cursor.beginEditBlock();
-    insertNote(cursor, entries_[index]);
+    insertNote(cursor, index);
     cursor.endEditBlock();
 }
 
@@ -544,7 +544,7 @@ void MessageDocument::renderEntry(QTextCursor& cursor, int index, bool complete)
     insertHeader(cursor, e);
     e.think.advance(e.msg.text, complete);
     insertDecided(cursor, index);
-    insertNote(cursor, e);
+    insertNote(cursor, index);
 }
 
 int MessageDocument::appendEntry(MessageRole role, const QString& text, bool complete) {

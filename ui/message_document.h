@@ -176,7 +176,7 @@ class MessageDocument : public QObject {
     // Header, body and note of a message at the cursor (used for the whole document).
     void renderEntry(QTextCursor& cursor, int index, bool complete);
     void insertHeader(QTextCursor& cursor, Entry& entry);
-    void insertNote(QTextCursor& cursor, const Entry& entry);
+    void insertNote(QTextCursor& cursor, int index);
     // Lays out the text the splitter has decided since the last call, at the cursor.
     void insertDecided(QTextCursor& cursor, int index);
     // Lays out what the last advance() of the splitter decided, at the end of the body.

@@ -1,11 +1,11 @@
 #include "quant/eval_plot.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
+#include "inspect/export_files.h"
 #include "inspect/pixel_font.h"
 #include "util/error.h"
 
@@ -97,23 +97,6 @@ void fill_disc(inspect::RgbImage& img, int cx, int cy, int radius, std::uint32_t
 const char* const kTitle = "KL DIVERGENCE FROM THE BASE AGAINST FILE SIZE";
 const char* const kXAxis = "FILE SIZE (MIB)";
 const char* const kYAxis = "MEAN KL (NATS), BAR TO P99";
-
-std::string xml_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '<')
-            out += "&lt;";
-        else if (c == '>')
-            out += "&gt;";
-        else if (c == '&')
-            out += "&amp;";
-        else if (c == '"')
-            out += "&quot;";
-        else
-            out += c;
-    }
-    return out;
-}
 
 }  // namespace
 
@@ -226,24 +209,20 @@ inspect::RgbImage render_eval_plot_png(const EvalResult& r, int width, int heigh
 
 std::string render_eval_plot_svg(const EvalResult& r, int width, int height) {
     const EvalPlotLayout l = eval_plot_layout(r, width, height);
-    auto hex = [](std::uint32_t rgb) {
-        char b[8];
-        std::snprintf(b, sizeof b, "#%06X", rgb);
-        return std::string(b);
-    };
     auto line = [&](int x0, int y0, int x1, int y1, std::uint32_t rgb, const char* extra = "") {
         return "<line x1=\"" + std::to_string(x0) + "\" y1=\"" + std::to_string(y0) + "\" x2=\"" +
-               std::to_string(x1) + "\" y2=\"" + std::to_string(y1) + "\" stroke=\"" + hex(rgb) +
-               "\"" + extra + "/>\n";
+               std::to_string(x1) + "\" y2=\"" + std::to_string(y1) + "\" stroke=\"" +
+               inspect::hex_color(rgb) + "\"" + extra + "/>\n";
     };
     auto text = [&](int x, int y, const std::string& t, const char* anchor = "start") {
         return "<text x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(y) +
-               "\" text-anchor=\"" + anchor + "\">" + xml_escape(t) + "</text>\n";
+               "\" text-anchor=\"" + anchor + "\">" + inspect::xml_escape(t) + "</text>\n";
     };
     std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) +
                     "\" height=\"" + std::to_string(height) +
                     "\" font-family=\"sans-serif\" font-size=\"14\">\n";
-    s += "<rect width=\"100%\" height=\"100%\" fill=\"" + hex(kBackground) + "\"/>\n";
+    s +=
+        "<rect width=\"100%\" height=\"100%\" fill=\"" + inspect::hex_color(kBackground) + "\"/>\n";
     for (int k = static_cast<int>(l.log_kl_min); k <= static_cast<int>(l.log_kl_max); ++k) {
         const int y = l.y_of(std::pow(10.0, k));
         s += line(l.left, y, l.right, y, kGrid);
@@ -267,9 +246,10 @@ std::string render_eval_plot_svg(const EvalResult& r, int width, int height) {
         const int x = l.x_of(size_mb(m)), y = l.y_of(m.kl_mean);
         if (m.kl_p99 > m.kl_mean) s += line(x, y, x, l.y_of(m.kl_p99), kBar, " stroke-width=\"3\"");
         s += "<circle cx=\"" + std::to_string(x) + "\" cy=\"" + std::to_string(y) +
-             "\" r=\"5\" fill=\"" + hex(kEvalPlotPointRgb) + "\"><title>" +
-             xml_escape(eval_plot_label(m)) + ": " + format_number(size_mb(m)) + " MiB, mean KL " +
-             format_number(m.kl_mean) + ", p99 " + format_number(m.kl_p99) + "</title></circle>\n";
+             "\" r=\"5\" fill=\"" + inspect::hex_color(kEvalPlotPointRgb) + "\"><title>" +
+             inspect::xml_escape(eval_plot_label(m)) + ": " + format_number(size_mb(m)) +
+             " MiB, mean KL " + format_number(m.kl_mean) + ", p99 " + format_number(m.kl_p99) +
+             "</title></circle>\n";
         s += text(labels[i].x0, labels[i].y1 - 1, eval_plot_label(m));
     }
     s += text(width / 2, 22, "KL divergence from the base against file size", "middle");
@@ -279,34 +259,19 @@ std::string render_eval_plot_svg(const EvalResult& r, int width, int height) {
     return s;
 }
 
-namespace {
-std::string lower_extension(const std::string& path) {
-    const std::size_t dot = path.find_last_of('.');
-    const std::size_t slash = path.find_last_of("/\\");
-    if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
-    std::string ext = path.substr(dot + 1);
-    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return ext;
-}
-}  // namespace
-
 void check_eval_plot_path(const std::string& path) {
-    const std::string ext = lower_extension(path);
+    const std::string ext = inspect::extension_of(path);
     if (ext != "png" && ext != "svg")
         throw InvalidArgument(path + ": the plot's file name must end in .png or .svg");
 }
 
 void write_eval_plot(const std::string& path, const EvalResult& result) {
     check_eval_plot_path(path);
-    if (lower_extension(path) == "png") {
+    if (inspect::extension_of(path) == "png") {
         inspect::write_png(path, render_eval_plot_png(result));
         return;
     }
-    const std::string svg = render_eval_plot_svg(result);
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) throw IoError(path + ": cannot open for writing");
-    const bool ok = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
-    if (std::fclose(f) != 0 || !ok) throw IoError(path + ": write failed");
+    inspect::write_text_file(path, render_eval_plot_svg(result));
 }
 
 }  // namespace tokenscope::quant
