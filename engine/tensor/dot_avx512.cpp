@@ -494,7 +494,7 @@ struct FAvx512Small {
     }
 };
 
-// T tokens (1-3) times one Q8_0 row, read straight from the blocks: decode streams every weight
+// T tokens (1-5) times one Q8_0 row, read straight from the blocks: decode streams every weight
 // once, and staging rows through the packed buffer (store, reload, a scale array per block) cost
 // about half of the instructions per byte; with two cores sharing the memory bus the
 // instruction time no longer hides behind the misses. Each block is loaded and made unsigned
@@ -502,8 +502,11 @@ struct FAvx512Small {
 // matrix by up to 9 tokens), and every token runs the same operations in the same order for
 // any T, so its result equals its decode step bit for bit.
 //
-// The f16 weight scales of 16 blocks are collected and converted in one instruction; each pair
-// of blocks then takes its two lanes' scales by a permute. The +128 that makes the weights
+// The f16 weight scales of 16 blocks are collected and converted in one instruction and
+// multiplied by each token's 16 activation scales at once; each pair of blocks then takes its
+// two lanes' products by one permute. (Forming the same products per pair, from a two-lane load
+// of the activation scales, cost two more instructions per token and pair; with 9 tokens the
+// output matrix was bound by instructions, not by memory.) The +128 that makes the weights
 // unsigned for vpdpbusd is taken out with the activation block sums, one fma per 16 blocks
 // (corr), instead of per block.
 template <int T>
@@ -512,18 +515,22 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const std::int64_t nb = a.n / 32;
     const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
-    __m512 acc[T], corr[T];
+    __m512 acc[T], corr[T], scales[T];
     for (int t = 0; t < T; ++t) acc[t] = corr[t] = _mm512_setzero_ps();
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     for (std::int64_t g = 0; g < nb; g += 16) {
         const int count = static_cast<int>(min_of(16, nb - g));
         const std::uint8_t* blk = row + g * 34;
-        prefetch_ahead(blk, static_cast<std::size_t>(count) * 34, end);
+        // The first token group brings the row in (later groups find it in L1).
+        if (t0 == 0) prefetch_ahead(blk, static_cast<std::size_t>(count) * 34, end);
         alignas(32) std::uint16_t h[16] = {};
         for (int l = 0; l < count; ++l) h[l] = load_half_bits(blk + 34 * l);
         const __m512 wd = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
-        for (int t = 0; t < T; ++t)
+        // The activation scale and sum arrays are zero-padded to whole vectors of 16.
+        for (int t = 0; t < T; ++t) {
             corr[t] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(acts.s[t] + g), corr[t]);
+            scales[t] = _mm512_mul_ps(wd, _mm512_loadu_ps(acts.d[t] + g));
+        }
         for (int q = 0; 2 * q < count; ++q) {
             const std::int64_t b = g + 2 * q;
             const __m512i sel = _mm512_set_epi32(2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1,
@@ -538,12 +545,11 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
                                    : _mm256_setzero_si256();
             const __m512i w =
                 _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
-            const __m512 wd2 = _mm512_permutexvar_ps(sel, wd);
             for (int t = 0; t < T; ++t) {
                 const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w,
                                                         _mm512_load_si512(acts.q[t] + 32 * b));
-                const __m512 scale = _mm512_mul_ps(wd2, two_scales(acts.d[t] + b));
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                         _mm512_permutexvar_ps(sel, scales[t]), acc[t]);
             }
         }
     }
@@ -551,7 +557,7 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         a.out[(t0 + t) * a.out_stride + r] = hsum(acc[t]) - 128.0f * hsum(corr[t]);
 }
 
-// Rows outermost, one at a time, tokens in groups of up to three (the row stays in L1 for the
+// Rows outermost, one at a time, tokens in groups of up to five (the row stays in L1 for the
 // later groups). One row at a time: on a Zen 5 class EPYC (2 threads, weights streamed from
 // memory, 4096 x 11008) 4 rows at once read 21-25 GB/s and 2 rows 22-34 GB/s against 36-52 GB/s
 // for one row (alternated rounds): more concurrent streams defeat the hardware prefetcher there,
@@ -559,9 +565,23 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 void run_gemv_q8_0(const MatmulArgs& a) {
     for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
         std::int64_t t0 = 0;
-        for (; t0 + 3 <= a.tokens; t0 += 3) gemv_q8_0<3>(a, r, t0);
-        if (a.tokens - t0 == 2) gemv_q8_0<2>(a, r, t0);
-        if (a.tokens - t0 == 1) gemv_q8_0<1>(a, r, t0);
+        for (; t0 + 5 <= a.tokens; t0 += 5) gemv_q8_0<5>(a, r, t0);
+        switch (a.tokens - t0) {
+            case 4:
+                gemv_q8_0<4>(a, r, t0);
+                break;
+            case 3:
+                gemv_q8_0<3>(a, r, t0);
+                break;
+            case 2:
+                gemv_q8_0<2>(a, r, t0);
+                break;
+            case 1:
+                gemv_q8_0<1>(a, r, t0);
+                break;
+            default:
+                break;
+        }
     }
 }
 

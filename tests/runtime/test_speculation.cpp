@@ -40,8 +40,12 @@ class TestSpeculation : public QObject {
         QCOMPARE(lookup({5, 1, 7, 1, 8, 1}, 2, 1, 1), (std::vector<std::int32_t>{8, 1}));
         // The 2-gram [1 2] (at 0, followed by 9 3) wins over the more recent 1-gram [2] (at 4).
         QCOMPARE(lookup({1, 2, 9, 3, 2, 8, 1, 2}, 2, 1, 2), (std::vector<std::int32_t>{9, 3}));
-        // The continuation stops at the end of the sequence.
-        QCOMPARE(lookup({1, 2, 1}, 5), (std::vector<std::int32_t>{2, 1}));
+        // At the end of the sequence the copied period repeats: [1] last occurred at 0, so the
+        // period is [2 1] (positions 1-2) and five tokens are 2 1 2 1 2 (by hand).
+        QCOMPARE(lookup({1, 2, 1}, 5), (std::vector<std::int32_t>{2, 1, 2, 1, 2}));
+        // A run of one token proposes more of it; a repeated line (period 3) repeats whole.
+        QCOMPARE(lookup({4, 9, 9, 9}, 4), (std::vector<std::int32_t>{9, 9, 9, 9}));
+        QCOMPARE(lookup({5, 6, 7, 5, 6, 7, 5}, 5), (std::vector<std::int32_t>{6, 7, 5, 6, 7}));
         // No earlier occurrence, or none of at least min_ngram tokens: nothing.
         QVERIFY(lookup({1, 2, 3}, 4).empty());
         QVERIFY(lookup({1, 2, 3, 1}, 4, 2, 4).empty());

@@ -16,9 +16,17 @@ std::vector<std::int32_t> lookup_continuation(std::span<const std::int32_t> toke
         // than the suffix and has at least one token after it.
         for (std::ptrdiff_t start = size - n - 1; start >= 0; --start) {
             if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + start)) continue;
+            // Copied as LZ77 copies a match that overlaps its own output: past the end of the
+            // sequence the proposal continues from its own first tokens, so a pattern with
+            // period size - from (a repeated line, a run of one token) fills all k slots
+            // instead of stopping after one period.
             const std::ptrdiff_t from = start + n;
-            const std::ptrdiff_t count = std::min<std::ptrdiff_t>(k, size - from);
-            out.assign(tokens.begin() + from, tokens.begin() + from + count);
+            out.reserve(static_cast<std::size_t>(k));
+            for (std::ptrdiff_t i = 0; i < k; ++i) {
+                const std::ptrdiff_t src = from + i;
+                out.push_back(src < size ? tokens[static_cast<std::size_t>(src)]
+                                         : out[static_cast<std::size_t>(src - size)]);
+            }
             return out;
         }
     }

@@ -15,7 +15,8 @@ struct LookupOptions {
 
 // The proposal as a free function, for tests: up to k tokens following the most recent
 // earlier occurrence of the longest suffix n-gram (min_ngram <= n <= max_ngram) that occurs
-// earlier. The continuation may run into the suffix itself (a repeating pattern continues).
+// earlier. The continuation always has k tokens when there is a match: where it reaches the end
+// of the sequence it repeats the period it has copied (a repeating pattern continues).
 std::vector<std::int32_t> lookup_continuation(std::span<const std::int32_t> tokens, int k,
                                               const LookupOptions& options);
 
