@@ -14,6 +14,7 @@
 #include "api_error.h"
 #include "openai_request.h"
 #include "openai_response.h"
+#include "peer_socket.h"
 #include "request_builder.h"
 #include "util/error.h"
 
@@ -337,18 +338,26 @@ struct ApiServer::Impl {
             std::make_shared<CompletionFormatter>(params, loop.engine().tokenizer(), job->public_id,
                                                   options.model_id, built.prompt_tokens);
         if (!params.stream) {
-            wait_whole(job, *formatter, res);
+            wait_whole(job, *formatter, PeerSocket::of(req), res);
             return;
         }
         stream(job, formatter, res);
     }
 
-    // Non-streaming: the worker waits for the whole answer. (A client that leaves is not
-    // noticed before the answer is done: httplib tells a handler nothing about its socket.)
+    // Non-streaming: the worker waits for the whole answer, and looks at the client's socket
+    // between waits: a client that hung up (gave up on a long answer, timed out) cancels its
+    // request, which frees its KV blocks and its place in the batch.
     void wait_whole(const std::shared_ptr<Job>& job, CompletionFormatter& formatter,
-                    httplib::Response& res) {
+                    const PeerSocket& peer, httplib::Response& res) {
         std::string error;
         while (!formatter.finished()) {
+            if (peer.hung_up()) {
+                spdlog::info(
+                    "serve: client left before its answer was done; cancelling the request");
+                loop.cancel(job);
+                res.status = 499;  // nobody reads it (nginx's "client closed request")
+                return;
+            }
             formatter.collect(job->channel->wait(kStreamPoll, error));
             if (!error.empty()) {
                 send_error(res, ApiError(503, error, {}, "server_error"));

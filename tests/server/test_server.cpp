@@ -514,6 +514,28 @@ class TestServer : public QObject {
         QCOMPARE(m.at("tokenscope_kv_cache_usage_ratio"), 0.0);
     }
 
+    // The same for a non-streaming request: the client gives up (its read timeout) before the
+    // answer is done, and the server notices the closed socket while it waits and cancels.
+    void disconnectCancelsNonStreaming() {
+        auto s = make_server(
+            [](server::ServerOptions& o) { o.loop.step_pause = std::chrono::milliseconds(10); });
+        const int port = s->port();
+        {
+            httplib::Client client("127.0.0.1", port);
+            client.set_read_timeout(0, 300000);  // 0.3 s; 400 tokens take 4 s at 10 ms a step
+            const auto r =
+                client.Post("/v1/chat/completions", chat_body("Tell me a long story", 400).dump(),
+                            "application/json");
+            QVERIFY(!r);  // timed out: the client closed the connection without an answer
+        }
+        QVERIFY(eventually(
+            [&] { return kv_json(port)["blocks_used"] == 0 && s->loop().running() == 0; }));
+        const auto m = parse_prometheus(test::http_get(port, "/metrics").body);
+        QCOMPARE(m.at(R"(tokenscope_requests_finished_total{reason="cancelled"})"), 1.0);
+        QVERIFY(m.at("tokenscope_generation_tokens_total") < 200);  // of 400 asked
+        QCOMPARE(m.at("tokenscope_kv_cache_usage_ratio"), 0.0);
+    }
+
     // /metrics is valid Prometheus text with the families the issue lists, and its counters
     // move with the traffic.
     void metrics() {
