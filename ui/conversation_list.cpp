@@ -66,6 +66,7 @@ ConversationList::ConversationList(QWidget* parent)
     layout->addWidget(search_);
 
     view_ = new QListView(this);
+    view_->setObjectName(QStringLiteral("conversationView"));
     view_->setModel(proxy_);
     view_->setUniformItemSizes(true);
     view_->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -136,6 +137,13 @@ ConversationList::ConversationList(QWidget* parent)
         menu->popup(view_->viewport()->mapToGlobal(pos));
     });
     updateButtons();
+}
+
+void ConversationList::setToolTips(const QHash<qint64, QString>& tips) {
+    for (int r = 0; r < model_->rowCount(); ++r) {
+        QStandardItem* item = model_->item(r);
+        item->setToolTip(tips.value(item->data(kIdRole).toLongLong()));
+    }
 }
 
 void ConversationList::setConversations(const QVector<QPair<qint64, QString>>& conversations) {

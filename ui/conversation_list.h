@@ -12,6 +12,7 @@
 //
 // Keyboard: type in the search box to filter, Down moves into the list, F2 renames in place,
 // Delete asks to delete. Ctrl+N belongs to the window's File menu (one owner per shortcut).
+#include <QHash>
 #include <QPair>
 #include <QSet>
 #include <QVector>
@@ -33,6 +34,8 @@ class ConversationList : public QWidget {
     explicit ConversationList(QWidget* parent = nullptr);
 
     void setConversations(const QVector<QPair<qint64, QString>>& conversations);
+    // Hover text per conversation id (what answered it, when); ids not in `tips` get none.
+    void setToolTips(const QHash<qint64, QString>& tips);
     // Selects a conversation without emitting conversationSelected (-1: none).
     void setCurrent(qint64 id);
     qint64 current() const;

@@ -644,15 +644,16 @@ QList<ConversationSummary> read_summaries(QSqlQuery& query) {
     QList<ConversationSummary> list;
     while (query.next()) {
         list.append({query.value(0).toLongLong(), query.value(1).toString(),
-                     from_ms(query.value(2).toLongLong())});
+                     from_ms(query.value(2).toLongLong()), query.value(3).toString()});
     }
     return list;
 }
 }  // namespace
 
 QList<ConversationSummary> ConversationStore::conversations() {
-    QSqlQuery query = prepare(QStringLiteral(
-        "SELECT id, title, updated_at FROM conversations ORDER BY updated_at DESC, id DESC"));
+    QSqlQuery query =
+        prepare(QStringLiteral("SELECT id, title, updated_at, model_path FROM conversations "
+                               "ORDER BY updated_at DESC, id DESC"));
     run(query, "cannot list the conversations");
     return read_summaries(query);
 }
@@ -667,7 +668,7 @@ QList<ConversationSummary> ConversationStore::search(const QString& text) {
     const QString pattern = QLatin1Char('%') + escaped + QLatin1Char('%');
 
     QSqlQuery query = prepare(QStringLiteral(
-        "SELECT c.id, c.title, c.updated_at FROM conversations c "
+        "SELECT c.id, c.title, c.updated_at, c.model_path FROM conversations c "
         "WHERE c.title LIKE ? ESCAPE '\\' "
         "   OR EXISTS (SELECT 1 FROM messages m "
         "              WHERE m.conversation_id = c.id AND m.content LIKE ? ESCAPE '\\') "

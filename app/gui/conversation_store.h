@@ -49,6 +49,7 @@ struct ConversationSummary {
     qint64 id = 0;
     QString title;
     QDateTime updated_at;  // UTC
+    QString model_path;    // what answered it last (a file, or "MODEL on URL"); may be empty
 };
 
 struct Conversation {

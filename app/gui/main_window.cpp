@@ -14,6 +14,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
@@ -485,6 +486,7 @@ void MainWindow::connect_worker() {
         model_info_->setData(info);
         sampling_->setThinkingAvailable(info.supports_thinking);
         apply_remote_mode(info);
+        model_source_ = info.remote ? tr("%1 on %2").arg(info.name, info.path) : info.path;
         if (!info.remote)
             attention_->setModelShape(static_cast<int>(info.layers), static_cast<int>(info.heads));
         set_model_status(
@@ -658,8 +660,16 @@ QString MainWindow::replyNote(const QString& finish_reason, int tokens, double t
 
 void MainWindow::refresh_conversations() {
     QVector<QPair<qint64, QString>> items;
-    for (const auto& c : store_->conversations()) items.push_back({c.id, c.title});
+    QHash<qint64, QString> tips;
+    for (const auto& c : store_->conversations()) {
+        items.push_back({c.id, c.title});
+        const QString when = QLocale().toString(c.updated_at.toLocalTime(), QLocale::ShortFormat);
+        tips.insert(c.id, c.model_path.isEmpty()
+                              ? when
+                              : tr("Last answered by %1\n%2").arg(c.model_path, when));
+    }
     conversations_->setConversations(items);
+    conversations_->setToolTips(tips);
     if (conversation_ >= 0) conversations_->setCurrent(conversation_);
     update_content_matches();
 }
@@ -790,6 +800,9 @@ void MainWindow::sendMessage(const QString& text) {
 void MainWindow::start_generation() {
     generating_ = true;
     generating_conversation_ = conversation_;
+    // The conversation remembers what answered it last (a file or a server), for the list's
+    // tooltip and for exports.
+    store_->set_model_path(conversation_, model_source_);
     chat_->setGenerating(true);
     chat_->beginAssistantMessage();
     answer_shown_ = true;

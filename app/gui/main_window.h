@@ -274,6 +274,9 @@ class MainWindow : public QMainWindow {
     bool model_ready_ = false;
     bool generating_ = false;
     QString model_path_;
+    // What the next reply comes from, as stored with the conversation: the model file, or
+    // "MODEL on URL" for a server. Set when a model is ready.
+    QString model_source_;
     // A speculation change made while a reply streams: applied when it finishes (it reloads
     // the engine, which would end the reply).
     std::optional<ui::SpeculationSettings> pending_speculation_;

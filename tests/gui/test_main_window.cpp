@@ -3,6 +3,7 @@
 // and the real app killed with SIGKILL mid-generation keeping what was committed.
 #include <QDockWidget>
 #include <QLineEdit>
+#include <QListView>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProcess>
@@ -88,6 +89,12 @@ class TestMainWindow : public QObject {
         QCOMPARE(messages[0].content, QString("Tell me a story"));
         QCOMPARE(messages[1].role, Role::Assistant);
         QVERIFY(messages[1].complete);
+        // The conversation records what answered it, and the list shows it on hover.
+        QCOMPARE(store.conversation(w->currentConversation())->model_path, model_);
+        auto* list = w->findChild<QListView*>("conversationView");
+        QVERIFY(list);
+        const QString tip = list->model()->index(0, 0).data(Qt::ToolTipRole).toString();
+        QVERIFY2(tip.contains(model_), qPrintable(tip));
     }
 
     void stopKeepsThePartialAnswer() {

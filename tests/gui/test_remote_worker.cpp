@@ -14,6 +14,7 @@
 
 #include "attention_heatmap.h"
 #include "connect_dialog.h"
+#include "conversation_store.h"
 #include "inference_worker.h"
 #include "kv_cache_view.h"
 #include "main_window.h"
@@ -224,6 +225,14 @@ class TestRemoteWorker : public QObject {
         QTRY_VERIFY_WITH_TIMEOUT(done.count() > 0, 30000);
         // The reply's attention arrives from GET /tokenscope/v1/attention after it ends.
         QTRY_VERIFY_WITH_TIMEOUT(!window.attentionView()->data().rows.isEmpty(), 10000);
+        // The conversation records that a server answered it: its model and URL (the server's
+        // base, without the /v1 the test connected with).
+        app::ConversationStore store(options.store);
+        const auto conversations = store.conversations();
+        QCOMPARE(conversations.size(), 1);
+        const QString base = url_.left(url_.lastIndexOf("/v1"));
+        QVERIFY2(conversations[0].model_path.endsWith(" on " + base),
+                 qPrintable(conversations[0].model_path));
     }
 };
 
