@@ -176,6 +176,7 @@ struct ModelInfoData {
     qint64 layers = 0;
     qint64 heads = 0;
     qint64 kv_heads = 0;
+    qint64 head_dim = 0;
     qint64 embedding_length = 0;
     qint64 vocab_size = 0;
     QString tokenizer;      // "sentencepiece BPE, 262144 tokens"

@@ -487,6 +487,7 @@ void MainWindow::connect_worker() {
         sampling_->setThinkingAvailable(info.supports_thinking);
         apply_remote_mode(info);
         model_source_ = info.remote ? tr("%1 on %2").arg(info.name, info.path) : info.path;
+        model_info_data_ = info;
         if (!info.remote)
             attention_->setModelShape(static_cast<int>(info.layers), static_cast<int>(info.heads));
         set_model_status(

@@ -56,6 +56,7 @@ class HeadOverview;
 namespace tokenscope::app {
 
 class ModelServer;
+class QuantLabWindow;
 struct ServeSettings;
 
 struct MainWindowOptions {
@@ -141,6 +142,9 @@ class MainWindow : public QMainWindow {
     // Step mode: one token and pause. With a step-mode reply running: its next token; while
     // idle: sends the input box's text as a step-mode reply and takes its first step (prefill).
     void step();
+    // Tools › Quantization lab… (main_window_quant.cpp): the window, created once, set to the
+    // current model.
+    void showQuantizationLab();
 
   signals:
     void modelReadyChanged(bool ready);
@@ -172,6 +176,7 @@ class MainWindow : public QMainWindow {
     // Remote mode (main_window_remote.cpp): File menu entries, and the panels that need the
     // engine's internals saying what the server does not expose.
     void build_remote_menu(QMenu* file);
+    void build_quant_lab_menu(QMenu* tools);
     void build_serve_menu(QMenu* file);
     // The command line's load options with the File menu's KV type (QSettings "model/kv_type").
     LoadOptions load_options() const;
@@ -277,6 +282,8 @@ class MainWindow : public QMainWindow {
     // What the next reply comes from, as stored with the conversation: the model file, or
     // "MODEL on URL" for a server. Set when a model is ready.
     QString model_source_;
+    ui::ModelInfoData model_info_data_;  // the model in use, as last loaded
+    QuantLabWindow* quant_lab_ = nullptr;
     // A speculation change made while a reply streams: applied when it finishes (it reloads
     // the engine, which would end the reply).
     std::optional<ui::SpeculationSettings> pending_speculation_;

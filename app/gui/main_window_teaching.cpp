@@ -63,6 +63,8 @@ void MainWindow::build_teaching() {
     show_heads->setShortcut(QKeySequence(tr("Ctrl+Shift+H")));
     tools->addSeparator();
     for (QDockWidget* d : teaching_docks_) tools->addAction(d->toggleViewAction());
+    tools->addSeparator();
+    build_quant_lab_menu(tools);
 
     // Export from the context menus of the heatmap and the sampling chart (the head views and
     // the step view's chart install their own).

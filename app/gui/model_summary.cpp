@@ -63,6 +63,7 @@ ui::ModelInfoData model_info(const runtime::Engine& engine, const QString& chat_
     info.layers = c.layers;
     info.heads = c.heads;
     info.kv_heads = c.kv_heads;
+    info.head_dim = c.head_dim;
     info.embedding_length = c.embedding_length;
     info.vocab_size = c.vocab_size;
     info.tokenizer =

@@ -1,0 +1,10 @@
+# Tools › Quantization lab…: quantize and measure in the app (issue 17), on the engine's quant/.
+target_sources(tokenscope_app PRIVATE ${CMAKE_CURRENT_LIST_DIR}/quant_lab_job.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/quant_lab_text.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/quant_lab_window.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/main_window_quant.cpp)
+# The built-in evaluation / calibration sample (split in halves by the window).
+qt_add_resources(tokenscope_app "quant_lab_text"
+  PREFIX "/text"
+  BASE ${PROJECT_SOURCE_DIR}/resources/text
+  FILES ${PROJECT_SOURCE_DIR}/resources/text/perplexity_english.txt)
