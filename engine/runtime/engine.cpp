@@ -400,6 +400,7 @@ std::vector<TokenEvent> Engine::step() {
         budget -= n;
         if (budget == 0) break;
     }
+    record_schedule(batch, scheduled);
     if (!batch.chunks.empty()) {
         backend_->forward(batch, *kv_, outputs_);
         sample_scheduled(batch, scheduled, ms_since(step_start), events);
@@ -413,6 +414,54 @@ std::vector<TokenEvent> Engine::step() {
     }
     std::erase_if(active_, [](const auto& a) { return a->done; });
     return events;
+}
+
+void Engine::record_schedule(const Batch& batch, const std::vector<Active*>& scheduled) {
+    last_schedule_.budget = options_.token_budget;
+    last_schedule_.entries.clear();
+    for (const auto& ptr : active_) {
+        const Active& a = *ptr;
+        if (a.done) continue;
+        ScheduleEntry e;
+        e.request = a.id;
+        const auto at = std::find(scheduled.begin(), scheduled.end(), &a);
+        if (at != scheduled.end()) {
+            const SeqChunk& chunk = batch.chunks[static_cast<std::size_t>(at - scheduled.begin())];
+            e.tokens = static_cast<std::int64_t>(chunk.tokens.size());
+            if (chunk.logits == LogitsWanted::All) {
+                e.kind = ScheduleEntry::Kind::Verify;
+            } else if (a.generated > 0 && e.tokens == 1) {
+                e.kind = ScheduleEntry::Kind::Decode;
+            } else {
+                e.kind = ScheduleEntry::Kind::Prefill;  // a prompt, or a preempted one's recompute
+            }
+        } else {
+            e.kind = a.preempted ? ScheduleEntry::Kind::Preempted : ScheduleEntry::Kind::Waiting;
+        }
+        last_schedule_.entries.push_back(e);
+    }
+}
+
+std::int64_t StepSchedule::scheduled_tokens() const {
+    std::int64_t n = 0;
+    for (const auto& e : entries) n += e.tokens;
+    return n;
+}
+
+const char* schedule_kind_name(ScheduleEntry::Kind kind) {
+    switch (kind) {
+        case ScheduleEntry::Kind::Prefill:
+            return "prefill";
+        case ScheduleEntry::Kind::Decode:
+            return "decode";
+        case ScheduleEntry::Kind::Verify:
+            return "verify";
+        case ScheduleEntry::Kind::Waiting:
+            return "waiting";
+        case ScheduleEntry::Kind::Preempted:
+            return "preempted";
+    }
+    return "?";
 }
 
 // Recompute preemption (vLLM's): when the oldest requests need KV blocks that younger ones

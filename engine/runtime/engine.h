@@ -121,6 +121,25 @@ struct TokenEvent {
     speculation::TokenSpeculation speculation;
 };
 
+// What one step() did with each request it holds, for the scheduler's timeline: its slice of
+// the step's token budget (a prefill chunk, one decode token, or a speculative verification
+// chunk), or why it got none (waiting behind the budget or the KV cache, or preempted: it gave
+// its cache back to an older request and will compute its tokens again).
+struct ScheduleEntry {
+    enum class Kind { Prefill, Decode, Verify, Waiting, Preempted };
+    RequestId request = 0;
+    Kind kind = Kind::Waiting;
+    std::int64_t tokens = 0;  // tokens computed for it in this step (0 when waiting)
+};
+
+struct StepSchedule {
+    std::int64_t budget = 0;  // EngineOptions::token_budget
+    std::vector<ScheduleEntry> entries;  // oldest request first; finished ones are not listed
+    std::int64_t scheduled_tokens() const;
+};
+
+const char* schedule_kind_name(ScheduleEntry::Kind kind);
+
 class Engine {
   public:
     // Maps, validates and binds the model; throws tokenscope::Error with a precise message.
@@ -136,6 +155,8 @@ class Engine {
     // Times a request gave its KV cache back to an older one and computed its tokens again
     // (recompute preemption, when the cache runs out with several requests running).
     std::uint64_t preemptions() const { return preemptions_; }
+    // The last step()'s schedule (empty before the first).
+    const StepSchedule& last_schedule() const { return last_schedule_; }
     // Forgets a conversation's cached sequence (its blocks return to the pool).
     void drop_conversation(const std::string& key);
     // Replaces the speculative decoding setup (off, prompt lookup, another draft model or k)
@@ -196,6 +217,7 @@ class Engine {
     FinishReason append_token(Active& a, const SampleResult& s, TokenEvent& e);
     std::string filter_stop_strings(Active& a, std::string text, FinishReason& reason);
     void release(Active& a);
+    void record_schedule(const Batch& batch, const std::vector<Active*>& scheduled);
 
     gguf::File file_;
     EngineOptions options_;
@@ -211,6 +233,7 @@ class Engine {
     std::map<RequestId, std::shared_ptr<inspect::AttentionCapture>> captures_;  // the latest few
     RequestId next_request_ = 1;
     std::uint64_t preemptions_ = 0;
+    StepSchedule last_schedule_;
     kv::SeqId next_seq_ = 1;
     std::uint64_t clock_ = 0;
     ForwardOutputs outputs_;

@@ -5,6 +5,7 @@
 
 #include "reference/reference_forward.h"
 #include "reference/tiny_model.h"
+#include "runtime/batch_demo.h"
 #include "runtime/engine.h"
 #include "util/error.h"
 
@@ -224,6 +225,81 @@ class TestEngine : public QObject {
         }
         QVERIFY2(e->preemptions() > 0, "the cache never ran out: the test does not test it");
         QCOMPARE(e->kv_stats().blocks_used, 0);
+    }
+
+    // The batch demo's timeline is the scheduler's own record: per step at most the budget,
+    // a long prompt cut into budget-sized prefill chunks, one decode token per running request,
+    // requests joining `stagger` steps apart, and preemption shown when the cache runs out.
+    void batchDemoRecordsTheSchedule() {
+        const std::int64_t budget = 8;
+        auto e = load(budget, /*capacity=*/128);
+        runtime::BatchDemoOptions o;
+        std::vector<std::int32_t> long_prompt = prompt_of(*e, "A small village near the sea");
+        while (long_prompt.size() < 20) long_prompt.push_back(long_prompt[1]);
+        o.prompts = {long_prompt, prompt_of(*e, "Once upon a time"),
+                     prompt_of(*e, "The weather today is"),
+                     prompt_of(*e, "The little robot walked into")};
+        o.max_tokens = 40;
+        o.stagger_steps = 2;
+        const auto r = runtime::run_batch_demo(*e, o);
+        QCOMPARE(r.requests.size(), std::size_t(4));
+        QVERIFY(!r.stopped);
+        for (std::size_t i = 0; i < r.requests.size(); ++i) {
+            QCOMPARE(r.requests[i].submit_step, static_cast<int>(2 * i));
+            QCOMPARE(r.requests[i].finish_reason, std::string("max_tokens"));
+            QCOMPARE(r.requests[i].generated_tokens, std::int64_t(40));
+        }
+        std::map<runtime::RequestId, std::int64_t> prefilled, decoded, first_chunk;
+        bool preempted_seen = false;
+        for (const auto& step : r.steps) {
+            QCOMPARE(step.schedule.budget, budget);
+            QVERIFY(step.schedule.scheduled_tokens() <= budget);
+            for (const auto& entry : step.schedule.entries) {
+                using K = runtime::ScheduleEntry::Kind;
+                if (entry.kind == K::Prefill) {
+                    prefilled[entry.request] += entry.tokens;
+                    if (!first_chunk.count(entry.request))
+                        first_chunk[entry.request] = entry.tokens;
+                }
+                if (entry.kind == K::Decode) {
+                    QCOMPARE(entry.tokens, std::int64_t(1));
+                    ++decoded[entry.request];
+                }
+                if (entry.kind == K::Waiting || entry.kind == K::Preempted)
+                    QCOMPARE(entry.tokens, std::int64_t(0));
+                preempted_seen |= entry.kind == K::Preempted;
+            }
+        }
+        // The 20-token prompt went in budget-sized chunks: 8 first, in the first step.
+        const auto first = r.requests[0].id;
+        QCOMPARE(first_chunk[first], budget);
+        QCOMPARE(r.steps[0].schedule.entries.size(), std::size_t(1));
+        QVERIFY(r.requests[0].first_token_step >= 2);  // ceil(20 / 8) = 3 prefill steps
+        for (const auto& req : r.requests) {
+            // Every prompt token was computed at least once (more after a preemption), and each
+            // token after the first came from a decode step or a recompute.
+            QVERIFY(prefilled[req.id] >= req.prompt_tokens);
+            QVERIFY(decoded[req.id] + (prefilled[req.id] - req.prompt_tokens) >= 39);
+        }
+        QVERIFY2(r.preemptions > 0 && preempted_seen,
+                 "the cache never ran out: the test does not test preemption");
+        QVERIFY(r.tokens_per_second > 0);
+        QVERIFY(r.single_tokens_per_second > 0);
+        QCOMPARE(e->kv_stats().blocks_used, 0);
+    }
+
+    void batchDemoStops() {
+        auto e = load(8, 1024);
+        runtime::BatchDemoOptions o;
+        o.prompts = {prompt_of(*e, "Once upon a time"), prompt_of(*e, "The weather today is")};
+        o.max_tokens = 200;
+        o.on_step = [](int step) { return step < 5; };
+        const auto r = runtime::run_batch_demo(*e, o);
+        QVERIFY(r.stopped);
+        QCOMPARE(r.steps.size(), std::size_t(6));
+        QVERIFY(!e->has_work());
+        QCOMPARE(e->kv_stats().blocks_used, 0);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, runtime::run_batch_demo(*e, {}));
     }
 
     void contextFull() {
