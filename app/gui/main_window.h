@@ -57,6 +57,7 @@ namespace tokenscope::app {
 
 class ModelServer;
 class QuantLabWindow;
+class BatchDemoWindow;
 struct ServeSettings;
 
 struct MainWindowOptions {
@@ -145,6 +146,8 @@ class MainWindow : public QMainWindow {
     // Tools › Quantization lab… (main_window_quant.cpp): the window, created once, set to the
     // current model.
     void showQuantizationLab();
+    // Tools › Batch demo… (main_window_batch.cpp): continuous batching on the current model.
+    void showBatchDemo();
 
   signals:
     void modelReadyChanged(bool ready);
@@ -177,6 +180,7 @@ class MainWindow : public QMainWindow {
     // engine's internals saying what the server does not expose.
     void build_remote_menu(QMenu* file);
     void build_quant_lab_menu(QMenu* tools);
+    void build_batch_demo_menu(QMenu* tools);
     void build_serve_menu(QMenu* file);
     // The command line's load options with the File menu's KV type (QSettings "model/kv_type").
     LoadOptions load_options() const;
@@ -284,6 +288,7 @@ class MainWindow : public QMainWindow {
     QString model_source_;
     ui::ModelInfoData model_info_data_;  // the model in use, as last loaded
     QuantLabWindow* quant_lab_ = nullptr;
+    BatchDemoWindow* batch_demo_ = nullptr;
     // A speculation change made while a reply streams: applied when it finishes (it reloads
     // the engine, which would end the reply).
     std::optional<ui::SpeculationSettings> pending_speculation_;

@@ -64,6 +64,7 @@ void MainWindow::build_teaching() {
     tools->addSeparator();
     for (QDockWidget* d : teaching_docks_) tools->addAction(d->toggleViewAction());
     tools->addSeparator();
+    build_batch_demo_menu(tools);
     build_quant_lab_menu(tools);
 
     // Export from the context menus of the heatmap and the sampling chart (the head views and

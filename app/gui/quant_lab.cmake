@@ -1,8 +1,12 @@
-# Tools › Quantization lab…: quantize and measure in the app (issue 17), on the engine's quant/.
+# Tools-menu windows: the Quantization lab (issue 17, on the engine's quant/) and the Batch
+# demo (issue 18, on runtime/batch_demo).
 target_sources(tokenscope_app PRIVATE ${CMAKE_CURRENT_LIST_DIR}/quant_lab_job.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quant_lab_text.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quant_lab_window.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/main_window_quant.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/main_window_quant.cpp
+  # Tools › Batch demo… (issue 18): the scheduler timeline.
+  ${CMAKE_CURRENT_LIST_DIR}/batch_demo_window.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/main_window_batch.cpp)
 # The built-in evaluation / calibration sample (split in halves by the window).
 qt_add_resources(tokenscope_app "quant_lab_text"
   PREFIX "/text"

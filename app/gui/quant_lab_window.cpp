@@ -77,7 +77,8 @@ class PlotLabel : public QLabel {
   private:
     void render() {
         if (!has_result_) return;
-        const QSize room = contentsRect().size().expandedTo(QSize(320, 200));
+        const QSize room =
+            contentsRect().size().expandedTo(QSize(320, 240));  // the renderer's minimum
         const inspect::RgbImage rgb =
             quant::render_eval_plot_png(result_, room.width(), room.height());
         QImage image(rgb.width, rgb.height, QImage::Format_RGB888);

@@ -14,7 +14,11 @@ namespace tokenscope::quant {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr int kTextScale = 2;  // 14-pixel letters at the default size
+// The pixel font's magnification: 14-pixel letters at the default size, 7-pixel ones in a plot
+// under 720 pixels wide (the app's plot pane), where doubled letters would not fit the title.
+int text_scale_for(int width) {
+    return width >= 720 ? 2 : 1;
+}
 constexpr std::uint32_t kBackground = 0xFFFFFF;
 constexpr std::uint32_t kInk = 0x202020;
 constexpr std::uint32_t kGrid = 0xE4E4E4;
@@ -53,6 +57,7 @@ struct Box {
 // Where each model's label goes: right of its point, or left where it would leave the image,
 // moved down (then up) in steps of a line while it overlaps a label placed before it.
 std::vector<Box> place_labels(const EvalPlotLayout& l, const EvalResult& r) {
+    const int kTextScale = text_scale_for(l.width);
     std::vector<Box> placed;
     const int h = inspect::kGlyphHeight * kTextScale;
     for (const ModelEval& m : r.models) {
@@ -157,6 +162,7 @@ EvalPlotLayout eval_plot_layout(const EvalResult& r, int width, int height) {
 
 inspect::RgbImage render_eval_plot_png(const EvalResult& r, int width, int height) {
     const EvalPlotLayout l = eval_plot_layout(r, width, height);
+    const int kTextScale = text_scale_for(width);
     inspect::RgbImage img(width, height, kBackground);
     const int glyph_h = inspect::kGlyphHeight * kTextScale;
     // Grid and ticks: a line per decade of KL, per x tick.

@@ -137,7 +137,7 @@ class TestQuantLab : public QObject {
         // in the points' colour.
         const QImage plot = w.plot();
         QVERIFY(!plot.isNull());
-        QVERIFY(plot.width() >= 320 && plot.height() >= 200);
+        QVERIFY(plot.width() >= 320 && plot.height() >= 240);
         int point_pixels = 0;
         for (int y = 0; y < plot.height(); ++y) {
             for (int x = 0; x < plot.width(); ++x)

@@ -1,0 +1,127 @@
+// The batch demo: the timeline view against hand-made data, the window against a tiny model
+// (a real engine, its real schedule), and the Tools menu entry.
+#include <QAction>
+#include <QLabel>
+#include <QMenuBar>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "batch_demo_window.h"
+#include "batch_timeline_view.h"
+#include "main_window.h"
+#include "reference/tiny_model.h"
+
+using namespace tokenscope;
+using ui::BatchTimelineCell;
+
+class TestBatchDemo : public QObject {
+    Q_OBJECT
+    QString model_;
+
+  private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        model_ = QString::fromStdString(
+            test::tiny_model_path("batch_demo_llama", test::TinyModelSpec{}));
+    }
+
+    // Three requests over four steps, drawn: each cell's centre has its kind's colour, absent
+    // cells are background, and the CSV lists exactly the present cells.
+    void viewPaintsTheData() {
+        ui::BatchTimelineData d;
+        d.rows = {"a", "b", "c"};
+        d.budget = 8;
+        using C = BatchTimelineCell;
+        d.steps = {{{C::Prefill, 8}, {}, {}},
+                   {{C::Prefill, 4}, {C::Prefill, 4}, {}},
+                   {{C::Decode, 1}, {C::Waiting, 0}, {C::Prefill, 7}},
+                   {{C::Decode, 1}, {C::Preempted, 0}, {C::Decode, 1}}};
+        QCOMPARE(d.scheduledTokens(1), 8);
+        QCOMPARE(d.scheduledTokens(3), 2);
+        ui::BatchTimelineView view;
+        view.resize(600, 240);
+        view.setData(d);
+        const QImage image = view.render();
+        auto centre_colour = [&](int step, int row) {
+            const QRect r = view.cellRect(step, row);
+            // Off the text: a quarter of the way in.
+            return QColor(image.pixel(r.left() + r.width() / 4, r.top() + r.height() / 4));
+        };
+        QCOMPARE(centre_colour(0, 0), ui::batchKindColor(C::Prefill));
+        QCOMPARE(centre_colour(2, 0), ui::batchKindColor(C::Decode));
+        QCOMPARE(centre_colour(2, 1), ui::batchKindColor(C::Waiting));
+        QCOMPARE(centre_colour(3, 1), ui::batchKindColor(C::Preempted));
+        QCOMPARE(centre_colour(0, 1), view.palette().color(QPalette::Base));  // not yet joined
+        const QStringList lines = d.csv().trimmed().split('\n');
+        QCOMPARE(lines.size(), 1 + 9);  // header + the nine present cells
+        QCOMPARE(lines[1], QString("0,1,prefill,8"));
+        QVERIFY(lines.contains("3,2,preempted,0"));
+    }
+
+    // A real run: 3 prompts, a budget of 8 tokens and a 96-token cache on a tiny model.
+    void windowRunsTheEngine() {
+        app::BatchDemoWindow w;
+        w.setModelPath(model_);
+        w.setPrompts({"Once upon a time there was a little robot who", "The weather today is",
+                      "A small village near the sea"});
+        w.setLimits(/*max_tokens=*/24, /*budget=*/8, /*kv=*/96, /*stagger=*/2);
+        w.show();
+        QSignalSpy done(&w, &app::BatchDemoWindow::runFinished);
+        w.start();
+        QVERIFY(w.running());
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 120000);
+        QCOMPARE(done[0][0].toString(), QString());
+        const ui::BatchTimelineData& d = w.timeline()->data();
+        QCOMPARE(d.rows.size(), 3);
+        QCOMPARE(d.budget, 8);
+        QVERIFY(d.steps.size() > 24);
+        bool chunked = false, decode = false;
+        for (int s = 0; s < d.steps.size(); ++s) {
+            QVERIFY(d.scheduledTokens(s) <= 8);
+            for (const auto& c : d.steps[s]) {
+                chunked |= c.kind == BatchTimelineCell::Prefill && c.tokens == 8;
+                decode |= c.kind == BatchTimelineCell::Decode;
+            }
+        }
+        QVERIFY(chunked && decode);
+        QVERIFY2(w.summary().contains("tok/s together"), qPrintable(w.summary()));
+        QVERIFY(w.summary().contains("first request alone"));
+        QVERIFY(!w.timeline()->render().isNull());
+    }
+
+    void withoutAModelItSaysSo() {
+        app::BatchDemoWindow w;
+        w.start();
+        QVERIFY(!w.running());
+        QVERIFY(w.summary().contains("Load a local model"));
+    }
+
+    void toolsMenuOpensIt() {
+        QTemporaryDir dir;
+        app::MainWindowOptions o;
+        o.model_path = model_;
+        o.store = (dir.path() + "/c.sqlite").toStdString();
+        o.load.threads = 1;
+        o.load.kv_capacity_tokens = 1024;
+        app::MainWindow window(o);
+        window.show();
+        QTRY_VERIFY_WITH_TIMEOUT(window.modelReady(), 30000);
+        QAction* action = nullptr;
+        for (QAction* menu : window.menuBar()->actions()) {
+            if (!menu->menu()) continue;
+            for (QAction* a : menu->menu()->actions()) {
+                if (a->text().contains("Batch demo")) action = a;
+            }
+        }
+        QVERIFY(action);
+        action->trigger();
+        auto* demo = window.findChild<app::BatchDemoWindow*>();
+        QVERIFY(demo && demo->isVisible());
+        QCOMPARE(demo->settings().model_path, model_);
+    }
+};
+
+QTEST_MAIN(TestBatchDemo)
+#include "test_batch_demo.moc"
