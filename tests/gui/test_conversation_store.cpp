@@ -182,7 +182,7 @@ class TestConversationStore : public QObject {
         store.append_message(keep, Role::User, QStringLiteral("k"));
         store.append_message(gone, Role::User, QStringLiteral("g1"));
         const qint64 answer = store.append_message(gone, Role::Assistant, QStringLiteral("g2"));
-        store.set_token_trace(answer, {TraceToken{1, QStringLiteral("g2"), 0.5f, -0.7f, {}}});
+        store.set_token_trace(answer, {TraceToken{1, QStringLiteral("g2"), 0.5f, -0.7f, {}, {}, 0}});
 
         store.delete_conversation(gone);
         QVERIFY(!store.conversation(gone));
@@ -373,9 +373,11 @@ class TestConversationStore : public QObject {
              0.75f,
              -0.2876f,
              {TraceCandidate{17, QStringLiteral("▁Hi"), 0.75f},
-              TraceCandidate{42, QStringLiteral("▁Hello"), 0.2f}}},
-            {99, QStringLiteral(" 🌍"), 1.0f, 0.0f, {}},
-            {5, QString(), 0.01f, -4.6f, {TraceCandidate{0, QString(), 0.0f}}},
+              TraceCandidate{42, QStringLiteral("▁Hello"), 0.2f}},
+             {},
+             0},
+            {99, QStringLiteral(" 🌍"), 1.0f, 0.0f, {}, {}, 0},
+            {5, QString(), 0.01f, -4.6f, {TraceCandidate{0, QString(), 0.0f}}, {}, 0},
         };
         store.set_token_trace(id, trace);
         QCOMPARE(store.token_trace(id), trace);
