@@ -211,6 +211,7 @@ BatchDemoWindow::BatchDemoWindow(QWidget* parent) : QDialog(parent) {
     const QRect avail =
         parentWidget() ? parentWidget()->screen()->availableGeometry() : QRect(0, 0, 1280, 720);
     resize(std::min(1150, avail.width() - 40), std::min(620, avail.height() - 40));
+    run_->setFocus();  // Enter runs the demo as it opens
 }
 
 BatchDemoWindow::~BatchDemoWindow() {

@@ -11,6 +11,7 @@
 #include "batch_demo_window.h"
 #include "batch_timeline_view.h"
 #include "main_window.h"
+#include "menu_actions.h"
 #include "reference/tiny_model.h"
 
 using namespace tokenscope;
@@ -108,13 +109,7 @@ class TestBatchDemo : public QObject {
         app::MainWindow window(o);
         window.show();
         QTRY_VERIFY_WITH_TIMEOUT(window.modelReady(), 30000);
-        QAction* action = nullptr;
-        for (QAction* menu : window.menuBar()->actions()) {
-            if (!menu->menu()) continue;
-            for (QAction* a : menu->menu()->actions()) {
-                if (a->text().contains("Batch demo")) action = a;
-            }
-        }
+        QAction* action = test::find_menu_action(window, "Batch demo");
         QVERIFY(action);
         action->trigger();
         auto* demo = window.findChild<app::BatchDemoWindow*>();

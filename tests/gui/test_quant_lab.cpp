@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "main_window.h"
+#include "menu_actions.h"
 #include "quant/eval_plot.h"
 #include "quant_lab_job.h"
 #include "quant_lab_text.h"
@@ -203,13 +204,7 @@ class TestQuantLab : public QObject {
         app::MainWindow window(o);
         window.show();
         QTRY_VERIFY_WITH_TIMEOUT(window.modelReady(), 30000);
-        QAction* action = nullptr;
-        for (QAction* menu : window.menuBar()->actions()) {
-            if (!menu->menu()) continue;
-            for (QAction* a : menu->menu()->actions()) {
-                if (a->text().contains("Quantization lab")) action = a;
-            }
-        }
+        QAction* action = test::find_menu_action(window, "Quantization lab");
         QVERIFY(action);
         action->trigger();
         auto* lab = window.findChild<QuantLabWindow*>();
