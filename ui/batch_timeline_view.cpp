@@ -152,8 +152,10 @@ void BatchTimelineView::paint(QPainter& p) const {
     QPen budget_pen(QColor(0xC0, 0x39, 0x2B), 1.5, Qt::DashLine);
     p.setPen(budget_pen);
     p.drawLine(x0, budget_y, x0 + steps * w, budget_y);
-    p.drawText(QRect(kMargin, budget_y - 8, kLabelWidth - 6, 16), Qt::AlignLeft | Qt::AlignVCenter,
-               tr("budget %1").arg(data_.budget));
+    // The budget's label under the strip's title, in the line's colour (the line itself is at
+    // the strip's top whenever no step went over it).
+    p.drawText(QRect(kMargin, strip_top + strip_h - 16, kLabelWidth - 6, 16),
+               Qt::AlignLeft | Qt::AlignVCenter, tr("- - budget %1").arg(data_.budget));
 
     // One row per request.
     QFont small = p.font();

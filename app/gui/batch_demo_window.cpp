@@ -22,8 +22,11 @@ namespace tokenscope::app {
 
 namespace {
 
+// The first is longer than the default token budget, so its prefill is cut into chunks.
 const char* const kDefaultPrompts[] = {
-    "The history of the printing press begins in",
+    "Gutenberg's press combined movable metal type, oil-based ink and a screw press adapted from "
+    "wine making. Within fifty years printers worked in more than two hundred cities. The history "
+    "of the printing press begins in",
     "Write a list of five fruits:",
     "Once upon a time, in a village by the sea,",
     "The three states of water are",
@@ -151,7 +154,7 @@ BatchDemoWindow::BatchDemoWindow(QWidget* parent) : QDialog(parent) {
     budget_ = spin(tr("Token budget per step"), 1, 4096, 16,
                    tr("Tokens the scheduler computes per step: long prompts are prefilled in "
                       "chunks of at most this many, sharing the step with decoding requests"));
-    kv_tokens_ = spin(tr("KV cache (tokens)"), 16, 65536, 160,
+    kv_tokens_ = spin(tr("KV cache (tokens)"), 16, 65536, 128,
                       tr("A small cache makes the newest request give its blocks back to older "
                          "ones (preemption) and compute its tokens again later"));
     stagger_ =
