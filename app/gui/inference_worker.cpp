@@ -232,7 +232,6 @@ bool InferenceWorker::begin_reply(qint64 conversation, const QVector<ChatTurn>& 
         emit generationFinished(conversation, QString(), QStringLiteral("error"), false);
         return false;
     }
-    stop_requested_.store(false);
     reply_ = std::make_unique<Reply>();
     reply_->conversation = conversation;
     reply_->stepped = stepped;
@@ -342,6 +341,7 @@ int InferenceWorker::step_reply() {
 
 void InferenceWorker::end_reply() {
     const std::unique_ptr<Reply> r = std::move(reply_);
+    stop_requested_.store(false);
     emit metricsChanged(r->metrics);
     send_panels(true);
     emit generationFinished(r->conversation, r->text, r->reason, r->complete);
@@ -349,6 +349,7 @@ void InferenceWorker::end_reply() {
 
 void InferenceWorker::fail_reply(const QString& message) {
     const std::unique_ptr<Reply> r = std::move(reply_);
+    stop_requested_.store(false);
     if (engine_ && engine_->has_work()) {
         // Leave no request behind in the engine: the next reply must start alone.
         engine_->cancel(current_request_);

@@ -38,10 +38,10 @@ struct ChatTurn {
 };
 
 struct LoadOptions {
-    int threads = 0;                // 0: one per core
+    int threads = 0;  // 0: one per core
     int kv_capacity_tokens = 4096;
-    QString kv_type = "f16";        // f16, f32, q8
-    QString device = "auto";        // cpu, cuda, auto (CUDA when a usable GPU is registered and present)
+    QString kv_type = "f16";  // f16, f32, q8
+    QString device = "auto";  // cpu, cuda, auto (CUDA when a usable GPU is registered and present)
     ui::SpeculationSettings speculation;
 };
 
@@ -59,16 +59,21 @@ struct RemoteSettings {
 class InferenceWorker : public QObject {
     Q_OBJECT
 
-public:
+  public:
     explicit InferenceWorker(QObject* parent = nullptr);
     ~InferenceWorker() override;
 
     // Thread-safe: may be called from any thread. A remote reply's stream is closed at once,
     // also while the server is still prefilling.
     void stop();
+    // Thread-safe: forgets a Stop. The window calls it before queueing a new reply, so a Stop
+    // pressed right after Send (before the worker picked the reply up) is kept, and a Stop that
+    // came after the last reply ended does not cancel the next one. Each reply also clears it
+    // when it ends.
+    void clearStop() { stop_requested_.store(false); }
     void cancelLoad() { cancel_load_.store(true); }
 
-public slots:
+  public slots:
     void loadModel(const QString& path, const tokenscope::app::LoadOptions& options);
     // Formats `turns` with the model's chat template and generates the assistant's answer.
     // The conversation id keys the engine's cache: the next turn prefills only new tokens.
@@ -104,7 +109,7 @@ public slots:
     // Entropy and mean distance of every layer x head: headOverviewChanged.
     void requestHeadOverview();
 
-signals:
+  signals:
     void loadProgress(int percent, const QString& stage);
     void modelLoaded(const tokenscope::ui::ModelInfoData& info);
     void loadFailed(const QString& message);
@@ -118,7 +123,8 @@ signals:
     void generationStarted(qint64 conversation, int prompt_tokens);
     void tokenGenerated(qint64 conversation, const tokenscope::ui::TokenData& token);
     // complete = false when the user stopped it; text is everything generated.
-    void generationFinished(qint64 conversation, const QString& text, const QString& reason, bool complete);
+    void generationFinished(qint64 conversation, const QString& text, const QString& reason,
+                            bool complete);
     void generationFailed(qint64 conversation, const QString& message);
     // The model's own chat template could not be used (it failed to parse, or refused this
     // conversation) and the built-in family format was used instead: one line for the user.
@@ -133,7 +139,7 @@ signals:
     void headGridChanged(const tokenscope::ui::HeadGridData& grid);
     void headOverviewChanged(const tokenscope::ui::HeadOverviewData& overview);
 
-private:
+  private:
     // The reply being generated: what generate() and step mode share.
     struct Reply {
         qint64 conversation = -1;

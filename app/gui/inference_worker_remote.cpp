@@ -94,7 +94,6 @@ bool InferenceWorker::send_remote_panels() {
 void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTurn>& turns,
                                       const ui::SamplingSettings& settings) {
     auto engine = current_remote();
-    stop_requested_.store(false);
     remote::ChatRequest request;
     for (const auto& t : turns)
         request.messages.push_back({t.role.toStdString(), t.content.toStdString()});
@@ -155,9 +154,11 @@ void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTur
             for (const auto& n : result.notices) notes << QString::fromStdString(n);
             emit promptNotice(notes.join(QStringLiteral("; ")));
         }
+        stop_requested_.store(false);
         emit generationFinished(conversation, text, remote_finish_reason(result.finish_reason),
                                 !result.cancelled);
     } catch (const std::exception& e) {
+        stop_requested_.store(false);
         emit generationFailed(conversation, QString::fromUtf8(e.what()));
         emit generationFinished(conversation, text, QStringLiteral("error"), false);
     }

@@ -812,6 +812,7 @@ void MainWindow::start_generation() {
     last_metrics_ = {};
     clear_conversation_panels();
     // Step mode submits the reply and waits for Step; otherwise it streams to the end.
+    worker_->clearStop();
     QMetaObject::invokeMethod(worker_, stepping_ ? "beginStepping" : "generate",
                               Qt::QueuedConnection, Q_ARG(qint64, conversation_),
                               Q_ARG(QVector<tokenscope::app::ChatTurn>, turns_for(conversation_)),

@@ -104,7 +104,10 @@ class TestMainWindow : public QObject {
         QSignalSpy done(w.get(), &MainWindow::generationDone);
         w->sendMessage("Go on and on");
         QTRY_VERIFY_WITH_TIMEOUT(w->generating(), 5000);
-        QTest::qWait(50);
+        // Stopped at once, before the worker has picked the reply up: the Stop must hold. (It
+        // used to be forgotten — the worker cleared the flag when it began the reply — and the
+        // reply ran to its end; with a 50 ms wait here the test passed only while the reply
+        // was still running 50 ms later.)
         w->stopGeneration();
         QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 10000);
         app::ConversationStore store(store_path);

@@ -341,7 +341,15 @@ class TestWindowUsability : public QObject {
         chat->transcript()->ensureCursorVisible();
         const QRect r = chat->tokenRect(ref);
         QVERIFY(!r.isEmpty());
-        QCOMPARE(chat->tokenAt(r.center()), ref);
+        QVERIFY2(chat->tokenAt(r.center()) == ref,
+                 qPrintable(QString("token %1 '%2' at (%3, %4) %5x%6 hit token %7")
+                                .arg(pick)
+                                .arg(first_reply.tokens[pick].text)
+                                .arg(r.x())
+                                .arg(r.y())
+                                .arg(r.width())
+                                .arg(r.height())
+                                .arg(chat->tokenAt(r.center()).token)));
         QTest::mouseClick(chat->transcript()->viewport(), Qt::LeftButton, {}, r.center());
         QTRY_VERIFY(w->tokenInspector()->hasToken());
         QCOMPARE(w->tokenInspector()->token().id, first_reply.tokens[pick].id);
