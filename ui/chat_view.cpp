@@ -440,7 +440,11 @@ int ChatView::characterAt(const QPoint& viewport_pos) const {
     for (int i = 0; i < layout->lineCount(); ++i) {
         const QTextLine line = layout->lineAt(i);
         if (local.y() < line.y() || local.y() >= line.y() + line.height()) continue;
-        if (local.x() < line.x() || local.x() >= line.x() + line.naturalTextWidth()) return -1;
+        // Where the text is drawn, alignment included: a right-to-left paragraph (a reply that
+        // starts with an Arabic token) is right-aligned, so [x, x + natural width) would be
+        // empty space and its characters unreachable.
+        const QRectF text = line.naturalTextRect();
+        if (local.x() < text.left() || local.x() >= text.right()) return -1;
         int offset = line.xToCursor(local.x(), QTextLine::CursorOnCharacter);
         const int line_end = line.textStart() + line.textLength();
         if (offset >= line_end) offset = line_end - 1;

@@ -201,6 +201,35 @@ class TestChatView : public QObject {
         QCOMPARE(selected.at(0).at(0).value<TokenData>().id, 105);
     }
 
+    // A reply that starts with a right-to-left token makes a right-aligned paragraph: its tokens
+    // are still found where they are drawn (the text's extent comes from the line's natural
+    // rectangle, alignment included, not from the line's left edge).
+    void hitTestingFindsRightToLeftText() {
+        ChatView view;
+        view.resize(500, 400);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.addMessage(MessageRole::User, QStringLiteral("Say something."));
+        view.beginAssistantMessage();
+        // Arabic "kitab" (book) in three tokens, then a neutral one.
+        const QStringList pieces = {QString(QChar(0x0643)), QString(QChar(0x062A)) + QChar(0x0627),
+                                    QString(QChar(0x0628)), QStringLiteral("!")};
+        for (int i = 0; i < pieces.size(); ++i)
+            view.appendToken(makeToken(pieces[i], 0.5f, 200 + i));
+        view.finishAssistantMessage();
+        QApplication::processEvents();
+        const QRect first = view.tokenRect({1, 0});
+        QVERIFY(!first.isEmpty());
+        QVERIFY2(
+            first.left() > view.width() / 2,
+            qPrintable(QString("the paragraph is not right-aligned: x = %1").arg(first.left())));
+        for (int t = 0; t < pieces.size(); ++t) {
+            const QRect r = view.tokenRect({1, t});
+            QVERIFY2(!r.isEmpty(), qPrintable(pieces[t]));
+            QCOMPARE(view.tokenAt(r.center()), (TokenRef{1, t}));
+        }
+    }
+
     void hitTestingIsFastOnALongAnswer() {
         ChatView view;
         view.resize(700, 500);
