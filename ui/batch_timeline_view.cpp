@@ -210,21 +210,26 @@ void BatchTimelineView::paint(QPainter& p) const {
 bool BatchTimelineView::event(QEvent* event) {
     if (event->type() == QEvent::ToolTip) {
         const auto* help = static_cast<QHelpEvent*>(event);
-        for (int s = 0; s < data_.steps.size(); ++s) {
-            for (int r = 0; r < data_.rows.size(); ++r) {
-                if (!cellRect(s, r).contains(help->pos())) continue;
-                const BatchTimelineCell c = data_.steps[s].value(r);
-                if (c.kind == BatchTimelineCell::Absent) break;
-                QToolTip::showText(
-                    help->globalPos(),
-                    tr("step %1, request %2: %3%4")
-                        .arg(s)
-                        .arg(r + 1)
-                        .arg(batchKindName(c.kind))
-                        .arg(c.tokens > 0 ? tr(", %1 tokens").arg(c.tokens) : QString()),
-                    this);
-                return true;
-            }
+        // The cell under the mouse, from the grid's arithmetic (cellRect's inverse).
+        const QRect origin = cellRect(0, 0);
+        const int w = cell_width();
+        const int dx = help->pos().x() - origin.left();
+        const int dy = help->pos().y() - origin.top();
+        const int s = dx >= 0 ? dx / w : -1;
+        const int r = dy >= 0 ? dy / kRowHeight : -1;
+        const BatchTimelineCell c =
+            s >= 0 && s < data_.steps.size() && r >= 0 && r < data_.rows.size()
+                ? data_.steps[s].value(r)
+                : BatchTimelineCell{};
+        if (c.kind != BatchTimelineCell::Absent) {
+            QToolTip::showText(help->globalPos(),
+                               tr("step %1, request %2: %3%4")
+                                   .arg(s)
+                                   .arg(r + 1)
+                                   .arg(batchKindName(c.kind))
+                                   .arg(c.tokens > 0 ? tr(", %1 tokens").arg(c.tokens) : QString()),
+                               this);
+            return true;
         }
         QToolTip::hideText();
         event->ignore();

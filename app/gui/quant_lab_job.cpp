@@ -22,21 +22,6 @@ struct RequestError {
     QString text;
 };
 
-QuantLabRow row_from(const QString& label, const quant::ModelEval& e) {
-    QuantLabRow r;
-    r.label = label;
-    r.path = QString::fromStdString(e.path);
-    r.file_bytes = static_cast<qint64>(e.file_bytes);
-    r.bits_per_weight = e.bits_per_weight;
-    r.perplexity = e.perplexity;
-    r.delta_perplexity = e.delta_perplexity;
-    r.kl_mean = e.kl_mean;
-    r.kl_p99 = e.kl_p99;
-    r.top1_agreement = e.top1_agreement;
-    r.decode_tokens_per_second = e.decode_tokens_per_second;
-    return r;
-}
-
 }  // namespace
 
 bool imatrix_changes(const QString& type) {
@@ -133,8 +118,8 @@ void QuantLabJob::run(const QuantLabRequest& request) {
                 ++step;
                 QuantLabRow quantized;
                 quantized.label = label;
-                quantized.path = path;
-                quantized.file_bytes = static_cast<qint64>(result.output_bytes);
+                quantized.eval.path = path.toStdString();
+                quantized.eval.file_bytes = result.output_bytes;
                 quantized.quantize_seconds = result.seconds;
                 emit rowQuantized(row, quantized);
 
@@ -150,12 +135,10 @@ void QuantLabJob::run(const QuantLabRequest& request) {
                 const quant::EvalResult r = quant::evaluate_quantizations(e);
                 ++step;
                 if (!base_done) {
-                    emit baseEvaluated(row_from(tr("base"), r.base));
+                    emit baseEvaluated({tr("base"), r.base, 0.0});
                     base_done = true;
                 }
-                QuantLabRow measured = row_from(label, r.models.at(0));
-                measured.quantize_seconds = result.seconds;
-                emit rowEvaluated(row, measured);
+                emit rowEvaluated(row, {label, r.models.at(0), result.seconds});
                 ++row;
             }
         }

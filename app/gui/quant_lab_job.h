@@ -13,6 +13,8 @@
 #include <QStringList>
 #include <atomic>
 
+#include "quant/quant_eval.h"
+
 namespace tokenscope::app {
 
 struct QuantLabRequest {
@@ -28,18 +30,11 @@ struct QuantLabRequest {
     int decode_tokens = 16;  // greedy decode steps timed per model (0: skip)
 };
 
-// One row of the table: a quantized file and what it costs against the base.
+// One row of the table: a quantized file and what it costs against the base (the engine's
+// own measurement; before it is measured only eval.path and eval.file_bytes are set).
 struct QuantLabRow {
     QString label;  // "Q4_K_M", "Q4_K_M + imatrix", "base"
-    QString path;
-    qint64 file_bytes = 0;
-    double bits_per_weight = 0;
-    double perplexity = 0;
-    double delta_perplexity = 0;
-    double kl_mean = 0;
-    double kl_p99 = 0;
-    double top1_agreement = 0;
-    double decode_tokens_per_second = 0;
+    quant::ModelEval eval;
     double quantize_seconds = 0;
 };
 

@@ -9,10 +9,8 @@ namespace tokenscope::app {
 namespace {
 
 const tensor::TypeTraits* traits_named(const QString& type) {
-    for (const auto& t : tensor::all_types()) {
-        if (type.compare(QLatin1String(t.name), Qt::CaseInsensitive) == 0) return &t;
-    }
-    return nullptr;
+    const auto parsed = tensor::parse_type_name(type.toStdString());
+    return parsed ? &tensor::traits(*parsed) : nullptr;
 }
 
 QString megabytes(double bytes) {

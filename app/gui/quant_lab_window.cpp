@@ -95,20 +95,6 @@ class PlotLabel : public QLabel {
     QImage image_;
 };
 
-quant::ModelEval eval_of(const QuantLabRow& row) {
-    quant::ModelEval e;
-    e.path = row.path.toStdString();
-    e.file_bytes = static_cast<std::uint64_t>(row.file_bytes);
-    e.bits_per_weight = row.bits_per_weight;
-    e.perplexity = row.perplexity;
-    e.delta_perplexity = row.delta_perplexity;
-    e.kl_mean = row.kl_mean;
-    e.kl_p99 = row.kl_p99;
-    e.top1_agreement = row.top1_agreement;
-    e.decode_tokens_per_second = row.decode_tokens_per_second;
-    return e;
-}
-
 QString builtin_sample() {
     QFile f(QStringLiteral(":/text/perplexity_english.txt"));
     if (!f.open(QIODevice::ReadOnly)) return {};
@@ -173,11 +159,11 @@ QuantLabWindow::QuantLabWindow(QWidget* parent) : QDialog(parent) {
             [this](int row, const QuantLabRow& d) { fill_row(row + 1, d, false); });
     connect(job_, &QuantLabJob::baseEvaluated, this, [this](const QuantLabRow& d) {
         fill_row(0, d, true);
-        plot_data_.base = eval_of(d);
+        plot_data_.base = d.eval;
     });
     connect(job_, &QuantLabJob::rowEvaluated, this, [this](int row, const QuantLabRow& d) {
         fill_row(row + 1, d, true);
-        plot_data_.models.push_back(eval_of(d));
+        plot_data_.models.push_back(d.eval);
         static_cast<PlotLabel*>(plot_)->setResult(plot_data_);
     });
     connect(job_, &QuantLabJob::finished, this, [this](bool cancelled, const QString& error) {
@@ -465,25 +451,27 @@ void QuantLabWindow::fill_row(int row, const QuantLabRow& d, bool measured) {
     if (row >= table_->rowCount()) table_->setRowCount(row + 1);
     if (!table_->item(row, Type)) table_->setItem(row, Type, cell(d.label, false));
     QTableWidgetItem* type = table_->item(row, Type);
-    type->setData(Qt::UserRole, d.path);
-    type->setToolTip(d.path);
-    table_->setItem(row, Size, cell(mb(d.file_bytes)));
+    const quant::ModelEval& e = d.eval;
+    const QString path = QString::fromStdString(e.path);
+    type->setData(Qt::UserRole, path);
+    type->setToolTip(path);
+    table_->setItem(row, Size, cell(mb(static_cast<qint64>(e.file_bytes))));
     if (measured) {
         const QLocale l;
-        table_->setItem(row, Bits, cell(l.toString(d.bits_per_weight, 'f', 2)));
-        table_->setItem(row, Perplexity, cell(l.toString(d.perplexity, 'f', 3)));
+        table_->setItem(row, Bits, cell(l.toString(e.bits_per_weight, 'f', 2)));
+        table_->setItem(row, Perplexity, cell(l.toString(e.perplexity, 'f', 3)));
         table_->setItem(row, DeltaPerplexity,
                         cell(row == 0 ? QStringLiteral("—")
-                                      : (d.delta_perplexity >= 0 ? "+" : "") +
-                                            l.toString(d.delta_perplexity, 'f', 3)));
+                                      : (e.delta_perplexity >= 0 ? "+" : "") +
+                                            l.toString(e.delta_perplexity, 'f', 3)));
         table_->setItem(row, KlMean,
-                        cell(row == 0 ? QStringLiteral("—") : l.toString(d.kl_mean, 'f', 4)));
+                        cell(row == 0 ? QStringLiteral("—") : l.toString(e.kl_mean, 'f', 4)));
         table_->setItem(row, KlP99,
-                        cell(row == 0 ? QStringLiteral("—") : l.toString(d.kl_p99, 'f', 4)));
-        table_->setItem(row, Top1, cell(l.toString(100.0 * d.top1_agreement, 'f', 1) + " %"));
+                        cell(row == 0 ? QStringLiteral("—") : l.toString(e.kl_p99, 'f', 4)));
+        table_->setItem(row, Top1, cell(l.toString(100.0 * e.top1_agreement, 'f', 1) + " %"));
         table_->setItem(
             row, DecodeSpeed,
-            cell(d.decode_tokens_per_second > 0 ? l.toString(d.decode_tokens_per_second, 'f', 1)
+            cell(e.decode_tokens_per_second > 0 ? l.toString(e.decode_tokens_per_second, 'f', 1)
                                                 : QStringLiteral("—")));
     } else {
         table_->setItem(row, Bits, cell(tr("measuring…")));

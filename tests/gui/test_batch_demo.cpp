@@ -11,8 +11,8 @@
 #include "batch_demo_window.h"
 #include "batch_timeline_view.h"
 #include "main_window.h"
-#include "menu_actions.h"
 #include "reference/tiny_model.h"
+#include "window_fixture.h"
 
 using namespace tokenscope;
 using ui::BatchTimelineCell;
@@ -101,14 +101,9 @@ class TestBatchDemo : public QObject {
 
     void toolsMenuOpensIt() {
         QTemporaryDir dir;
-        app::MainWindowOptions o;
-        o.model_path = model_;
-        o.store = (dir.path() + "/c.sqlite").toStdString();
-        o.load.threads = 1;
-        o.load.kv_capacity_tokens = 1024;
-        app::MainWindow window(o);
-        window.show();
-        QTRY_VERIFY_WITH_TIMEOUT(window.modelReady(), 30000);
+        const auto w = test::open_main_window(model_, dir.path() + "/c.sqlite");
+        QVERIFY(w->modelReady());
+        app::MainWindow& window = *w;
         QAction* action = test::find_menu_action(window, "Batch demo");
         QVERIFY(action);
         action->trigger();

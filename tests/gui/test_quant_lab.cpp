@@ -15,12 +15,12 @@
 #include <cmath>
 
 #include "main_window.h"
-#include "menu_actions.h"
 #include "quant/eval_plot.h"
 #include "quant_lab_job.h"
 #include "quant_lab_text.h"
 #include "quant_lab_window.h"
 #include "reference/tiny_model.h"
+#include "window_fixture.h"
 
 using namespace tokenscope;
 using app::QuantLabWindow;
@@ -196,14 +196,9 @@ class TestQuantLab : public QObject {
     // and its numbers in the explanation.
     void toolsMenuOpensItOnTheModel() {
         QTemporaryDir dir;
-        app::MainWindowOptions o;
-        o.model_path = model_;
-        o.store = (dir.path() + "/c.sqlite").toStdString();
-        o.load.threads = 1;
-        o.load.kv_capacity_tokens = 1024;
-        app::MainWindow window(o);
-        window.show();
-        QTRY_VERIFY_WITH_TIMEOUT(window.modelReady(), 30000);
+        const auto w = test::open_main_window(model_, dir.path() + "/c.sqlite");
+        QVERIFY(w->modelReady());
+        app::MainWindow& window = *w;
         QAction* action = test::find_menu_action(window, "Quantization lab");
         QVERIFY(action);
         action->trigger();

@@ -69,6 +69,16 @@ QString sampleWord(int i) {
     return QString::fromLatin1(words[i % 20]);
 }
 
+// A user message and a finished reply of `pieces` (token ids first_id, first_id + 1, ...).
+void showReply(ChatView& view, const QStringList& pieces, int first_id) {
+    view.addMessage(MessageRole::User, QStringLiteral("Say something."));
+    view.beginAssistantMessage();
+    for (int i = 0; i < pieces.size(); ++i)
+        view.appendToken(makeToken(pieces[i], 0.5f, first_id + i));
+    view.finishAssistantMessage();
+    QApplication::processEvents();
+}
+
 }  // namespace
 
 class TestChatView : public QObject {
@@ -149,17 +159,12 @@ class TestChatView : public QObject {
         view.resize(500, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
-        view.addMessage(MessageRole::User, QStringLiteral("Say something."));
-        view.beginAssistantMessage();
         const QStringList pieces = {QStringLiteral("W"),     QStringLiteral("ell"),
                                     QStringLiteral(","),     QStringLiteral(" i"),
                                     QStringLiteral("t"),     QStringLiteral(" works"),
                                     QStringLiteral("\n"),    QStringLiteral("Second"),
                                     QStringLiteral(" line"), QStringLiteral("!")};
-        for (int i = 0; i < pieces.size(); ++i)
-            view.appendToken(makeToken(pieces[i], 0.5f, 100 + i));
-        view.finishAssistantMessage();
-        QApplication::processEvents();
+        showReply(view, pieces, 100);
         MessageDocument* doc = view.messageDocument();
 
         // Every character position maps to the token that contains it.
@@ -209,15 +214,10 @@ class TestChatView : public QObject {
         view.resize(500, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
-        view.addMessage(MessageRole::User, QStringLiteral("Say something."));
-        view.beginAssistantMessage();
         // Arabic "kitab" (book) in three tokens, then a neutral one.
         const QStringList pieces = {QString(QChar(0x0643)), QString(QChar(0x062A)) + QChar(0x0627),
                                     QString(QChar(0x0628)), QStringLiteral("!")};
-        for (int i = 0; i < pieces.size(); ++i)
-            view.appendToken(makeToken(pieces[i], 0.5f, 200 + i));
-        view.finishAssistantMessage();
-        QApplication::processEvents();
+        showReply(view, pieces, 200);
         const QRect first = view.tokenRect({1, 0});
         QVERIFY(!first.isEmpty());
         QVERIFY2(
