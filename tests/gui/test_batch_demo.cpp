@@ -1,11 +1,14 @@
 // The batch demo: the timeline view against hand-made data, the window against a tiny model
 // (a real engine, its real schedule), and the Tools menu entry.
 #include <QAction>
+#include <QApplication>
+#include <QHelpEvent>
 #include <QLabel>
 #include <QMenuBar>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QToolTip>
 #include <QtTest>
 
 #include "batch_demo_window.h"
@@ -55,6 +58,13 @@ class TestBatchDemo : public QObject {
         QCOMPARE(centre_colour(2, 1), ui::batchKindColor(C::Waiting));
         QCOMPARE(centre_colour(3, 1), ui::batchKindColor(C::Preempted));
         QCOMPARE(centre_colour(0, 1), view.palette().color(QPalette::Base));  // not yet joined
+        // Hovering a cell names it (the view is shown so the tooltip can appear).
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        const QRect hovered = view.cellRect(3, 1);
+        QHelpEvent help(QEvent::ToolTip, hovered.center(), view.mapToGlobal(hovered.center()));
+        QApplication::sendEvent(&view, &help);
+        QTRY_COMPARE(QToolTip::text(), QString("step 3, request 2: preempted"));
         const QStringList lines = d.csv().trimmed().split('\n');
         QCOMPARE(lines.size(), 1 + 9);  // header + the nine present cells
         QCOMPARE(lines[1], QString("0,1,prefill,8"));
