@@ -536,6 +536,35 @@ class TestServer : public QObject {
         QCOMPARE(m.at("tokenscope_kv_cache_usage_ratio"), 0.0);
     }
 
+    // A streaming client that gives up while its request is still queued (the loop is paused,
+    // so it never reaches the engine) is noticed while it waits, not only once it is admitted:
+    // the queue drops it and a later request does not have to wait behind it.
+    void disconnectWhileQueuedCancelsStream() {
+        auto s = make_server([](server::ServerOptions& o) { o.loop.parallel = 1; });
+        s->loop().set_paused(true);
+        const auto release = qScopeGuard([&] { s->loop().set_paused(false); });
+        json body = chat_body("Tell me a long story", 50);
+        body["stream"] = true;
+        {
+            httplib::Client client("127.0.0.1", s->port());
+            client.set_read_timeout(0, 300000);  // 0.3 s with no chunk: the client hangs up
+            httplib::Request req;
+            req.method = "POST";
+            req.path = "/v1/chat/completions";
+            req.body = body.dump();
+            req.set_header("Content-Type", "application/json");
+            req.content_receiver = [](const char*, std::size_t, std::uint64_t, std::uint64_t) {
+                return true;
+            };
+            client.send(req);
+        }
+        // Still paused: only the hang-up can have taken it out of the queue.
+        QVERIFY(eventually([&] { return s->loop().waiting() == 0; }));
+        const auto m = parse_prometheus(test::http_get(s->port(), "/metrics").body);
+        QCOMPARE(m.at(R"(tokenscope_requests_finished_total{reason="cancelled"})"), 1.0);
+        QCOMPARE(m.at("tokenscope_generation_tokens_total"), 0.0);
+    }
+
     // /metrics is valid Prometheus text with the families the issue lists, and its counters
     // move with the traffic.
     void metrics() {
