@@ -775,7 +775,7 @@ void AttentionHeatmap::appendRow(const QVector<float>& weights, const QString& l
 
 void AttentionHeatmap::clear(const QString& placeholder) {
     placeholder_ = placeholder;
-    setData(AttentionData{data_.layer, data_.head, {}, {}});
+    setData(AttentionData{data_.layer, data_.head, {}, {}, {}, -1});
 }
 
 void AttentionHeatmap::setZoom(int cell, int ds, const QPoint& anchor,

@@ -3,6 +3,9 @@ target_sources(tokenscope_ui PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/message_document.h ${CMAKE_CURRENT_LIST_DIR}/message_document.cpp
   ${CMAKE_CURRENT_LIST_DIR}/think_section.h ${CMAKE_CURRENT_LIST_DIR}/think_section.cpp
   ${CMAKE_CURRENT_LIST_DIR}/chat_view.h ${CMAKE_CURRENT_LIST_DIR}/chat_view.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/chat_view_attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/chat_attention_overlay.h ${CMAKE_CURRENT_LIST_DIR}/chat_attention_overlay.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/attention_text_map.h ${CMAKE_CURRENT_LIST_DIR}/attention_text_map.cpp
   ${CMAKE_CURRENT_LIST_DIR}/token_inspector.h ${CMAKE_CURRENT_LIST_DIR}/token_inspector.cpp
   ${CMAKE_CURRENT_LIST_DIR}/distribution_chart.h ${CMAKE_CURRENT_LIST_DIR}/distribution_chart.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sampling_panel.h ${CMAKE_CURRENT_LIST_DIR}/sampling_panel.cpp

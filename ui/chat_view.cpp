@@ -1,5 +1,7 @@
 #include "chat_view.h"
 
+#include "chat_attention_overlay.h"
+
 #include <QAbstractTextDocumentLayout>
 #include <QAction>
 #include <QApplication>
@@ -121,6 +123,7 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
     toggles->addWidget(color_toggle_);
     toggles->addWidget(boundary_toggle_);
     layout->addLayout(toggles);
+    buildAttentionControls(toggles, layout);
     connect(color_toggle_, &QCheckBox::toggled, this, &ChatView::setColorByProbability);
     connect(boundary_toggle_, &QCheckBox::toggled, this, &ChatView::setShowTokenBoundaries);
 
@@ -146,6 +149,12 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
         Qt::QueuedConnection);
     transcript_->setContextMenuPolicy(Qt::CustomContextMenu);
     transcript_->viewport()->installEventFilter(this);
+    transcript_->viewport()->setMouseTracking(true);  // hover moves the attention overlay
+    // Keyboard users move the overlay with the text cursor (caret browsing: F7 or a click).
+    connect(transcript_, &QTextBrowser::cursorPositionChanged, this, [this] {
+        if (attentionOverlay() && transcript_->hasFocus())
+            showAttentionAt(transcript_->textCursor().position());
+    });
     transcript_->installEventFilter(this);
     connect(transcript_, &QWidget::customContextMenuRequested, this, &ChatView::showContextMenu);
     layout->addWidget(transcript_, 1);
@@ -254,6 +263,7 @@ void ChatView::setMessages(const QVector<ChatMessage>& messages) {
     flush_timer_->stop();
     cancelEdit();
     doc_->setMessages(messages);
+    showAttentionAt(-1);
     follow_ = true;
     scrollToBottom();
     updateButtons();
@@ -277,6 +287,7 @@ void ChatView::clear() {
     flush_timer_->stop();
     cancelEdit();
     doc_->clear();
+    showAttentionAt(-1);
     follow_ = true;
     updateButtons();
 }
@@ -568,6 +579,14 @@ bool ChatView::eventFilter(QObject* watched, QEvent* event) {
                     QToolTip::hideText();
                 return true;
             }
+            case QEvent::MouseMove:
+                if (attentionOverlay())
+                    showAttentionAt(
+                        characterAt(static_cast<QMouseEvent*>(event)->position().toPoint()));
+                break;
+            case QEvent::Leave:
+                if (attentionOverlay()) showAttentionAt(-1);
+                break;
             case QEvent::MouseButtonPress:
                 press_pos_ = static_cast<QMouseEvent*>(event)->position().toPoint();
                 break;
@@ -618,6 +637,9 @@ void ChatView::changeEvent(QEvent* event) {
         flushPendingTokens();
         doc_->document()->setDefaultFont(font());
         doc_->setPalette(palette());
+        if (event->type() == QEvent::FontChange)
+            attention_legend_->setFixedHeight(2 * attention_legend_->fontMetrics().lineSpacing() +
+                                              2);
     }
     QWidget::changeEvent(event);
 }

@@ -32,6 +32,7 @@
 #include <QPoint>
 #include <QVector>
 #include <QWidget>
+#include <memory>
 
 #include "message_document.h"
 #include "panel_data.h"
@@ -42,8 +43,12 @@ class QPushButton;
 class QTextBrowser;
 class QTimer;
 class QFrame;
+class QHBoxLayout;
+class QVBoxLayout;
 
 namespace tokenscope::ui {
+
+class ChatAttentionOverlay;
 
 // The message input: Enter submits, Shift+Enter inserts a newline, Esc cancels.
 class ChatInput : public QPlainTextEdit {
@@ -106,6 +111,12 @@ class ChatView : public QWidget {
     // The banner shown while editing (what Enter will do), for tests.
     QString editBannerText() const;
 
+    // --- attention overlay (chat_attention_overlay.h; ChatView's part in chat_view_attention.cpp)
+    bool attentionOverlay() const;
+    // The context position whose attention is drawn; -1 when none.
+    int attentionPosition() const { return attention_position_; }
+    QString attentionLegendText() const;
+
     // Access for the main window's layout and for tests.
     QTextBrowser* transcript() const { return transcript_; }
     ChatInput* input() const { return input_; }
@@ -128,6 +139,14 @@ class ChatView : public QWidget {
     void toggleThinking(int message_index);
     // Puts a message on the clipboard: a reply without its reasoning (MessageDocument::copyText).
     void copyMessage(int message_index);
+    // "Attention on hover": hovering a token (or moving the text cursor onto it) draws its
+    // attention over the earlier text, from the data setAttentionData() last gave.
+    void setAttentionOverlay(bool on);
+    // The Attention panel's current layer/head for this conversation's latest generation.
+    void setAttentionData(const tokenscope::ui::AttentionData& data);
+    void clearAttentionData();
+    // Draws the overlay for the token at a document position (-1: none).
+    void showAttentionAt(int doc_pos);
 
   signals:
     void sendRequested(const QString& text);
@@ -139,6 +158,7 @@ class ChatView : public QWidget {
     // The toggles changed (from the built-in check boxes or a slot), so menus can follow.
     void colorByProbabilityChanged(bool on);
     void showTokenBoundariesChanged(bool on);
+    void attentionOverlayChanged(bool on);
 
   protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
@@ -153,6 +173,7 @@ class ChatView : public QWidget {
     void updateButtons();
     bool canRegenerate() const;
     void scrollToBottom();
+    void buildAttentionControls(QHBoxLayout* toggles, QVBoxLayout* layout);
 
     MessageDocument* doc_ = nullptr;
     QTextBrowser* transcript_ = nullptr;
@@ -163,6 +184,12 @@ class ChatView : public QWidget {
     QCheckBox* color_toggle_ = nullptr;
     QCheckBox* boundary_toggle_ = nullptr;
     QLabel* speculation_legend_ = nullptr;
+    QCheckBox* attention_toggle_ = nullptr;
+    QLabel* attention_legend_ = nullptr;
+    std::unique_ptr<ChatAttentionOverlay> overlay_;
+    int attention_doc_pos_ = -1;
+    int attention_position_ = -1;
+    bool attention_dirty_ = true;
     QFrame* edit_banner_ = nullptr;
     QLabel* edit_label_ = nullptr;
     QTimer* flush_timer_ = nullptr;

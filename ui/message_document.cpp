@@ -684,6 +684,66 @@ QPair<int, int> MessageDocument::tokenRange(TokenRef ref) const {
     return {e.token_starts[ref.token], end};
 }
 
+QVector<QPair<int, int>> MessageDocument::textRanges(int message, int begin, int end) const {
+    QVector<QPair<int, int>> out;
+    if (message < 0 || message >= entries_.size()) return out;
+    const Entry& e = entries_[message];
+    begin = std::max(begin, 0);
+    end = std::min<int>(end, int(e.msg.text.size()));
+    if (begin >= end) return out;
+    const auto add = [&out](int from, int to) {
+        if (from >= to) return;
+        if (!out.isEmpty() && out.back().second == from)
+            out.back().second = to;
+        else
+            out.push_back({from, to});
+    };
+    if (e.token_starts.isEmpty()) {
+        // Plain text (a prompt, or a reply restored without its tokens) is laid out as it is,
+        // unless part of it is folded reasoning, whose layout this index does not record.
+        if (e.fold_start >= 0) return out;
+        add(std::min(e.body_start + begin, e.body_end), std::min(e.body_start + end, e.body_end));
+        return out;
+    }
+    // Tokens: the first that ends after `begin`, then each until `end`.
+    auto t = int(std::upper_bound(e.token_offsets.begin(),
+                                  e.token_offsets.begin() + e.token_starts.size(), begin) -
+                 e.token_offsets.begin()) -
+             1;
+    for (t = std::max(t, 0); t < e.token_starts.size() && e.token_offsets[t] < end; ++t) {
+        const int from = e.token_offsets[t];
+        const int to = from + int(e.msg.tokens[t].text.size());
+        if (to <= begin) continue;
+        const auto [shown_from, shown_to] = tokenRange({message, t});
+        if (shown_to - shown_from == to - from) {
+            add(shown_from + std::max(begin, from) - from, shown_from + std::min(end, to) - from);
+        } else {
+            add(shown_from, shown_to);  // partly shown (a held-back line break): all of it
+        }
+    }
+    return out;
+}
+
+int MessageDocument::textOffsetAt(int pos, int* message) const {
+    const int m = messageAtPosition(pos);
+    if (message) *message = m;
+    if (m < 0) return -1;
+    const Entry& e = entries_[m];
+    if (pos < e.body_start || pos >= e.body_end) return -1;
+    if (e.token_starts.isEmpty()) {
+        if (e.fold_start >= 0) return -1;
+        const int offset = pos - e.body_start;
+        return offset < e.msg.text.size() ? offset : -1;
+    }
+    const TokenRef ref = tokenAtPosition(pos);
+    if (!ref.valid()) return -1;
+    const auto [shown_from, shown_to] = tokenRange(ref);
+    const int length = int(e.msg.tokens[ref.token].text.size());
+    if (length == 0) return -1;
+    const int inside = shown_to - shown_from == length ? pos - shown_from : 0;
+    return e.token_offsets[ref.token] + std::min(inside, length - 1);
+}
+
 QPair<int, int> MessageDocument::messageBodyRange(int message) const {
     if (message < 0 || message >= entries_.size()) return {-1, -1};
     return {entries_[message].body_start, entries_[message].body_end};

@@ -107,6 +107,14 @@ class MessageDocument : public QObject {
     // [start, end) of a message's body text.
     QPair<int, int> messageBodyRange(int message) const;
 
+    // --- the message text behind the document (overlays that address a message's text)
+    // The document ranges that show [begin, end) of message(message).text (UTF-16 offsets);
+    // text that is not shown (folded reasoning, think tags) has none. Adjacent ranges merged.
+    QVector<QPair<int, int>> textRanges(int message, int begin, int end) const;
+    // The offset in its message's text of the character at document position `pos`, with the
+    // message in *message; -1 when the character is not message text (headers, notes).
+    int textOffsetAt(int pos, int* message) const;
+
     // --- reasoning of thinking models (see above); assistant messages only
     // The message shows a fold header (it has non-empty reasoning).
     bool hasThinking(int message) const;

@@ -123,6 +123,13 @@ struct AttentionData {
     int head = -1;  // -1: mean over heads
     QStringList labels;
     QVector<QVector<float>> rows;
+    // The bytes each position's token decodes to (a token may hold part of a UTF-8
+    // character), so the chat can find its messages' text among them; empty when unknown (a
+    // remote server), and the labels stand in.
+    QVector<QByteArray> pieces;
+    // Positions [0, prompt_tokens) are the prompt, the rest the reply's generated tokens, in
+    // order; -1 when unknown.
+    int prompt_tokens = -1;
 };
 
 struct MetricsData {

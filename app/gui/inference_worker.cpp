@@ -95,6 +95,7 @@ void InferenceWorker::install_engine(std::unique_ptr<runtime::Engine> engine) {
     cost_ = inspect::model_cost(engine_->file());
     current_conversation_ = -1;
     labels_.clear();
+    pieces_.clear();
     speculation_ = std::make_unique<SpeculationMeter>();  // another engine: other step times
     send_panels(false);
 }
@@ -263,7 +264,9 @@ bool InferenceWorker::begin_reply(qint64 conversation, const QVector<ChatTurn>& 
         if (stepped) request.speculate = false;
 
         labels_.clear();
-        for (auto id : request.prompt) labels_ << display_token(engine_->tokenizer(), id);
+        pieces_.clear();
+        for (auto id : request.prompt) add_position(id);
+        prompt_tokens_ = static_cast<int>(request.prompt.size());
         current_conversation_ = conversation;
         emit generationStarted(conversation, static_cast<int>(request.prompt.size()));
         current_request_ = engine_->submit(std::move(request));
@@ -288,7 +291,7 @@ int InferenceWorker::step_reply() {
         if (e.token >= 0) {
             // A verification step returns all its tokens at once, with the step's time.
             const int in_step = tokens_in_step(events, e);
-            labels_ << display_token(engine_->tokenizer(), e.token);
+            add_position(e.token);
             ui::TokenData token = to_token_data(e, engine_->tokenizer());
             speculation_->annotate(e, in_step, engine_->tokenizer(), token);
             r.text += token.text;
@@ -363,6 +366,14 @@ void InferenceWorker::fail_reply(const QString& message) {
     emit generationFinished(conversation, r ? r->text : QString(), "error", false);
 }
 
+void InferenceWorker::add_position(std::int32_t token) {
+    const tokenizer::Tokenizer& t = engine_->tokenizer();
+    labels_ << display_token(t, token);
+    // Mid-context: a leading space is text here (at_start would drop a dummy-prefix space).
+    const std::string_view bytes = t.token_bytes(token, false);
+    pieces_.push_back(QByteArray(bytes.data(), static_cast<qsizetype>(bytes.size())));
+}
+
 void InferenceWorker::requestAttention(int layer, int head) {
     attention_layer_ = layer;
     attention_head_ = head;
@@ -372,7 +383,9 @@ void InferenceWorker::requestAttention(int layer, int head) {
     }
     if (!engine_) return;
     const inspect::AttentionCapture* capture = engine_->capture(current_request_);
-    if (capture) emit attentionChanged(attention_matrix(*capture, layer, head, labels_));
+    if (capture)
+        emit attentionChanged(
+            attention_matrix(*capture, layer, head, labels_, pieces_, prompt_tokens_));
 }
 
 void InferenceWorker::send_panels(bool include_attention) {

@@ -174,6 +174,8 @@ class InferenceWorker : public QObject {
     void set_remote(std::shared_ptr<remote::RemoteEngine> remote);
 
     void send_panels(bool include_attention);
+    // Appends a context position's label and bytes (labels_, pieces_).
+    void add_position(std::int32_t token);
     std::unique_ptr<runtime::Engine> load_engine(const LoadOptions& options) const;
     // Makes `engine` the current one (prompt builder, cost numbers, panels).
     void install_engine(std::unique_ptr<runtime::Engine> engine);
@@ -186,6 +188,8 @@ class InferenceWorker : public QObject {
     qint64 current_conversation_ = -1;
     qint64 current_request_ = -1;
     QStringList labels_;
+    QVector<QByteArray> pieces_;  // each position's bytes, for the chat's attention overlay
+    int prompt_tokens_ = -1;      // of the current request
     int attention_layer_ = 0;
     int attention_head_ = -1;
     int step_layer_ = 0;  // the layer step mode shows

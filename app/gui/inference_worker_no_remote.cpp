@@ -20,7 +20,9 @@ void InferenceWorker::connectRemote(const RemoteSettings&) {
            "cpp-httplib and nlohmann-json."));
 }
 
-bool InferenceWorker::send_remote_panels() { return false; }
+bool InferenceWorker::send_remote_panels() {
+    return false;
+}
 
 void InferenceWorker::send_remote_attention(int, int) {}
 

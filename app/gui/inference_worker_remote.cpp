@@ -53,6 +53,7 @@ void InferenceWorker::connectRemote(const RemoteSettings& settings) {
         engine_.reset();
         current_conversation_ = -1;
         labels_.clear();
+        pieces_.clear();
         remote_metrics_note_.clear();
         set_remote(engine);
         const QString where = QString::fromStdString(engine->url().origin() + engine->url().prefix);
@@ -109,6 +110,7 @@ void InferenceWorker::generate_remote(qint64 conversation, const QVector<ChatTur
 
     current_conversation_ = conversation;
     labels_.clear();
+    pieces_.clear();
     emit generationStarted(conversation, 0);  // the server counts the prompt (usage, at the end)
     QString text;
     ui::MetricsData metrics;

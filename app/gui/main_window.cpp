@@ -428,6 +428,12 @@ void MainWindow::build_menus() {
     boundaries->setCheckable(true);
     connect(boundaries, &QAction::toggled, chat_, &ui::ChatView::setShowTokenBoundaries);
     connect(chat_, &ui::ChatView::showTokenBoundariesChanged, boundaries, &QAction::setChecked);
+    QAction* overlay = view->addAction(tr("Attention on hover"));
+    overlay->setCheckable(true);
+    overlay->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));
+    overlay->setToolTip(tr("Hover a token in the chat to see its attention drawn on the text"));
+    connect(overlay, &QAction::toggled, chat_, &ui::ChatView::setAttentionOverlay);
+    connect(chat_, &ui::ChatView::attentionOverlayChanged, overlay, &QAction::setChecked);
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help_menu_ = help;
@@ -538,7 +544,9 @@ void MainWindow::connect_worker() {
     connect(worker_, &InferenceWorker::kvChanged, kv_, &ui::KvCacheView::setData);
     connect(worker_, &InferenceWorker::memoryChanged, memory_, &ui::MemoryBudgetView::setData);
     connect(worker_, &InferenceWorker::attentionChanged, this, [this](const ui::AttentionData& a) {
-        if (conversation_ == generating_conversation_) attention_->setData(a);
+        if (conversation_ != generating_conversation_) return;
+        attention_->setData(a);
+        chat_->setAttentionData(a);  // the overlay draws what the Attention panel shows
     });
 }
 
@@ -600,6 +608,7 @@ void MainWindow::clear_conversation_panels() {
     token_panels_timer_->stop();
     inspector_->clear();
     sampling_->clearStep();
+    chat_->clearAttentionData();
     if (conversation_ >= 0 && conversation_ == generating_conversation_) {
         // The worker's last generation belongs to this conversation: its panels come back.
         metrics_->setData(last_metrics_);

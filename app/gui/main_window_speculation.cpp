@@ -1,6 +1,7 @@
 // MainWindow's speculative decoding wiring: the sampling panel's controls restored from and
 // saved to QSettings, changes sent to the worker (which swaps the engine's proposer off the
-// GUI thread, loading a draft model if one is chosen), the result shown (chat legend, live k, status bar) and failures explained.
+// GUI thread, loading a draft model if one is chosen), the result shown (chat legend, live k,
+// status bar) and failures explained.
 #include <QFileInfo>
 #include <QSettings>
 #include <QStatusBar>

@@ -122,12 +122,15 @@ ui::MemoryBudgetData memory_budget(const runtime::Engine& engine) {
 }
 
 ui::AttentionData attention_matrix(const inspect::AttentionCapture& capture, int layer, int head,
-                                   const QStringList& labels) {
+                                   const QStringList& labels, const QVector<QByteArray>& pieces,
+                                   int prompt_tokens) {
     ui::AttentionData d;
     d.layer = layer;
     d.head = head;
     const qint64 rows = std::min<qint64>(capture.rows(), labels.size());
     d.labels = labels.mid(0, static_cast<qsizetype>(rows));
+    if (pieces.size() >= rows) d.pieces = pieces.mid(0, static_cast<qsizetype>(rows));
+    d.prompt_tokens = prompt_tokens;
     d.rows.reserve(static_cast<qsizetype>(rows));
     for (qint64 q = 0; q < rows; ++q) {
         const std::vector<float> row =

@@ -12,9 +12,11 @@ namespace tokenscope::app {
 ui::ModelInfoData model_info(const runtime::Engine& engine, const QString& chat_template);
 ui::KvBlockMapData kv_block_map(const runtime::Engine& engine);
 ui::MemoryBudgetData memory_budget(const runtime::Engine& engine);
-// Rows [0, rows) of one layer and head (head -1: the mean over heads) with token labels.
+// Rows [0, rows) of one layer and head (head -1: the mean over heads) with token labels and,
+// when given, each token's bytes (ui::AttentionData::pieces).
 ui::AttentionData attention_matrix(const inspect::AttentionCapture& capture, int layer, int head,
-                                   const QStringList& labels);
+                                   const QStringList& labels,
+                                   const QVector<QByteArray>& pieces = {}, int prompt_tokens = -1);
 // The token as the UI shows it: "▁" as a space, control pieces kept, bytes as <0xNN>.
 QString display_piece(const std::string& piece);
 // What a token looks like in text, for labels and candidate lists: the text it decodes to

@@ -10,11 +10,15 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableWidget>
+#include <QTextBrowser>
 #include <QtTest>
 
+#include "attention_heatmap.h"
 #include "chat_view.h"
 #include "conversation_store.h"
 #include "main_window.h"
+#include "message_document.h"
+#include "panel_data.h"
 #include "reference/tiny_model.h"
 #include "shortcuts_dialog.h"
 #include "stall_meter.h"
@@ -134,6 +138,49 @@ class TestMainWindow : public QObject {
         QCOMPARE(messages.size(), 2);
         QCOMPARE(messages[0].content, QString("Edited question"));
         QCOMPARE(w->chatView()->messageCount(), 2);
+    }
+
+    // View › Attention on hover on a real reply: the worker's token bytes find the question in
+    // the templated prompt, and hovering a word of the question or of the reply frames exactly
+    // the token the Attention panel labels at that position.
+    void attentionOverlayOnARealReply() {
+        auto w = open_window(fresh_store());
+        QVERIFY(w->modelReady());
+        QSignalSpy done(w.get(), &MainWindow::generationDone);
+        w->sendMessage("Tell me a story");
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 60000);
+        QAction* toggle = nullptr;
+        for (QAction* menu : w->menuBar()->actions())
+            for (QAction* a : menu->menu() ? menu->menu()->actions() : QList<QAction*>())
+                if (a->text() == "Attention on hover") toggle = a;
+        QVERIFY(toggle);
+        toggle->trigger();
+        ui::ChatView* chat = w->chatView();
+        QVERIFY(chat->attentionOverlay());
+        // The panel's data for the finished reply (the chat got the same).
+        QTRY_VERIFY_WITH_TIMEOUT(!w->attentionView()->data().rows.isEmpty(), 10000);
+        const ui::AttentionData data = w->attentionView()->data();
+        const ui::MessageDocument* doc = chat->messageDocument();
+        const auto hovered_text = [&] {
+            for (const auto& s : chat->transcript()->extraSelections())
+                if (s.format.fontUnderline()) return s.cursor.selectedText();
+            return QString();
+        };
+        // "me" of the question.
+        chat->showAttentionAt(doc->messageBodyRange(0).first + 5);
+        const int q = chat->attentionPosition();
+        QVERIFY(q > 0 && q < data.labels.size());
+        QCOMPARE(hovered_text().trimmed(), data.labels[q].trimmed());
+        QVERIFY(hovered_text().contains("me"));
+        // The reply's first token comes after the whole prompt.
+        const auto first = doc->tokenRange({1, 0});
+        QVERIFY(first.second > first.first);
+        chat->showAttentionAt(first.first);
+        const int r = chat->attentionPosition();
+        QVERIFY2(r > q, qPrintable(QString("%1 <= %2").arg(r).arg(q)));
+        QCOMPARE(hovered_text(), chat->message(1).tokens[0].text);
+        QVERIFY2(chat->attentionLegendText().contains("attends most to"),
+                 qPrintable(chat->attentionLegendText()));
     }
 
     void badModelShowsTheEngineMessage() {

@@ -8,3 +8,5 @@ tokenscope_add_qtest(test_conversation_list ${CMAKE_CURRENT_SOURCE_DIR}/test_con
 # It measures the event loop's longest stall while tokens stream: alone on the machine, so a
 # CPU-heavy neighbour (the fuzzer, the bench test) cannot make the measurement meaningless.
 set_tests_properties(test_chat_view PROPERTIES RUN_SERIAL TRUE)
+# The chat's attention overlay: positions to message text, and drawing a hovered token's row.
+tokenscope_add_qtest(test_chat_attention ${CMAKE_CURRENT_SOURCE_DIR}/test_chat_attention.cpp LIBS tokenscope::ui LABELS ui)
