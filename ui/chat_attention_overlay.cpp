@@ -15,7 +15,8 @@ QString tr(const char* text) {
 }
 
 QString percent(double share) {
-    return QString::number(100.0 * share, 'f', share < 0.1 ? 1 : 0) + QStringLiteral(" %");
+    // No space before the sign: the legend must not wrap between a number and its unit.
+    return QString::number(100.0 * share, 'f', share < 0.1 ? 1 : 0) + QLatin1Char('%');
 }
 }  // namespace
 
@@ -100,11 +101,15 @@ ChatAttentionOverlay::View ChatAttentionOverlay::at(const MessageDocument& doc, 
     }
     const QVector<float>& row = data_.rows[q];
     const int keys = int(std::min<qsizetype>(row.size(), q + 1));
+    // Tints are relative to the strongest key that can be drawn: an attention sink on a
+    // template token (often most of the weight) would otherwise leave the text nearly blank.
     float largest = 0.0f;
     double hidden = 0.0;
     for (int k = 0; k < keys; ++k) {
-        largest = std::max(largest, row[k]);
-        if (!m.span(k)) hidden += row[k];
+        if (!m.span(k))
+            hidden += row[k];
+        else if (k != q)
+            largest = std::max(largest, row[k]);
     }
     // Strongest first, so that the cap keeps the keys that matter.
     QVector<int> order(keys);
@@ -113,7 +118,7 @@ ChatAttentionOverlay::View ChatAttentionOverlay::at(const MessageDocument& doc, 
     int drawn = 0;
     for (int k : order) {
         if (drawn == kMaxTints || largest <= 0.0f || row[k] < kMinRelativeWeight * largest) break;
-        if (k == q || !m.span(k)) continue;
+        if (k == q || !m.span(k)) continue;  // (a hidden key may exceed `largest`: skipped)
         QTextCharFormat f;
         f.setBackground(tintFor(tint, row[k] / largest));
         add(k, f);
@@ -130,8 +135,8 @@ ChatAttentionOverlay::View ChatAttentionOverlay::at(const MessageDocument& doc, 
         const QString key = k < data_.labels.size() ? visiblePiece(data_.labels[k]) : QString();
         strongest << tr("‘%1’ %2").arg(key, percent(row[k]));
     }
-    view.legend = tr("%1 · ‘%2’ (position %3) attends most to %4; %5 of its attention goes to "
-                     "text the chat does not show (template, system prompt).")
+    view.legend = tr("%1 · ‘%2’ (position %3) → %4 · %5 on text not shown here (template, "
+                     "system prompt)")
                       .arg(where(), label)
                       .arg(q)
                       .arg(strongest.join(QStringLiteral(", ")), percent(hidden));

@@ -7,10 +7,10 @@
 // touching it, so the probability tints, undo-free streaming and copy are unaffected, and
 // moving the mouse costs one repaint, not a relayout.
 //
-// Tints: one hue, its alpha proportional to the weight divided by the row's largest weight
-// (over a long context even the strongest weight is small, and a student should still see where
-// the head looks); weights under 2 % of the largest, and beyond the 600 strongest, are not
-// drawn. Attention to text the chat does not show (template markers, BOS, the system prompt)
+// Tints: one hue, its alpha proportional to the weight divided by the largest weight on shown
+// text (over a long context even the strongest weight is small, and much of it often sits on a
+// template token, an "attention sink"; a student should still see where the head looks in the
+// text); weights under 2 % of that, and beyond the 600 strongest, are not drawn. Attention to text the chat does not show (template markers, BOS, the system prompt)
 // cannot be drawn on it, so the legend states its share.
 #include <QColor>
 #include <QList>

@@ -566,7 +566,9 @@ bool ChatView::eventFilter(QObject* watched, QEvent* event) {
                 const TokenRef ref = tokenAt(help->pos());
                 const int pos = characterAt(help->pos());
                 const int fold = pos < 0 ? -1 : doc_->thinkingHeaderAt(pos);
-                if (ref.valid() && tokenData(ref))
+                if (attentionOverlay() && ref.valid())
+                    QToolTip::hideText();  // it would cover the text the overlay draws on
+                else if (ref.valid() && tokenData(ref))
                     QToolTip::showText(help->globalPos(), tokenToolTip(ref),
                                        transcript_->viewport(), tokenRect(ref));
                 else if (fold >= 0)

@@ -38,6 +38,10 @@ void ChatView::buildAttentionControls(QHBoxLayout* toggles, QVBoxLayout* layout)
     // transcript under the mouse, and the move would hover another token.
     attention_legend_->setFixedHeight(2 * attention_legend_->fontMetrics().lineSpacing() + 2);
     attention_legend_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+    attention_legend_->setToolTip(
+        tr("The hovered token's strongest keys with their weights, and the share of its "
+           "attention on tokens the chat does not show. Tints are relative to the strongest key "
+           "in the shown text."));
     attention_legend_->hide();
     layout->addWidget(attention_legend_);
 }

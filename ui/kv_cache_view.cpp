@@ -235,9 +235,9 @@ void KvBlockMap::paintEvent(QPaintEvent* event) {
         p.setPen(QPen(highlight, 2));
         p.drawRect(r.adjusted(1, 1, -1, -1));
         const int block_slots = std::max(1, data_.block_size);
-        const int x =
-            r.left() + 2 +
-            (r.width() - 5) * std::clamp(data_.last_slot, 0, block_slots - 1) / std::max(1, block_slots - 1);
+        const int x = r.left() + 2 +
+                      (r.width() - 5) * std::clamp(data_.last_slot, 0, block_slots - 1) /
+                          std::max(1, block_slots - 1);
         p.setPen(QPen(mark, 2));
         p.drawLine(x, r.top() + 3, x, r.bottom() - 2);
     }

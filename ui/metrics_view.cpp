@@ -87,8 +87,9 @@ MetricsView::MetricsView(QWidget* parent) : QWidget(parent) {
     why_free_->setIcon(style()->standardIcon(QStyle::SP_MessageBoxInformation));
     why_free_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
     why_free_->setAutoRaise(true);
-    why_free_->setToolTip(tr("How checking guessed tokens can cost nearly nothing, with this "
-                             "model's numbers"));
+    why_free_->setToolTip(
+        tr("How checking guessed tokens can cost nearly nothing, with this "
+           "model's numbers"));
     connect(why_free_, &QToolButton::clicked, this, &MetricsView::showWhyFree);
     layout->addWidget(why_free_, 0, Qt::AlignLeft);
 
@@ -210,7 +211,8 @@ void MetricsView::setData(const MetricsData& data) {
     values_[QStringLiteral("plain")]->setText(format_rate(data.plainTokensPerS(), "tok/s"));
     values_[QStringLiteral("speedup")]->setText(
         data.plainTokensPerS() > 0 && data.decode_tokens_per_s > 0
-            ? QStringLiteral("%1×").arg(data.decode_tokens_per_s / data.plainTokensPerS(), 0, 'f', 2)
+            ? QStringLiteral("%1×").arg(data.decode_tokens_per_s / data.plainTokensPerS(), 0, 'f',
+                                        2)
             : kNone);
     if (why_free_popup_ && why_free_popup_->isVisible())
         why_free_popup_->setText(speculationExplanation(data_));

@@ -179,7 +179,7 @@ class TestMainWindow : public QObject {
         const int r = chat->attentionPosition();
         QVERIFY2(r > q, qPrintable(QString("%1 <= %2").arg(r).arg(q)));
         QCOMPARE(hovered_text(), chat->message(1).tokens[0].text);
-        QVERIFY2(chat->attentionLegendText().contains("attends most to"),
+        QVERIFY2(chat->attentionLegendText().contains("on text not shown"),
                  qPrintable(chat->attentionLegendText()));
     }
 

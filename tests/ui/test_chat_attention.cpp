@@ -48,8 +48,8 @@ QVector<QByteArray> contextPieces() {
     return pieces;
 }
 
-// Row 16 (the reply's " is") by hand: 0.30 on <|im_start|> (not shown in the chat), 0.40 on
-// " France", 0.20 on "Paris", 0.10 on itself. Other rows: uniform over their keys.
+// Row 16 (the reply's " is") by hand: 0.50 on <|im_start|> (not shown in the chat: an attention
+// sink), 0.25 on " France", 0.125 on "Paris", 0.125 on itself. Other rows: uniform.
 AttentionData contextAttention() {
     AttentionData d;
     d.layer = 2;
@@ -60,10 +60,10 @@ AttentionData contextAttention() {
         QVector<float> row(q + 1, 1.0f / float(q + 1));
         if (q == 16) {
             row.fill(0.0f);
-            row[0] = 0.30f;
-            row[8] = 0.40f;
-            row[15] = 0.20f;
-            row[16] = 0.10f;
+            row[0] = 0.50f;
+            row[8] = 0.25f;
+            row[15] = 0.125f;
+            row[16] = 0.125f;
         }
         d.rows.push_back(row);
     }
@@ -205,9 +205,9 @@ class TestChatAttention : public QObject {
         QCOMPARE(doc.textOffsetAt(doc.messageBodyRange(0).first - 1, &message), -1);  // a header
     }
 
-    // Hovering the reply's " is" draws row 16 on the text: " France" in the question darkest,
-    // "Paris" at half the alpha range, the hovered token framed; the legend states the 30 % the
-    // chat cannot show.
+    // Hovering the reply's " is" draws row 16 on the text: " France" in the question darkest
+    // (the strongest shown key: the sink's larger weight does not count), "Paris" at half the
+    // alpha range, the hovered token underlined; the legend states the 50 % not shown.
     void hoverDrawsTheRowOnTheText() {
         ChatView view;
         view.resize(700, 400);
@@ -241,8 +241,9 @@ class TestChatAttention : public QObject {
         QCOMPARE(find("Paris").format.background().color().alpha(), 138);  // 36 + 204 * 0.5
         QVERIFY(find(" is").format.fontUnderline());
         const QString legend = view.attentionLegendText();
-        QVERIFY2(legend.contains(QString::fromUtf8("‘·France’ 40 %")), qPrintable(legend));
-        QVERIFY2(legend.contains(QString::fromUtf8("30 % of its attention")), qPrintable(legend));
+        QVERIFY2(legend.contains(QString::fromUtf8("‘<|im_start|>’ 50%, ‘·France’ 25%")),
+                 qPrintable(legend));
+        QVERIFY2(legend.contains(QString::fromUtf8("50% on text not shown")), qPrintable(legend));
         QVERIFY2(legend.contains("Layer 2, mean of heads"), qPrintable(legend));
 
         // The question's "What" (row 3, uniform over 4 keys, the only shown one being itself):
