@@ -27,6 +27,7 @@
 #include <QShowEvent>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QTimer>
 #include <QToolButton>
 #include <QUrl>
@@ -305,13 +306,16 @@ void MainWindow::place_docks(bool compact) {
         removeDockWidget(d);
     }
     if (compact) {
-        // Everything on the right in two tab groups: the chat keeps the whole height.
+        // Everything on the right in two tab groups: the chat keeps the whole height. Above,
+        // the panels of numbers (sampling, token, model, metrics, memory); below, the views of
+        // the forward pass (attention, KV cache, and the teaching docks). Split 5 / 2 + 2, so
+        // that at 1280x720 every tab's title fits (4 + 6 had cut them to "St…", "Hea…").
         for (QDockWidget* d : docks_) addDockWidget(Qt::RightDockWidgetArea, d, Qt::Vertical);
         tabifyDockWidget(sampling, token);
         tabifyDockWidget(token, model);
-        tabifyDockWidget(attention, kv);
-        tabifyDockWidget(kv, metrics);
+        tabifyDockWidget(model, metrics);
         tabifyDockWidget(metrics, memory);
+        tabifyDockWidget(attention, kv);
     } else {
         for (QDockWidget* d : {sampling, token, attention})
             addDockWidget(Qt::RightDockWidgetArea, d, Qt::Vertical);
@@ -322,10 +326,16 @@ void MainWindow::place_docks(bool compact) {
         tabifyDockWidget(memory, model);
     }
     for (QDockWidget* d : docks_) d->show();
+    if (!compact) metrics->raise();
     sampling->raise();
     attention->raise();
-    metrics->raise();
     place_teaching_docks();
+    // Whole titles and scroll arrows rather than titles cut to a letter or two when a group
+    // is narrow; the View menu lists every panel too.
+    for (QTabBar* bar : findChildren<QTabBar*>(Qt::FindDirectChildrenOnly)) {
+        bar->setElideMode(Qt::ElideNone);
+        bar->setUsesScrollButtons(true);
+    }
 }
 
 void MainWindow::resetLayout() {

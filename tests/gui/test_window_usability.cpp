@@ -21,6 +21,7 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QTextBrowser>
 #include <QToolButton>
 #include <QtTest>
@@ -256,6 +257,20 @@ class TestWindowUsability : public QObject {
         for (QDockWidget* d : w->findChildren<QDockWidget*>()) {
             QVERIFY2(!d->isFloating(), qPrintable(d->objectName()));
             QVERIFY2(w->dockWidgetArea(d) != Qt::NoDockWidgetArea, qPrintable(d->objectName()));
+        }
+        // Every dock tab's whole title is on screen: no group needs its scroll arrows (at
+        // 1280x720 a group of six had cut "Step" and "Heads" to "St…" and "Hea…").
+        for (QTabBar* bar : w->findChildren<QTabBar*>()) {
+            if (!bar->isVisible() || bar->parentWidget() != w.get()) continue;
+            for (int i = 0; i < bar->count(); ++i) {
+                QVERIFY2(bar->rect().contains(bar->tabRect(i)),
+                         qPrintable(QStringLiteral("tab '%1' at %2+%3 in a bar %4 wide")
+                                        .arg(bar->tabText(i))
+                                        .arg(bar->tabRect(i).x())
+                                        .arg(bar->tabRect(i).width())
+                                        .arg(bar->width())));
+                QCOMPARE(bar->elideMode(), Qt::ElideNone);
+            }
         }
         QVERIFY(w->grab().save(
             QString::fromStdString(test::scratch_dir()) +
