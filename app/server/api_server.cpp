@@ -188,6 +188,14 @@ struct ApiServer::Impl {
         http.Get("/tokenscope/v1/kv", [this](const httplib::Request&, httplib::Response& res) {
             res.set_content(dump_json(kv_json()), "application/json");
         });
+        http.Get("/tokenscope/v1/schedule",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                     try {
+                         res.set_content(dump_json(schedule_json(req)), "application/json");
+                     } catch (const ApiError& e) {
+                         send_error(res, e);
+                     }
+                 });
         http.Get("/tokenscope/v1/attention",
                  [this](const httplib::Request& req, httplib::Response& res) {
                      try {
@@ -245,6 +253,44 @@ struct ApiServer::Impl {
                 {"requests_running", loop.running()},
                 {"requests_waiting", loop.waiting()},
                 {"steps", snap.steps}};
+    }
+
+    // GET /tokenscope/v1/schedule[?since=N]: the engine's recent steps (the last
+    // EngineLoop::kKeptSteps), each request by its completion id and what the step did for it
+    // (prefill / decode / verify with a token count, waiting, preempted). A poller passes the
+    // `next` of its last answer as `since` and gets only the steps it has not seen.
+    json schedule_json(const httplib::Request& req) const {
+        std::uint64_t since = 0;
+        if (req.has_param("since")) {
+            const std::string text = req.get_param_value("since");
+            std::size_t used = 0;
+            try {
+                since = std::stoull(text, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (text.empty() || used != text.size() || text[0] == '-')
+                throw bad_request(
+                    fmt::format("'since' must be a step number (0 or more), got '{}'", text),
+                    "since");
+        }
+        const std::vector<ServedStep> steps = loop.schedule_since(since);
+        json list = json::array();
+        std::int64_t budget = 0;
+        for (const auto& s : steps) {
+            json entries = json::array();
+            for (const auto& e : s.entries)
+                entries.push_back({{"request", e.request},
+                                   {"kind", runtime::schedule_kind_name(e.kind)},
+                                   {"tokens", e.tokens}});
+            list.push_back(
+                {{"step", s.step}, {"budget", s.budget}, {"entries", std::move(entries)}});
+            budget = s.budget;
+        }
+        return {{"object", "tokenscope.schedule"},
+                {"budget", budget},
+                {"next", steps.empty() ? since : steps.back().step + 1},
+                {"steps", std::move(list)}};
     }
 
     // GET /tokenscope/v1/attention?id=ID&layer=L[&head=H]: the attention of a finished request

@@ -218,6 +218,33 @@ std::shared_ptr<const ServedAttention> EngineLoop::attention(const std::string& 
     return nullptr;
 }
 
+void EngineLoop::record_schedule() {
+    const runtime::StepSchedule& schedule = engine_->last_schedule();
+    ServedStep step;
+    step.budget = schedule.budget;
+    step.entries.reserve(schedule.entries.size());
+    for (const auto& e : schedule.entries) {
+        const auto job = running_.find(e.request);  // before route() drops finished jobs
+        step.entries.push_back(
+            {job != running_.end() ? job->second->public_id : "#" + std::to_string(e.request),
+             e.kind, e.tokens});
+    }
+    std::lock_guard lock(mutex_);
+    for (const auto& job : waiting_)
+        step.entries.push_back({job->public_id, runtime::ScheduleEntry::Kind::Waiting, 0});
+    step.step = ++steps_taken_;
+    schedule_.push_back(std::move(step));
+    while (schedule_.size() > kKeptSteps) schedule_.pop_front();
+}
+
+std::vector<ServedStep> EngineLoop::schedule_since(std::uint64_t since) const {
+    std::lock_guard lock(mutex_);
+    std::vector<ServedStep> out;
+    for (const auto& s : schedule_)
+        if (s.step >= since) out.push_back(s);
+    return out;
+}
+
 void EngineLoop::publish_state() {
     kv::KvStats stats = engine_->kv_stats();
     std::lock_guard lock(mutex_);
@@ -269,6 +296,7 @@ void EngineLoop::run() {
             }
             continue;
         }
+        record_schedule();
         route(std::move(events));
         publish_state();
         if (options_.step_pause.count() > 0) std::this_thread::sleep_for(options_.step_pause);

@@ -77,6 +77,21 @@ struct ServedAttention {
     std::shared_ptr<const inspect::AttentionCapture> capture;
 };
 
+// One engine step as the scheduler ran it, for GET /tokenscope/v1/schedule (the app's
+// server timeline): each request by the id its client sees, and what the step did for it.
+// Requests still in the server's own queue (not yet given to the engine) are listed as
+// waiting, so the timeline shows queueing too.
+struct ServedScheduleEntry {
+    std::string request;
+    runtime::ScheduleEntry::Kind kind = runtime::ScheduleEntry::Kind::Waiting;
+    std::int64_t tokens = 0;
+};
+struct ServedStep {
+    std::uint64_t step = 0;   // 1 for the loop's first engine step
+    std::int64_t budget = 0;  // tokens the engine may compute per step
+    std::vector<ServedScheduleEntry> entries;
+};
+
 // A copy of what the KV panel shows, taken by the engine thread after each step.
 struct KvSnapshot {
     kv::KvStats stats;
@@ -105,6 +120,10 @@ class EngineLoop {
     // kKeptAttention), or null.
     std::shared_ptr<const ServedAttention> attention(const std::string& public_id) const;
     static constexpr std::size_t kKeptAttention = 8;
+    // The recorded steps numbered `since` and later (at most the last kKeptSteps), oldest
+    // first.
+    std::vector<ServedStep> schedule_since(std::uint64_t since) const;
+    static constexpr std::size_t kKeptSteps = 512;
     // For /metrics: KV usage as of the last step, requests running and waiting now.
     Gauges gauges() const;
     int running() const;
@@ -119,6 +138,7 @@ class EngineLoop {
     void route(std::vector<runtime::TokenEvent> events);
     void publish_state();
     void keep_attention(const Job& job);
+    void record_schedule();
 
     std::unique_ptr<runtime::Engine> engine_;
     EngineLoopOptions options_;
@@ -133,6 +153,8 @@ class EngineLoop {
     bool paused_ = false;
     KvSnapshot kv_;
     std::deque<std::shared_ptr<const ServedAttention>> attention_;  // newest last
+    std::deque<ServedStep> schedule_;                               // newest last
+    std::uint64_t steps_taken_ = 0;
 
     // Engine-thread only.
     std::map<runtime::RequestId, std::shared_ptr<Job>> running_;

@@ -565,6 +565,72 @@ class TestServer : public QObject {
         QCOMPARE(m.at("tokenscope_generation_tokens_total"), 0.0);
     }
 
+    // GET /tokenscope/v1/schedule: two requests run together; for each, the prefill entries
+    // add up to its prompt_tokens and it has one decode entry per completion token after the
+    // first (the prefill step samples that one), as its usage says; steps are numbered from 1,
+    // stay within the budget, and `since` returns only what is new.
+    void scheduleExtension() {
+        auto s = make_server([](server::ServerOptions& o) { o.loop.parallel = 2; });
+        const int port = s->port();
+        s->loop().set_paused(true);
+        const auto empty = test::http_get(port, "/tokenscope/v1/schedule").json();
+        QCOMPARE(empty["steps"].size(), std::size_t{0});
+        QCOMPARE(empty["next"], json(0));
+        std::vector<json> replies(2);
+        std::vector<std::thread> clients;
+        const std::vector<std::string> prompts = {"The little robot", "Once upon a time in"};
+        for (int i = 0; i < 2; ++i) {
+            clients.emplace_back([&, i] {
+                replies[std::size_t(i)] =
+                    test::http_post(port, "/v1/chat/completions",
+                                    chat_body(prompts[std::size_t(i)], 5).dump())
+                        .json();
+            });
+        }
+        const auto join = qScopeGuard([&] {
+            s->loop().set_paused(false);
+            for (auto& t : clients) t.join();
+        });
+        QVERIFY(eventually([&] { return s->loop().waiting() == 2; }));
+        s->loop().set_paused(false);
+        for (auto& t : clients) t.join();
+        clients.clear();
+
+        const auto all = test::http_get(port, "/tokenscope/v1/schedule?since=0").json();
+        QCOMPARE(all["object"], json("tokenscope.schedule"));
+        const auto& steps = all["steps"];
+        QVERIFY(!steps.empty());
+        const std::int64_t budget = all["budget"].get<std::int64_t>();
+        QVERIFY(budget > 0);
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+            QCOMPARE(steps[i]["step"].get<std::uint64_t>(), i + 1);
+            std::int64_t tokens = 0;
+            for (const auto& e : steps[i]["entries"]) tokens += e["tokens"].get<std::int64_t>();
+            QVERIFY(tokens <= budget);
+        }
+        QCOMPARE(all["next"].get<std::uint64_t>(), steps.size() + 1);
+        for (const auto& reply : replies) {
+            const std::string id = reply["id"].get<std::string>();
+            std::int64_t prefilled = 0, decodes = 0;
+            for (const auto& step : steps)
+                for (const auto& e : step["entries"]) {
+                    if (e["request"] != id) continue;
+                    if (e["kind"] == "prefill") prefilled += e["tokens"].get<std::int64_t>();
+                    if (e["kind"] == "decode") ++decodes;
+                }
+            QCOMPARE(prefilled, reply["usage"]["prompt_tokens"].get<std::int64_t>());
+            QCOMPARE(decodes, reply["usage"]["completion_tokens"].get<std::int64_t>() - 1);
+        }
+        const auto none = test::http_get(port, "/tokenscope/v1/schedule?since=" +
+                                                   std::to_string(all["next"].get<std::uint64_t>()))
+                              .json();
+        QCOMPARE(none["steps"].size(), std::size_t{0});
+        QCOMPARE(none["next"], all["next"]);
+        const auto bad = test::http_get(port, "/tokenscope/v1/schedule?since=-1");
+        QCOMPARE(bad.status, 400);
+        QCOMPARE(bad.json()["error"]["param"], json("since"));
+    }
+
     // /metrics is valid Prometheus text with the families the issue lists, and its counters
     // move with the traffic.
     void metrics() {
