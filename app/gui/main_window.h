@@ -58,6 +58,7 @@ namespace tokenscope::app {
 class ModelServer;
 class QuantLabWindow;
 class BatchDemoWindow;
+class ServerTimelineWindow;
 struct ServeSettings;
 
 struct MainWindowOptions {
@@ -148,6 +149,8 @@ class MainWindow : public QMainWindow {
     void showQuantizationLab();
     // Tools › Batch demo… (main_window_batch.cpp): continuous batching on the current model.
     void showBatchDemo();
+    // Tools › Server timeline…: the live scheduler of the served or connected server.
+    void showServerTimeline();
 
   signals:
     void modelReadyChanged(bool ready);
@@ -289,6 +292,8 @@ class MainWindow : public QMainWindow {
     ui::ModelInfoData model_info_data_;  // the model in use, as last loaded
     QuantLabWindow* quant_lab_ = nullptr;
     BatchDemoWindow* batch_demo_ = nullptr;
+    ServerTimelineWindow* server_timeline_ = nullptr;
+    RemoteSettings remote_settings_;  // the server last connected to (its key included)
     // A speculation change made while a reply streams: applied when it finishes (it reloads
     // the engine, which would end the reply).
     std::optional<ui::SpeculationSettings> pending_speculation_;

@@ -57,6 +57,7 @@ void MainWindow::connectToServer() {
 
 void MainWindow::connectRemote(const RemoteSettings& settings) {
     if (generating_) stopGeneration();
+    remote_settings_ = settings;  // the server timeline polls the same server
     QSettings s;
     s.setValue("remote/url", settings.url);
     s.setValue("remote/model", settings.model);

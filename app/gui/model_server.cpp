@@ -20,6 +20,7 @@ ModelServer::ModelServer(QObject* parent) : QObject(parent) {
             return;
         }
         server_ = std::move(r.server);
+        url_ = r.url;
         state_ = State::Running;
         emit started(r.url);
     });
@@ -71,6 +72,7 @@ void ModelServer::start(const QString& model_path, const LoadOptions& load,
     if (state_ != State::Stopped) return;
     state_ = State::Starting;
     model_ = model_path;
+    key_ = settings.api_key;
     starting_.setFuture(QtConcurrent::run(&ModelServer::start_server, model_path, load, settings));
 }
 

@@ -38,6 +38,9 @@ class ModelServer : public QObject {
     State state() const { return state_; }
     bool running() const { return state_ == State::Running; }
     QString modelPath() const { return model_; }  // what it serves
+    // Where it listens ("http://127.0.0.1:8080") and the key it asks for; empty unless running.
+    QString url() const { return running() ? url_ : QString(); }
+    QString apiKey() const { return key_; }
 
   public slots:
     // Ignored unless stopped. Emits started(url) or failed(message).
@@ -61,6 +64,8 @@ class ModelServer : public QObject {
 
     State state_ = State::Stopped;
     QString model_;
+    QString url_;
+    QString key_;
     std::shared_ptr<server::ApiServer> server_;
     QFutureWatcher<StartResult> starting_;
     QFutureWatcher<void> stopping_;

@@ -12,3 +12,8 @@ qt_add_resources(tokenscope_app "quant_lab_text"
   PREFIX "/text"
   BASE ${PROJECT_SOURCE_DIR}/resources/text
   FILES ${PROJECT_SOURCE_DIR}/resources/text/perplexity_english.txt)
+# Tools › Server timeline: GET /tokenscope/v1/schedule polled off the GUI thread.
+if(TARGET tokenscope_remote)
+  target_sources(tokenscope_app PRIVATE ${CMAKE_CURRENT_LIST_DIR}/server_timeline_model.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/server_timeline_window.cpp)
+endif()

@@ -342,6 +342,15 @@ std::optional<json> RemoteEngine::kv_map() {
     return j;
 }
 
+std::optional<json> RemoteEngine::schedule(std::uint64_t since) {
+    if (!is_tokenscope()) return std::nullopt;
+    const auto reply = http_->get("/tokenscope/v1/schedule?since=" + std::to_string(since), 5);
+    if (reply.status != 200) return std::nullopt;
+    json j = json::parse(reply.body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("steps")) return std::nullopt;
+    return j;
+}
+
 std::optional<json> RemoteEngine::attention(const std::string& completion_id, int layer, int head) {
     if (!is_tokenscope() || completion_id.empty()) return std::nullopt;
     std::string path =

@@ -18,6 +18,7 @@
 // Threads: one request at a time per RemoteEngine (the worker and the CLI are sequential);
 // cancel() may come from any thread.
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,9 @@ class RemoteEngine {
     std::optional<ServerMetrics> metrics(std::string* why_not = nullptr);
     // GET /tokenscope/v1/kv (our server's block map). nullopt for other servers.
     std::optional<nlohmann::json> kv_map();
+    // GET /tokenscope/v1/schedule?since=N (our server): the engine's steps from N on.
+    // nullopt for other servers or a failed request.
+    std::optional<nlohmann::json> schedule(std::uint64_t since);
     // GET /tokenscope/v1/attention (our server): a finished reply's attention, one layer, one
     // head or (head -1) their mean. nullopt for other servers or when it has none.
     std::optional<nlohmann::json> attention(const std::string& completion_id, int layer, int head);
