@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kMargin = 8;
 constexpr int kLabelWidth = 170;
+constexpr int kMinCellWidth = 6;
 constexpr int kStripHeight = 56;  // tokens per step against the budget
 constexpr int kRowHeight = 22;
 constexpr int kAxisHeight = 18;
@@ -90,13 +91,17 @@ void BatchTimelineView::setData(const BatchTimelineData& data) {
 int BatchTimelineView::cell_width() const {
     if (data_.steps.isEmpty()) return 12;
     const int room = width() - kLabelWidth - 2 * kMargin;
-    return std::clamp(room / static_cast<int>(data_.steps.size()), 6, 28);
+    return std::clamp(room / static_cast<int>(data_.steps.size()), kMinCellWidth, 28);
+}
+
+int BatchTimelineView::stepsThatFit(int width) {
+    return std::max(1, (width - kLabelWidth - 2 * kMargin) / kMinCellWidth);
 }
 
 QSize BatchTimelineView::sizeHint() const {
     const int steps = static_cast<int>(data_.steps.size());
     const int rows = static_cast<int>(data_.rows.size());
-    return {kLabelWidth + 2 * kMargin + std::max(1, steps) * 6,
+    return {kLabelWidth + 2 * kMargin + std::max(1, steps) * kMinCellWidth,
             2 * kMargin + kStripHeight + rows * kRowHeight + kAxisHeight + kLegendHeight};
 }
 
@@ -137,8 +142,13 @@ void BatchTimelineView::paint(QPainter& p) const {
     const int strip_top = kMargin + 14;
     const int strip_h = kStripHeight - 22;
     const int budget = std::max(1, data_.budget);
-    int most = budget;
+    int most = 1;
     for (int s = 0; s < steps; ++s) most = std::max(most, data_.scheduledTokens(s));
+    // A budget far above every step (a server's 512 against decode steps of a few tokens)
+    // would flatten the bars to nothing: then the scale is the steps' own and the line is left
+    // out, which the label says.
+    const bool budget_shown = budget <= 2 * most;
+    if (budget_shown) most = std::max(most, budget);
     p.setPen(ink);
     p.drawText(QRect(kMargin, kMargin, kLabelWidth - 6, 14), Qt::AlignLeft | Qt::AlignVCenter,
                tr("tokens per step"));
@@ -148,14 +158,18 @@ void BatchTimelineView::paint(QPainter& p) const {
         p.fillRect(x0 + s * w + 1, strip_top + strip_h - h, std::max(1, w - 2), h,
                    QColor(0x8C, 0x8C, 0x8C));
     }
-    const int budget_y = strip_top + strip_h - budget * strip_h / most;
     QPen budget_pen(QColor(0xC0, 0x39, 0x2B), 1.5, Qt::DashLine);
     p.setPen(budget_pen);
-    p.drawLine(x0, budget_y, x0 + steps * w, budget_y);
+    if (budget_shown) {
+        const int budget_y = strip_top + strip_h - budget * strip_h / most;
+        p.drawLine(x0, budget_y, x0 + steps * w, budget_y);
+    }
     // The budget's label under the strip's title, in the line's colour (the line itself is at
     // the strip's top whenever no step went over it).
     p.drawText(QRect(kMargin, strip_top + strip_h - 16, kLabelWidth - 6, 16),
-               Qt::AlignLeft | Qt::AlignVCenter, tr("- - budget %1").arg(data_.budget));
+               Qt::AlignLeft | Qt::AlignVCenter,
+               budget_shown ? tr("- - budget %1").arg(data_.budget)
+                            : tr("budget %1 (off scale)").arg(data_.budget));
 
     // One row per request.
     QFont small = p.font();

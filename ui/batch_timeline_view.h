@@ -42,6 +42,9 @@ class BatchTimelineView : public QWidget {
     // Where step s, row r is drawn (for tests and tooltips); empty without data.
     QRect cellRect(int step, int row) const;
     QSize sizeHint() const override;
+    // How many steps a view `width` pixels wide shows without scrolling (cells at their
+    // narrowest), so that a live timeline can keep its row labels in sight.
+    static int stepsThatFit(int width);
 
   protected:
     void paintEvent(QPaintEvent* event) override;

@@ -77,14 +77,16 @@ bool ServerTimelineModel::add(const nlohmann::json& page, QString* error) {
     return true;
 }
 
-ui::BatchTimelineData ServerTimelineModel::data() const {
+ui::BatchTimelineData ServerTimelineModel::data(std::size_t max_steps) const {
     ui::BatchTimelineData d;
     d.budget = budget_;
-    // The requests with a cell among the kept steps, in order of first appearance.
+    const auto first =
+        steps_.begin() + std::ptrdiff_t(steps_.size() - std::min(max_steps, steps_.size()));
+    // The requests with a cell among the shown steps, in order of first appearance.
     std::vector<int> row_of(requests_.size(), -1);
     std::vector<int> shown;
-    for (const Step& s : steps_)
-        for (const auto& [request, cell] : s.cells)
+    for (auto s = first; s != steps_.end(); ++s)
+        for (const auto& [request, cell] : s->cells)
             if (row_of[std::size_t(request)] < 0) {
                 row_of[std::size_t(request)] = 0;
                 shown.push_back(request);
@@ -95,18 +97,18 @@ ui::BatchTimelineData ServerTimelineModel::data() const {
         const QString id = QString::fromStdString(requests_[std::size_t(shown[r])]);
         d.rows << QStringLiteral("#%1 …%2").arg(shown[r] + 1).arg(id.right(6));
     }
-    for (const Step& s : steps_) {
+    for (auto s = first; s != steps_.end(); ++s) {
         QVector<ui::BatchTimelineCell> cells(d.rows.size());
-        for (const auto& [request, cell] : s.cells) cells[row_of[std::size_t(request)]] = cell;
+        for (const auto& [request, cell] : s->cells) cells[row_of[std::size_t(request)]] = cell;
         d.steps.push_back(std::move(cells));
     }
     return d;
 }
 
-QString ServerTimelineModel::summary() const {
+QString ServerTimelineModel::summary(std::size_t max_steps) const {
     if (steps_.empty()) return tr("No engine steps yet: the server has had no request to run.");
-    const ui::BatchTimelineData d = data();
-    QString text = tr("%n steps", nullptr, int(steps_.size())) + QStringLiteral(" · ") +
+    const ui::BatchTimelineData d = data(max_steps);
+    QString text = tr("the last %n steps", nullptr, int(d.steps.size())) + QStringLiteral(" · ") +
                    tr("%n requests", nullptr, int(d.rows.size())) + QStringLiteral(" · ") +
                    tr("the last step computed %1 of %2 tokens")
                        .arg(d.scheduledTokens(int(d.steps.size()) - 1))

@@ -28,12 +28,14 @@ class ServerTimelineModel {
     bool add(const nlohmann::json& page, QString* error = nullptr);
     // What to ask for next (the `since` of the next poll).
     std::uint64_t next() const { return next_; }
-    ui::BatchTimelineData data() const;
+    // The last `max_steps` kept steps (all by default) and the requests with a cell in them.
+    ui::BatchTimelineData data(std::size_t max_steps = kShownSteps) const;
     std::size_t stepCount() const { return steps_.size(); }
     std::uint64_t skippedSteps() const { return skipped_; }
     int budget() const { return budget_; }
     // "120 steps · 3 requests · the last step computed 17 of 64 tokens".
-    QString summary() const;
+    // Of the last `max_steps` steps, as data(max_steps) shows them.
+    QString summary(std::size_t max_steps = kShownSteps) const;
     // The cell kind for a schedule entry's kind name; Absent for a name it does not know.
     static int kindOf(const std::string& name);
 

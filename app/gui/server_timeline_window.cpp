@@ -5,7 +5,6 @@
 #include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
-#include <QScrollBar>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -86,11 +85,8 @@ ServerTimelineWindow::ServerTimelineWindow(QWidget* parent) : QDialog(parent) {
     scroll_ = new QScrollArea(this);
     scroll_->setWidget(view_);
     scroll_->setWidgetResizable(true);
+    scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     root->addWidget(scroll_, 1);
-    // Following the newest step stops when the reader scrolls back, and resumes at the end.
-    connect(scroll_->horizontalScrollBar(), &QScrollBar::sliderMoved, this, [this](int value) {
-        follow_ = value >= scroll_->horizontalScrollBar()->maximum() - 4;
-    });
     ui::installExportMenu(view_, [this] {
         ui::ExportSource s;
         s.base_name = QStringLiteral("server-timeline");
@@ -130,7 +126,6 @@ void ServerTimelineWindow::watch(const QString& url, const QString& api_key, con
     model_ = ServerTimelineModel();
     view_->setData({});
     in_flight_ = false;
-    follow_ = true;
     QMetaObject::invokeMethod(poller_, "setServer", Qt::QueuedConnection, Q_ARG(QString, url),
                               Q_ARG(QString, api_key));
     if (url.isEmpty()) {
@@ -142,8 +137,8 @@ void ServerTimelineWindow::watch(const QString& url, const QString& api_key, con
         status_->clear();
         return;
     }
-    source_->setText(tr("%1 at %2: one row per request, one column per engine step; the line "
-                        "is the tokens each step computed against the token budget.")
+    source_->setText(tr("%1 at %2: one row per request, one column per engine step; the bars "
+                        "above are the tokens each step computed (prefill chunks stand out).")
                          .arg(what, url));
     status_->setText(tr("Connecting…"));
     if (!paused_) timer_->start();
@@ -177,15 +172,20 @@ void ServerTimelineWindow::apply(const QString& from, const QByteArray& page) {
         status_->setText(tr("The server's answer was not a schedule: %1").arg(error));
         return;
     }
-    if (model_.next() != next_before || before == 0) {
-        view_->setData(model_.data());
-        if (follow_) {
-            QScrollBar* bar = scroll_->horizontalScrollBar();
-            QTimer::singleShot(0, bar, [bar] { bar->setValue(bar->maximum()); });
-        }
-    }
-    status_->setText(model_.summary());
+    if (model_.next() != next_before || before == 0) refresh();
     emit updated();
+}
+
+void ServerTimelineWindow::refresh() {
+    const auto shown =
+        std::size_t(ui::BatchTimelineView::stepsThatFit(scroll_->viewport()->width()));
+    view_->setData(model_.data(shown));
+    status_->setText(model_.summary(shown));
+}
+
+void ServerTimelineWindow::resizeEvent(QResizeEvent* event) {
+    QDialog::resizeEvent(event);
+    if (model_.stepCount() > 0) refresh();
 }
 
 QString ServerTimelineWindow::statusText() const {

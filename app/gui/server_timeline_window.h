@@ -3,8 +3,8 @@
 // app's own "Serve this model", or `tokenscope-cli serve` the app is connected to), live. The
 // window polls GET /tokenscope/v1/schedule twice a second on a thread of its own
 // (ServerTimelinePoller: HTTP never runs on the GUI thread), keeps the steps in a
-// ServerTimelineModel and draws them with the Batch demo's BatchTimelineView, scrolled to the
-// newest step unless the user scrolled back or paused.
+// ServerTimelineModel and draws the newest steps that fit the window's width with the Batch
+// demo's BatchTimelineView (no sideways scrolling: it would take the row labels out of sight).
 #include <QDialog>
 #include <QThread>
 #include <memory>
@@ -65,8 +65,13 @@ class ServerTimelineWindow : public QDialog {
     // Each answer applied (tests wait on it).
     void updated();
 
+  protected:
+    void resizeEvent(QResizeEvent* event) override;
+
   private:
     void pollNow();
+    // Draws the newest steps that fit the width (so that the row labels stay in sight).
+    void refresh();
     void apply(const QString& from, const QByteArray& page);
 
     QString url_;
@@ -81,7 +86,6 @@ class ServerTimelineWindow : public QDialog {
     ServerTimelinePoller* poller_ = nullptr;
     bool in_flight_ = false;
     bool paused_ = false;
-    bool follow_ = true;  // keep the newest step in view
 };
 
 }  // namespace tokenscope::app

@@ -71,6 +71,39 @@ class TestBatchDemo : public QObject {
         QVERIFY(lines.contains("3,2,preempted,0"));
     }
 
+    // A server's budget (512) far above its decode steps (2-4 tokens): the bars are scaled to
+    // the steps, so the 4-token step's bar stands tall, and no budget line is drawn; with a
+    // budget the steps reach (8), the line is there.
+    void offScaleBudgetKeepsTheBarsVisible() {
+        using C = BatchTimelineCell;
+        const auto bar_and_line = [](int budget) {
+            ui::BatchTimelineData d;
+            d.rows = {"a", "b", "c", "d"};
+            d.budget = budget;
+            d.steps = {{{C::Decode, 1}, {C::Decode, 1}, {C::Decode, 1}, {C::Decode, 1}},
+                       {{C::Decode, 1}, {C::Decode, 1}, {}, {}}};
+            ui::BatchTimelineView view;
+            view.resize(600, 240);
+            view.setData(d);
+            const QImage image = view.render();
+            const int x = view.cellRect(0, 0).center().x();
+            int grey = 0, red = 0;
+            for (int y = 0; y < view.cellRect(0, 0).top(); ++y)
+                if (QColor(image.pixel(x, y)) == QColor(0x8C, 0x8C, 0x8C)) ++grey;
+            // Right of the labels (the budget's label is in the line's colour too).
+            for (int y = 0; y < image.height(); ++y)
+                for (int xx = view.cellRect(0, 0).left(); xx < image.width(); ++xx)
+                    if (QColor(image.pixel(xx, y)) == QColor(0xC0, 0x39, 0x2B)) ++red;
+            return std::pair{grey, red};
+        };
+        const auto [tall, no_line] = bar_and_line(512);
+        QVERIFY2(tall >= 20, qPrintable(QString::number(tall)));
+        QCOMPARE(no_line, 0);
+        const auto [half, line] = bar_and_line(8);
+        QVERIFY2(half >= 8 && half < tall, qPrintable(QString::number(half)));  // 4 of 8
+        QVERIFY(line > 0);
+    }
+
     // A real run: 3 prompts, a budget of 8 tokens and a 96-token cache on a tiny model.
     void windowRunsTheEngine() {
         app::BatchDemoWindow w;
