@@ -25,6 +25,12 @@ struct BatchTimelineData {
     int scheduledTokens(int step) const;
     // CSV: step, request, kind, tokens (one line per non-absent cell).
     QString csv() const;
+    // The same cells as JSON: {"budget", "requests": [labels], "steps": [[{"request", "kind",
+    // "tokens"}, ...], ...]} (batch_timeline_export.cpp).
+    QString json() const;
+    // The timeline as an SVG picture for slides: one rectangle per cell in its kind's colour,
+    // the request labels, the step axis and the tokens-per-step bars.
+    QString svg() const;
 };
 
 // The cell colours, shared by the painting and the legend (and the tests).

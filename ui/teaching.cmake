@@ -12,4 +12,5 @@ target_sources(tokenscope_ui PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/step_view.h
   ${CMAKE_CURRENT_LIST_DIR}/step_view.cpp
   ${CMAKE_CURRENT_LIST_DIR}/batch_timeline_view.h
-  ${CMAKE_CURRENT_LIST_DIR}/batch_timeline_view.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/batch_timeline_view.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/batch_timeline_export.cpp)

@@ -92,7 +92,11 @@ ServerTimelineWindow::ServerTimelineWindow(QWidget* parent) : QDialog(parent) {
         s.base_name = QStringLiteral("server-timeline");
         s.image = [this] { return view_->render(); };
         const ui::BatchTimelineData d = view_->data();
-        if (!d.empty()) s.csv = [d] { return d.csv(); };
+        if (!d.empty()) {
+            s.csv = [d] { return d.csv(); };
+            s.json = [d] { return d.json(); };
+            s.svg = [d] { return d.svg(); };
+        }
         return s;
     });
 

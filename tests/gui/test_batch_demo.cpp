@@ -3,12 +3,16 @@
 #include <QAction>
 #include <QApplication>
 #include <QHelpEvent>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QMenuBar>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QToolTip>
+#include <QXmlStreamReader>
 #include <QtTest>
 
 #include "batch_demo_window.h"
@@ -69,6 +73,39 @@ class TestBatchDemo : public QObject {
         QCOMPARE(lines.size(), 1 + 9);  // header + the nine present cells
         QCOMPARE(lines[1], QString("0,1,prefill,8"));
         QVERIFY(lines.contains("3,2,preempted,0"));
+
+        // JSON: the same nine cells, step by step.
+        const QJsonObject json = QJsonDocument::fromJson(d.json().toUtf8()).object();
+        QCOMPARE(json["budget"].toInt(), 8);
+        QCOMPARE(json["requests"].toArray().size(), 3);
+        const QJsonArray steps = json["steps"].toArray();
+        QCOMPARE(steps.size(), 4);
+        int cells = 0;
+        for (const auto& step : steps) cells += step.toArray().size();
+        QCOMPARE(cells, 9);
+        QCOMPARE(steps[2].toArray()[2].toObject()["kind"].toString(), QString("prefill"));
+        QCOMPARE(steps[2].toArray()[2].toObject()["tokens"].toInt(), 7);
+        QCOMPARE(steps[2].toArray()[2].toObject()["request"].toInt(), 3);
+
+        // SVG: well-formed, one rectangle per cell in its kind's colour (4 prefill chunks,
+        // 3 decode tokens, 1 waiting, 1 preempted), one bar per step.
+        QXmlStreamReader svg(d.svg());
+        QMap<QString, int> rects;
+        while (!svg.atEnd()) {
+            if (svg.readNext() != QXmlStreamReader::StartElement || svg.name() != u"rect") continue;
+            const QString kind = svg.attributes().value("class").toString();
+            if (kind.isEmpty()) continue;  // the background
+            ++rects[kind];
+            if (kind == "prefill")
+                QCOMPARE(svg.attributes().value("fill").toString(),
+                         ui::batchKindColor(C::Prefill).name());
+        }
+        QVERIFY2(!svg.hasError(), qPrintable(svg.errorString()));
+        QCOMPARE(rects["prefill"], 4);
+        QCOMPARE(rects["decode"], 3);
+        QCOMPARE(rects["waiting"], 1);
+        QCOMPARE(rects["preempted"], 1);
+        QCOMPARE(rects["bar"], 4);
     }
 
     // A server's budget (512) far above its decode steps (2-4 tokens): the bars are scaled to
