@@ -444,6 +444,8 @@ void MainWindow::build_menus() {
     overlay->setToolTip(tr("Hover a token in the chat to see its attention drawn on the text"));
     connect(overlay, &QAction::toggled, chat_, &ui::ChatView::setAttentionOverlay);
     connect(chat_, &ui::ChatView::attentionOverlayChanged, overlay, &QAction::setChecked);
+    view->addSeparator();
+    build_theme_menu(view);
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help_menu_ = help;

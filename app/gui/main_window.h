@@ -184,6 +184,8 @@ class MainWindow : public QMainWindow {
     void build_remote_menu(QMenu* file);
     void build_quant_lab_menu(QMenu* tools);
     void build_batch_demo_menu(QMenu* tools);
+    // View › Theme (main_window_theme.cpp); applies the remembered theme.
+    void build_theme_menu(QMenu* view);
     void build_serve_menu(QMenu* file);
     // The command line's load options with the File menu's KV type (QSettings "model/kv_type").
     LoadOptions load_options() const;

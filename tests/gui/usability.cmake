@@ -5,3 +5,6 @@ tokenscope_add_qtest(test_window_usability ${CMAKE_CURRENT_SOURCE_DIR}/test_wind
 target_compile_definitions(test_window_usability PRIVATE TOKENSCOPE_APP="$<TARGET_FILE:tokenscope>")
 add_dependencies(test_window_usability tokenscope)
 set_tests_properties(test_window_usability PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+# View › Theme (issue 19): dark, light and the system's palette, judged from grabbed pixels.
+tokenscope_add_qtest(test_themes ${CMAKE_CURRENT_SOURCE_DIR}/test_themes.cpp
+  LIBS tokenscope_app tokenscope_reference LABELS gui)
