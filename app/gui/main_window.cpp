@@ -413,6 +413,7 @@ void MainWindow::build_menus() {
     }
     file->addSeparator();
     file->addAction(tr("&New conversation"), QKeySequence::New, this, &MainWindow::newConversation);
+    build_export_menu(file);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 

@@ -149,6 +149,11 @@ class MainWindow : public QMainWindow {
     void showQuantizationLab();
     // Tools › Batch demo… (main_window_batch.cpp): continuous batching on the current model.
     void showBatchDemo();
+    // Export the conversation on screen (or all of them) to `path`: Markdown for .md, JSON
+    // otherwise; import a JSON export. false and a message box on failure. The menu entries
+    // ask for the path; tests call these directly.
+    bool exportConversationTo(const QString& path, bool all = false);
+    bool importConversationsFrom(const QString& path);
     // Tools › Server timeline…: the live scheduler of the served or connected server.
     void showServerTimeline();
 
@@ -184,6 +189,8 @@ class MainWindow : public QMainWindow {
     void build_remote_menu(QMenu* file);
     void build_quant_lab_menu(QMenu* tools);
     void build_batch_demo_menu(QMenu* tools);
+    // File › Export conversation / Export all / Import (main_window_export.cpp).
+    void build_export_menu(QMenu* file);
     // View › Theme (main_window_theme.cpp); applies the remembered theme.
     void build_theme_menu(QMenu* view);
     void build_serve_menu(QMenu* file);

@@ -9,3 +9,6 @@ tokenscope_add_qtest(test_conversation_store ${CMAKE_CURRENT_LIST_DIR}/test_conv
 target_compile_definitions(test_conversation_store PRIVATE
   TOKENSCOPE_STORE_WRITER="$<TARGET_FILE:tokenscope_store_writer>")
 add_dependencies(test_conversation_store tokenscope_store_writer)
+# Conversations exported as Markdown and JSON and imported back (issue 19).
+tokenscope_add_qtest(test_conversation_export ${CMAKE_CURRENT_LIST_DIR}/test_conversation_export.cpp
+  LIBS tokenscope_app tokenscope_reference LABELS gui)
