@@ -87,11 +87,15 @@ std::unique_ptr<runtime::Engine> InferenceWorker::load_engine(const LoadOptions&
     return runtime::Engine::load(model_path_.toStdString(), engine_options(options));
 }
 
-void InferenceWorker::install_engine(std::unique_ptr<runtime::Engine> engine) {
+void InferenceWorker::install_engine(std::unique_ptr<runtime::Engine> engine,
+                                     const QString& chat_template) {
     set_remote(nullptr);  // a local model ends remote mode
     prompts_.reset();
     engine_ = std::move(engine);
-    prompts_ = std::make_unique<runtime::PromptBuilder>(*engine_, std::nullopt);
+    prompts_ = std::make_unique<runtime::PromptBuilder>(
+        *engine_, chat_template.isEmpty()
+                      ? std::nullopt
+                      : std::optional<std::string>(chat_template.toStdString()));
     cost_ = inspect::model_cost(engine_->file());
     current_conversation_ = -1;
     labels_.clear();
@@ -181,7 +185,7 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
             emit loadCancelled();
             return;
         }
-        install_engine(std::move(engine));
+        install_engine(std::move(engine), used.chat_template);
         options_ = used;
         emit loadProgress(100, tr("Ready"));
         ui::ModelInfoData info =

@@ -42,6 +42,9 @@ struct LoadOptions {
     int kv_capacity_tokens = 4096;
     QString kv_type = "f16";  // f16, f32, q8
     QString device = "auto";  // cpu, cuda, auto (CUDA when a usable GPU is registered and present)
+    // A built-in chat template family (tokenizer/chat_template.h: "chatml", "llama3", …) used
+    // instead of the model's own; empty: the model's own.
+    QString chat_template;
     ui::SpeculationSettings speculation;
 };
 
@@ -178,7 +181,7 @@ class InferenceWorker : public QObject {
     void add_position(std::int32_t token);
     std::unique_ptr<runtime::Engine> load_engine(const LoadOptions& options) const;
     // Makes `engine` the current one (prompt builder, cost numbers, panels).
-    void install_engine(std::unique_ptr<runtime::Engine> engine);
+    void install_engine(std::unique_ptr<runtime::Engine> engine, const QString& chat_template);
 
     std::unique_ptr<runtime::Engine> engine_;
     std::unique_ptr<runtime::PromptBuilder> prompts_;

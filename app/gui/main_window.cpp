@@ -1,4 +1,5 @@
 #include "main_window.h"
+#include "settings_dialog.h"
 #include "shortcuts_dialog.h"
 
 #include <QAction>
@@ -382,8 +383,7 @@ void MainWindow::build_menus() {
     QMenu* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, [this] {
         const QString path = QFileDialog::getOpenFileName(
-            this, tr("Open model"), QString::fromStdString(paths::models_dir().string()),
-            tr("GGUF models (*.gguf);;All files (*)"));
+            this, tr("Open model"), models_folder(), tr("GGUF models (*.gguf);;All files (*)"));
         if (!path.isEmpty()) openModel(path);
     });
     recent_menu_ = file->addMenu(tr("Open &recent"));
@@ -420,6 +420,7 @@ void MainWindow::build_menus() {
     QMenu* edit = menuBar()->addMenu(tr("&Edit"));
     undo_action_ = edit->addAction(tr("&Undo delete"), this, &MainWindow::undoDelete);
     undo_action_->setEnabled(false);
+    build_settings_action(edit);
     QAction* find = edit->addAction(tr("&Find conversation…"), QKeySequence::Find, this, [this] {
         conversations_->searchBox()->setFocus();
         conversations_->searchBox()->selectAll();
@@ -564,8 +565,14 @@ void MainWindow::connect_worker() {
 }
 
 LoadOptions MainWindow::load_options() const {
+    // Edit › Settings… (QSettings) over the command line's values.
     LoadOptions load = options_.load;
-    load.kv_type = QSettings().value("model/kv_type", load.kv_type).toString();
+    const AppSettings settings = current_settings();
+    load.threads = settings.threads;
+    load.kv_capacity_tokens = settings.context;
+    load.kv_type = settings.kv_type;
+    load.device = settings.device;
+    load.chat_template = settings.chat_template;
     return load;
 }
 
@@ -950,7 +957,7 @@ void MainWindow::rebuild_recent_menu() {
 void MainWindow::scan_models_folder() {
     if (models_scanning_) return;
     models_scanning_ = true;
-    const std::filesystem::path dir = paths::models_dir();
+    const std::filesystem::path dir = models_folder().toStdString();
     // Each file is mapped and its metadata validated (a 262k-token vocabulary takes tens of
     // milliseconds): off the GUI thread, the menu fills in when done.
     auto* watcher = new QFutureWatcher<QVector<ModelEntry>>(this);
@@ -985,7 +992,7 @@ void MainWindow::scan_models_folder() {
 
 void MainWindow::rebuild_models_menu() {
     models_menu_->clear();
-    const QString folder = QString::fromStdString(paths::models_dir().string());
+    const QString folder = models_folder();
     if (models_.isEmpty()) {
         QAction* none = models_menu_->addAction(
             models_scanning_ ? tr("Scanning %1…").arg(folder) : tr("No models in %1").arg(folder));

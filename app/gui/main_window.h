@@ -29,6 +29,7 @@
 #include "inference_worker.h"
 #include "message_document.h"
 #include "panel_data.h"
+#include "settings_dialog.h"
 
 class QDockWidget;
 class QLabel;
@@ -58,6 +59,7 @@ namespace tokenscope::app {
 class ModelServer;
 class QuantLabWindow;
 class BatchDemoWindow;
+
 class ServerTimelineWindow;
 struct ServeSettings;
 
@@ -154,6 +156,15 @@ class MainWindow : public QMainWindow {
     // ask for the path; tests call these directly.
     bool exportConversationTo(const QString& path, bool all = false);
     bool importConversationsFrom(const QString& path);
+    // Edit › Settings… (Ctrl+,): the dialog, non-blocking; on OK the settings are saved and,
+    // when a model setting changed, the window offers to reload the model.
+    void showSettings();
+    // QSettings over the command line's defaults (settings_dialog.h).
+    AppSettings current_settings() const;
+    // The folder File › Models lists: Settings' choice, else the default.
+    QString models_folder() const;
+    // The options the next model load uses (Settings over the command line).
+    LoadOptions load_options() const;
     // Tools › Server timeline…: the live scheduler of the served or connected server.
     void showServerTimeline();
 
@@ -189,13 +200,13 @@ class MainWindow : public QMainWindow {
     void build_remote_menu(QMenu* file);
     void build_quant_lab_menu(QMenu* tools);
     void build_batch_demo_menu(QMenu* tools);
+    // Edit › Settings… (main_window_settings.cpp).
+    void build_settings_action(QMenu* edit);
     // File › Export conversation / Export all / Import (main_window_export.cpp).
     void build_export_menu(QMenu* file);
     // View › Theme (main_window_theme.cpp); applies the remembered theme.
     void build_theme_menu(QMenu* view);
     void build_serve_menu(QMenu* file);
-    // The command line's load options with the File menu's KV type (QSettings "model/kv_type").
-    LoadOptions load_options() const;
     void update_serve_actions();
     void apply_remote_mode(const ui::ModelInfoData& info);
     QString attention_placeholder() const;

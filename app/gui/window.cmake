@@ -3,6 +3,8 @@ target_sources(tokenscope_app PRIVATE ${CMAKE_CURRENT_LIST_DIR}/main_window.cpp
   ${CMAKE_CURRENT_LIST_DIR}/main_window_remote.cpp
   ${CMAKE_CURRENT_LIST_DIR}/main_window_serve.cpp
   ${CMAKE_CURRENT_LIST_DIR}/main_window_theme.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/main_window_settings.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/settings_dialog.cpp
   ${CMAKE_CURRENT_LIST_DIR}/theme.cpp)
 
 add_executable(tokenscope ${CMAKE_CURRENT_LIST_DIR}/main.cpp)

@@ -8,3 +8,6 @@ set_tests_properties(test_window_usability PROPERTIES TIMEOUT 900 RUN_SERIAL TRU
 # View › Theme (issue 19): dark, light and the system's palette, judged from grabbed pixels.
 tokenscope_add_qtest(test_themes ${CMAKE_CURRENT_SOURCE_DIR}/test_themes.cpp
   LIBS tokenscope_app tokenscope_reference LABELS gui)
+# Edit › Settings… (issue 19): saved, offered for reload, applied by the reload.
+tokenscope_add_qtest(test_settings ${CMAKE_CURRENT_SOURCE_DIR}/test_settings.cpp
+  LIBS tokenscope_app tokenscope_reference LABELS gui)
