@@ -128,7 +128,10 @@ SettingsDialog::SettingsDialog(const AppSettings& current, const QString& defaul
     });
     folder->addWidget(models_, 1);
     folder->addWidget(browse);
-    form->addRow(tr("&Models folder:"), folder);
+    // A row holding a layout gets a label without a buddy, whose "&" would show: give it one.
+    auto* folder_label = new QLabel(tr("&Models folder:"), this);
+    folder_label->setBuddy(models_);
+    form->addRow(folder_label, folder);
     root->addLayout(form);
 
     auto* note = new QLabel(tr("Threads, context size, KV cache type, device and chat template "
