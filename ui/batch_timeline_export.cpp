@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "batch_timeline_view.h"
+#include "export_actions.h"
 
 namespace tokenscope::ui {
 
@@ -17,6 +18,21 @@ QString escaped(QString text) {
         .replace('"', "&quot;");
 }
 }  // namespace
+
+void BatchTimelineView::installExportMenu(const QString& base_name) {
+    ui::installExportMenu(this, [this, base_name] {
+        ExportSource s;
+        s.base_name = base_name;
+        s.image = [this] { return render(); };
+        const BatchTimelineData d = data_;
+        if (!d.empty()) {
+            s.csv = [d] { return d.csv(); };
+            s.json = [d] { return d.json(); };
+            s.svg = [d] { return d.svg(); };
+        }
+        return s;
+    });
+}
 
 QString BatchTimelineData::json() const {
     QJsonArray step_list;

@@ -51,6 +51,9 @@ class BatchTimelineView : public QWidget {
     // How many steps a view `width` pixels wide shows without scrolling (cells at their
     // narrowest), so that a live timeline can keep its row labels in sight.
     static int stepsThatFit(int width);
+    // Right-click exports: PNG of render(), and the data as CSV, JSON and SVG
+    // (batch_timeline_export.cpp). `base_name`: the suggested file name.
+    void installExportMenu(const QString& base_name);
 
   protected:
     void paintEvent(QPaintEvent* event) override;

@@ -675,6 +675,10 @@ void ChatView::showContextMenu(const QPoint& pos) {
                 doc_->thinkingExpanded(fold) ? tr("Hide reasoning") : tr("Show reasoning"), this,
                 [this, fold] { toggleThinking(fold); });
         menu->addAction(tr("Copy message"), this, [this, message] { copyMessage(message); });
+        const QString code = at < 0 ? QString() : doc_->codeBlockAt(at);
+        if (!code.isEmpty())
+            menu->addAction(tr("Copy code block"), this,
+                            [code] { QGuiApplication::clipboard()->setText(code); });
         const MessageRole role = doc_->message(message).role;
         if (role == MessageRole::User && !generating_)
             menu->addAction(tr("Edit message…"), this, [this, message] { beginEdit(message); });

@@ -106,6 +106,7 @@ QTextBlockFormat MessageDocument::blockFormat(const Entry& entry, bool code) con
     QTextBlockFormat f;
     f.setLineHeight(code ? 100 : 115, QTextBlockFormat::ProportionalHeight);
     if (code) {
+        f.setProperty(kCodeBlockProperty, true);
         f.setBackground(mix(palette_.color(QPalette::Base), palette_.color(QPalette::Text), 0.07));
         f.setLeftMargin(10);
         f.setRightMargin(10);
@@ -682,6 +683,28 @@ QPair<int, int> MessageDocument::tokenRange(TokenRef ref) const {
     const int end =
         ref.token + 1 < e.token_starts.size() ? e.token_starts[ref.token + 1] : e.body_end;
     return {e.token_starts[ref.token], end};
+}
+
+QString MessageDocument::codeBlockAt(int pos) const {
+    const auto is_code = [](const QTextBlock& b) {
+        return b.isValid() && b.blockFormat().boolProperty(kCodeBlockProperty);
+    };
+    QTextBlock block = doc_->findBlock(pos);
+    if (!is_code(block)) return {};
+    QTextBlock first = block, last = block;
+    while (is_code(first.previous())) first = first.previous();
+    while (is_code(last.next())) last = last.next();
+    QStringList lines;
+    for (QTextBlock b = first;; b = b.next()) {
+        lines << b.text();
+        if (b == last) break;
+    }
+    const auto fence = [](const QString& line) {
+        return line.trimmed().startsWith(QLatin1String("```"));
+    };
+    if (!lines.isEmpty() && fence(lines.front())) lines.removeFirst();
+    if (!lines.isEmpty() && fence(lines.back())) lines.removeLast();
+    return lines.join(QLatin1Char('\n'));
 }
 
 QVector<QPair<int, int>> MessageDocument::textRanges(int message, int begin, int end) const {

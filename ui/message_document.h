@@ -107,6 +107,12 @@ class MessageDocument : public QObject {
     // [start, end) of a message's body text.
     QPair<int, int> messageBodyRange(int message) const;
 
+    // --- code blocks (``` fences): each of their blocks carries kCodeBlockProperty
+    static constexpr int kCodeBlockProperty = QTextFormat::UserProperty + 1;
+    // The code of the block around document position `pos` without its fence lines; empty
+    // when `pos` is not in a code block.
+    QString codeBlockAt(int pos) const;
+
     // --- the message text behind the document (overlays that address a message's text)
     // The document ranges that show [begin, end) of message(message).text (UTF-16 offsets);
     // text that is not shown (folded reasoning, think tags) has none. Adjacent ranges merged.

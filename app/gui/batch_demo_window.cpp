@@ -14,7 +14,6 @@
 #include <exception>
 #include <map>
 
-#include "export_actions.h"
 #include "runtime/batch_demo.h"
 #include "runtime/engine.h"
 
@@ -182,18 +181,7 @@ BatchDemoWindow::BatchDemoWindow(QWidget* parent) : QDialog(parent) {
     scroll->setWidget(view_);
     scroll->setWidgetResizable(true);
     root->addWidget(scroll, 1);
-    ui::installExportMenu(view_, [this] {
-        ui::ExportSource s;
-        s.base_name = QStringLiteral("batch-timeline");
-        s.image = [this] { return view_->render(); };
-        const ui::BatchTimelineData d = view_->data();
-        if (!d.empty()) {
-            s.csv = [d] { return d.csv(); };
-            s.json = [d] { return d.json(); };
-            s.svg = [d] { return d.svg(); };
-        }
-        return s;
-    });
+    view_->installExportMenu(QStringLiteral("batch-timeline"));
 
     job_ = new BatchDemoJob;
     job_->moveToThread(&thread_);

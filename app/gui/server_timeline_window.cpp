@@ -9,7 +9,6 @@
 #include <QVBoxLayout>
 
 #include "batch_timeline_view.h"
-#include "export_actions.h"
 #include "remote_engine.h"
 
 namespace tokenscope::app {
@@ -87,18 +86,7 @@ ServerTimelineWindow::ServerTimelineWindow(QWidget* parent) : QDialog(parent) {
     scroll_->setWidgetResizable(true);
     scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     root->addWidget(scroll_, 1);
-    ui::installExportMenu(view_, [this] {
-        ui::ExportSource s;
-        s.base_name = QStringLiteral("server-timeline");
-        s.image = [this] { return view_->render(); };
-        const ui::BatchTimelineData d = view_->data();
-        if (!d.empty()) {
-            s.csv = [d] { return d.csv(); };
-            s.json = [d] { return d.json(); };
-            s.svg = [d] { return d.svg(); };
-        }
-        return s;
-    });
+    view_->installExportMenu(QStringLiteral("server-timeline"));
 
     poller_ = new ServerTimelinePoller;
     poller_->moveToThread(&thread_);

@@ -409,6 +409,29 @@ class TestChatView : public QObject {
         QVERIFY(legend->text().contains(QStringLiteral("accepted guess")));
     }
 
+    // "Copy code block" (the context menu) copies a block's code without its fence lines, for a
+    // plain message and for a streamed reply whose fence came split over tokens; prose around
+    // it is no code block.
+    void codeBlockTextWithoutFences() {
+        ChatView view;
+        view.addMessage(MessageRole::Assistant,
+                        QStringLiteral("Here:\n```python\nx = 1\nprint(x)\n```\nDone."));
+        view.beginAssistantMessage();
+        for (const char* piece : {"Try", ":\n", "``", "`sh", "\nls -l", "\n``", "`\n", "ok"})
+            view.appendToken(makeToken(QString::fromLatin1(piece), 0.5f, 1));
+        view.finishAssistantMessage();
+        QTextDocument* doc = view.messageDocument()->document();
+        const auto at = [&](const QString& text) {
+            return view.messageDocument()->codeBlockAt(doc->find(text).selectionStart());
+        };
+        QCOMPARE(at("print"), QString("x = 1\nprint(x)"));
+        QCOMPARE(at("```python"), QString("x = 1\nprint(x)"));  // on the fence line too
+        QCOMPARE(at("ls -l"), QString("ls -l"));
+        QCOMPARE(at("Done."), QString());
+        QCOMPARE(at("Here"), QString());
+        QCOMPARE(at("ok"), QString());
+    }
+
     void codeBlocksAreMonospace() {
         ChatView view;
         view.addMessage(MessageRole::Assistant,
