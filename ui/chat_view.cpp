@@ -145,6 +145,8 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
             if (message >= 0) toggleThinking(message);
             const int copy = MessageDocument::copyLinkMessage(link);
             if (copy >= 0) copyMessage(copy);
+            const auto [version_of, step] = MessageDocument::versionLink(link);
+            if (version_of >= 0 && !generating_) emit versionRequested(version_of, step);
         },
         Qt::QueuedConnection);
     transcript_->setContextMenuPolicy(Qt::CustomContextMenu);
@@ -267,6 +269,11 @@ void ChatView::setMessages(const QVector<ChatMessage>& messages) {
     follow_ = true;
     scrollToBottom();
     updateButtons();
+}
+
+void ChatView::setMessageVersions(int index, int version, int versions) {
+    flushPendingTokens();
+    doc_->setMessageVersions(index, version, versions);
 }
 
 void ChatView::setMessageNote(int index, const QString& note) {

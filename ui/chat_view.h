@@ -85,6 +85,8 @@ class ChatView : public QWidget {
     int pendingTokenCount() const { return int(pending_.size()); }
     // The dimmed line under a message (an assistant reply's finish reason and speed).
     void setMessageNote(int index, const QString& note);
+    // "‹ version/versions ›" in a reply's note (alternative replies).
+    void setMessageVersions(int index, int version, int versions);
     // True while streamed text keeps the transcript scrolled to the bottom.
     bool isFollowing() const { return follow_; }
 
@@ -159,6 +161,8 @@ class ChatView : public QWidget {
     void colorByProbabilityChanged(bool on);
     void showTokenBoundariesChanged(bool on);
     void attentionOverlayChanged(bool on);
+    // The "‹" / "›" of a reply's versions: show the version `step` (-1 or +1) away.
+    void versionRequested(int message_index, int step);
 
   protected:
     bool eventFilter(QObject* watched, QEvent* event) override;

@@ -40,6 +40,7 @@ QString roleTitle(MessageRole role) {
 // The scheme of a fold header's link; the path is the message index.
 constexpr QLatin1StringView kThinkScheme("tokenscope-think");
 constexpr QLatin1StringView kCopyScheme("tokenscope-copy");
+constexpr QLatin1StringView kVersionScheme("tokenscope-version");
 
 QString tokenCount(int n) {
     return n == 1 ? MessageDocument::tr("1 token") : MessageDocument::tr("%1 tokens").arg(n);
@@ -463,8 +464,22 @@ int MessageDocument::copyLinkMessage(const QUrl& link) {
     return ok ? m : -1;
 }
 
-QPair<int, int> MessageDocument::copyLinkRange(int message) const {
-    const QString href = QString(kCopyScheme) + u':' + QString::number(message);
+QPair<int, int> MessageDocument::versionLink(const QUrl& link) {
+    if (link.scheme() != kVersionScheme) return {-1, 0};
+    const QStringList parts = link.path().split(u':');
+    bool ok_message = false, ok_step = false;
+    const int message = parts.value(0).toInt(&ok_message);
+    const int step = parts.value(1).toInt(&ok_step);
+    if (!ok_message || !ok_step || (step != -1 && step != 1)) return {-1, 0};
+    return {message, step};
+}
+
+QPair<int, int> MessageDocument::versionLinkRange(int message, int step) const {
+    return anchorRange(QString(kVersionScheme) + u':' + QString::number(message) + u':' +
+                       QString::number(step));
+}
+
+QPair<int, int> MessageDocument::anchorRange(const QString& href) const {
     for (QTextBlock b = doc_->begin(); b.isValid(); b = b.next()) {
         for (auto it = b.begin(); !it.atEnd(); ++it) {
             const QTextFragment f = it.fragment();
@@ -473,6 +488,19 @@ QPair<int, int> MessageDocument::copyLinkRange(int message) const {
         }
     }
     return {-1, -1};
+}
+
+void MessageDocument::setMessageVersions(int index, int version, int versions) {
+    if (index < 0 || index >= entries_.size()) return;
+    ChatMessage& m = entries_[index].msg;
+    if (m.version == version && m.versions == versions) return;
+    m.version = version;
+    m.versions = versions;
+    rebuild();
+}
+
+QPair<int, int> MessageDocument::copyLinkRange(int message) const {
+    return anchorRange(QString(kCopyScheme) + u':' + QString::number(message));
 }
 
 QString MessageDocument::copyText(int message) const {
@@ -498,6 +526,29 @@ void MessageDocument::insertNote(QTextCursor& cursor, int index) {
     note.setFontItalic(true);
     note.setForeground(mix(palette_.color(QPalette::Text), palette_.color(QPalette::Base), 0.45));
     cursor.insertBlock(block, note);
+    if (entry.msg.versions > 1) {
+        // "‹ 2/3 ›": the arrows are links to the neighbouring versions (dimmed at the ends).
+        const auto arrow = [&](const QString& glyph, int step, const QString& tip) {
+            const int target = entry.msg.version + step;
+            if (target < 1 || target > entry.msg.versions) {
+                cursor.insertText(glyph, note);
+                return;
+            }
+            QTextCharFormat link = note;
+            link.setFontItalic(false);
+            link.setAnchor(true);
+            link.setAnchorHref(QString(kVersionScheme) + u':' + QString::number(index) + u':' +
+                               QString::number(step));
+            link.setForeground(palette_.color(QPalette::Link));
+            link.setToolTip(tip);
+            cursor.insertText(glyph, link);
+        };
+        arrow(QStringLiteral("\u2039"), -1, tr("Show the previous version of this reply"));
+        cursor.insertText(QStringLiteral(" %1/%2 ").arg(entry.msg.version).arg(entry.msg.versions),
+                          note);
+        arrow(QStringLiteral("\u203A"), +1, tr("Show the next version of this reply"));
+        cursor.insertText(QStringLiteral(" \u00B7 "), note);
+    }
     cursor.insertText(entry.msg.note + QStringLiteral(" \u00B7 "), note);
     // The reply's copy button: a link, so it needs no widget of its own in the transcript.
     QTextCharFormat link = note;

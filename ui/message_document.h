@@ -58,6 +58,10 @@ struct ChatMessage {
     QVector<TokenData> tokens;
     // A dimmed line under the message, outside its body (how a reply ended, its speed).
     QString note;
+    // Alternative replies: this is version `version` of `versions` (0 of 0: the only one); the
+    // note then starts with "‹ 2/3 ›", the arrows links to the neighbouring versions.
+    int version = 0;
+    int versions = 0;
 };
 
 // A token of the transcript: message index and token index inside that message.
@@ -135,6 +139,11 @@ class MessageDocument : public QObject {
     static int thinkingLinkMessage(const QUrl& link);
     // Replies with a note end it with a "Copy" link; the message it copies, -1 for other links.
     static int copyLinkMessage(const QUrl& link);
+    // A "‹" / "›" link of the alternative replies: {message, -1 or +1}; {-1, 0} for other links.
+    static QPair<int, int> versionLink(const QUrl& link);
+    // [start, end) of the "‹" (step -1) or "›" (+1) link of a message; {-1, -1} when none.
+    QPair<int, int> versionLinkRange(int message, int step) const;
+    void setMessageVersions(int index, int version, int versions);
     // [start, end) of a message's "Copy" link; {-1, -1} when it has none.
     QPair<int, int> copyLinkRange(int message) const;
     // What "Copy" puts on the clipboard: a reply's answer without its reasoning and the think
@@ -186,6 +195,8 @@ class MessageDocument : public QObject {
     };
 
     static Entry makeEntry(const ChatMessage& message);
+    // [start, end) of the link to `href`; {-1, -1} when the document has none.
+    QPair<int, int> anchorRange(const QString& href) const;
     int appendEntry(MessageRole role, const QString& text, bool complete);
     // Header, body and note of a message at the cursor (used for the whole document).
     void renderEntry(QTextCursor& cursor, int index, bool complete);

@@ -90,6 +90,27 @@ const QList<Migration>& migrations() {
                  "ALTER TABLE messages ADD COLUMN decode_tokens_per_s REAL NOT NULL DEFAULT 0"),
              QStringLiteral("ALTER TABLE messages ADD COLUMN ttft_ms REAL NOT NULL DEFAULT 0"),
          }},
+        // Alternative replies (Regenerate keeps the one it replaces): the versions of an
+        // assistant message not on screen, and which version the message holds (0: it has
+        // never been regenerated).
+        {3,
+         {
+             QStringLiteral("CREATE TABLE reply_versions ("
+                            " id INTEGER PRIMARY KEY,"
+                            " conversation_id INTEGER NOT NULL"
+                            "   REFERENCES conversations(id) ON DELETE CASCADE,"
+                            " position INTEGER NOT NULL,"
+                            " ordinal INTEGER NOT NULL,"
+                            " content TEXT NOT NULL,"
+                            " complete INTEGER NOT NULL,"
+                            " token_count INTEGER NOT NULL,"
+                            " finish_reason TEXT NOT NULL,"
+                            " decode_tokens_per_s REAL NOT NULL,"
+                            " ttft_ms REAL NOT NULL,"
+                            " trace BLOB,"
+                            " UNIQUE (conversation_id, position, ordinal))"),
+             QStringLiteral("ALTER TABLE messages ADD COLUMN version INTEGER NOT NULL DEFAULT 0"),
+         }},
     };
     return list;
 }
@@ -682,7 +703,9 @@ QList<ConversationSummary> ConversationStore::search(const QString& text) {
 QList<Message> ConversationStore::messages(qint64 conversation_id) {
     QSqlQuery query = prepare(QStringLiteral(
         "SELECT id, conversation_id, position, role, content, complete, token_count, created_at, "
-        "finish_reason, decode_tokens_per_s, ttft_ms "
+        "finish_reason, decode_tokens_per_s, ttft_ms, version, "
+        "(SELECT count(*) FROM reply_versions v WHERE v.conversation_id = messages.conversation_id "
+        "AND v.position = messages.position) "
         "FROM messages WHERE conversation_id = ? ORDER BY position"));
     query.addBindValue(conversation_id);
     run(query, "cannot read the messages");
@@ -701,6 +724,9 @@ QList<Message> ConversationStore::messages(qint64 conversation_id) {
         m.finish_reason = query.value(8).toString();
         m.decode_tokens_per_s = query.value(9).toDouble();
         m.ttft_ms = query.value(10).toDouble();
+        m.version = query.value(11).toInt();
+        const int others = query.value(12).toInt();
+        m.versions = others > 0 ? others + 1 : 0;
         list.append(std::move(m));
     }
     return list;
@@ -823,6 +849,124 @@ void ConversationStore::set_token_trace(qint64 message_id, const QList<TraceToke
     query.addBindValue(message_id);
     query.addBindValue(bytes);
     run(query, "cannot save the token trace");
+    transaction.commit();
+}
+
+// --- alternative replies ---------------------------------------------------------------------
+
+int ConversationStore::keep_reply_version(qint64 message_id) {
+    check_thread();
+    Transaction transaction(*this);
+    const int next = keep_reply_version_in_transaction(message_id);
+    transaction.commit();
+    return next;
+}
+
+int ConversationStore::keep_reply_version_in_transaction(qint64 message_id) {
+    QSqlQuery m = prepare(QStringLiteral(
+        "SELECT conversation_id, position, content, complete, token_count, finish_reason, "
+        "decode_tokens_per_s, ttft_ms, version, "
+        "(SELECT trace FROM message_traces WHERE message_id = messages.id) "
+        "FROM messages WHERE id = ?"));
+    m.addBindValue(message_id);
+    run(m, "cannot read the reply");
+    if (!m.next()) {
+        throw InvalidArgument("conversation database " + path_.string() + ": no message " +
+                              std::to_string(message_id));
+    }
+    const qint64 conversation = m.value(0).toLongLong();
+    const int position = m.value(1).toInt();
+    QSqlQuery top = prepare(QStringLiteral(
+        "SELECT coalesce(max(ordinal), 0) FROM reply_versions WHERE conversation_id = ? AND "
+        "position = ?"));
+    top.addBindValue(conversation);
+    top.addBindValue(position);
+    run(top, "cannot read the reply versions");
+    top.next();
+    const int highest = top.value(0).toInt();
+    // A reply never regenerated is version 1.
+    const int ordinal = m.value(8).toInt() > 0 ? m.value(8).toInt() : highest + 1;
+    QSqlQuery insert = prepare(QStringLiteral(
+        "INSERT INTO reply_versions (conversation_id, position, ordinal, content, complete, "
+        "token_count, finish_reason, decode_tokens_per_s, ttft_ms, trace) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    insert.addBindValue(conversation);
+    insert.addBindValue(position);
+    insert.addBindValue(ordinal);
+    for (int column = 2; column <= 7; ++column) insert.addBindValue(m.value(column));
+    insert.addBindValue(m.value(9));
+    run(insert, "cannot keep the reply version");
+    return std::max(highest, ordinal) + 1;
+}
+
+void ConversationStore::set_reply_version(qint64 message_id, int ordinal) {
+    check_thread();
+    Transaction transaction(*this);
+    require_message(message_id);
+    QSqlQuery query = prepare(QStringLiteral("UPDATE messages SET version = ? WHERE id = ?"));
+    query.addBindValue(ordinal);
+    query.addBindValue(message_id);
+    run(query, "cannot record the reply version");
+    transaction.commit();
+}
+
+void ConversationStore::select_reply_version(qint64 message_id, int ordinal) {
+    check_thread();
+    Transaction transaction(*this);
+    QSqlQuery m = prepare(
+        QStringLiteral("SELECT conversation_id, position, version FROM messages WHERE id = ?"));
+    m.addBindValue(message_id);
+    run(m, "cannot read the reply");
+    if (!m.next()) {
+        throw InvalidArgument("conversation database " + path_.string() + ": no message " +
+                              std::to_string(message_id));
+    }
+    const qint64 conversation = m.value(0).toLongLong();
+    const int position = m.value(1).toInt();
+    if (m.value(2).toInt() == ordinal) return;
+    QSqlQuery v = prepare(QStringLiteral(
+        "SELECT id, content, complete, token_count, finish_reason, decode_tokens_per_s, ttft_ms, "
+        "trace FROM reply_versions WHERE conversation_id = ? AND position = ? AND ordinal = ?"));
+    v.addBindValue(conversation);
+    v.addBindValue(position);
+    v.addBindValue(ordinal);
+    run(v, "cannot read the reply version");
+    if (!v.next()) {
+        throw InvalidArgument("conversation database " + path_.string() + ": message " +
+                              std::to_string(message_id) + " has no version " +
+                              std::to_string(ordinal));
+    }
+    const qint64 version_id = v.value(0).toLongLong();
+    keep_reply_version_in_transaction(message_id);  // the text on screen joins the versions
+    QSqlQuery update = prepare(QStringLiteral(
+        "UPDATE messages SET content = ?, complete = ?, token_count = ?, finish_reason = ?, "
+        "decode_tokens_per_s = ?, ttft_ms = ?, version = ? WHERE id = ?"));
+    for (int column = 1; column <= 6; ++column) update.addBindValue(v.value(column));
+    update.addBindValue(ordinal);
+    update.addBindValue(message_id);
+    run(update, "cannot show the reply version");
+    QSqlQuery trace = prepare(
+        v.value(7).isNull()
+            ? QStringLiteral("DELETE FROM message_traces WHERE message_id = ?")
+            : QStringLiteral(
+                  "INSERT OR REPLACE INTO message_traces (message_id, trace) VALUES (?, ?)"));
+    trace.addBindValue(message_id);
+    if (!v.value(7).isNull()) trace.addBindValue(v.value(7));
+    run(trace, "cannot show the reply version's token trace");
+    QSqlQuery drop = prepare(QStringLiteral("DELETE FROM reply_versions WHERE id = ?"));
+    drop.addBindValue(version_id);
+    run(drop, "cannot update the reply versions");
+    transaction.commit();
+}
+
+void ConversationStore::drop_reply_versions_after(qint64 conversation_id, int position) {
+    check_thread();
+    Transaction transaction(*this);
+    QSqlQuery query = prepare(
+        QStringLiteral("DELETE FROM reply_versions WHERE conversation_id = ? AND position > ?"));
+    query.addBindValue(conversation_id);
+    query.addBindValue(position);
+    run(query, "cannot remove the later reply versions");
     transaction.commit();
 }
 

@@ -76,6 +76,10 @@ struct Message {
     QString finish_reason;
     double decode_tokens_per_s = 0.0;
     double ttft_ms = 0.0;
+    // Alternative replies (schema 3): which version of the reply at this position the message
+    // holds (1-based) and how many there are; both 0 for a reply never regenerated.
+    int version = 0;
+    int versions = 0;
 
     friend bool operator==(const Message&, const Message&) = default;
 };
@@ -122,7 +126,7 @@ QList<TraceToken> decode_token_trace(const QByteArray& bytes);
 
 class ConversationStore {
   public:
-    static constexpr int kSchemaVersion = 2;
+    static constexpr int kSchemaVersion = 3;
 
     // tokenscope::paths::data_dir() / "conversations.sqlite".
     static std::filesystem::path default_path();
@@ -185,6 +189,18 @@ class ConversationStore {
     qint64 append_reply(qint64 conversation_id, const QString& content, bool complete,
                         const ReplyStats& stats);
 
+    // --- alternative replies (conversation_store_versions.cpp) ---
+    // Keeps an assistant message (text, statistics, token trace) among the versions of its
+    // position before Regenerate replaces it. Returns the ordinal the next reply there takes.
+    int keep_reply_version(qint64 message_id);
+    // Marks the message as holding version `ordinal` of its position.
+    void set_reply_version(qint64 message_id, int ordinal);
+    // Shows version `ordinal` in the message's place; the message's present text goes back
+    // among the versions. No-op for the version it already holds.
+    void select_reply_version(qint64 message_id, int ordinal);
+    // Editing an earlier message: the versions of the later positions go with them.
+    void drop_reply_versions_after(qint64 conversation_id, int position);
+
     // --- token traces (optional, one per assistant message) ---
     void set_token_trace(qint64 message_id, const QList<TraceToken>& trace);
     // Empty when none was stored.
@@ -207,6 +223,7 @@ class ConversationStore {
     qint64 insert_message(qint64 conversation_id, Role role, const QString& content, bool complete,
                           const ReplyStats& stats);
     void require_message(qint64 message_id);
+    int keep_reply_version_in_transaction(qint64 message_id);
     [[noreturn]] void fail(const QString& what, const QString& sql_error) const;
 
     std::filesystem::path path_;

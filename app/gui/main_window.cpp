@@ -170,10 +170,12 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     connect(chat_, &ui::ChatView::sendRequested, this, &MainWindow::sendMessage);
     connect(chat_, &ui::ChatView::stopRequested, this, &MainWindow::stopGeneration);
     connect(chat_, &ui::ChatView::regenerateRequested, this, &MainWindow::regenerate);
+    connect(chat_, &ui::ChatView::versionRequested, this, &MainWindow::showReplyVersion);
     connect(chat_, &ui::ChatView::editRequested, this, [this](int index, const QString& text) {
         if (generating_ || conversation_ < 0) return;
         // Editing message `index` drops it and everything after; the engine keeps the shared
         // prefix of the cache and prefills the rest.
+        store_->drop_reply_versions_after(conversation_, index - 1);
         store_->truncate_after(conversation_, index - 1);
         store_->append_message(conversation_, Role::User, text, true);
         selectConversation(conversation_);
@@ -649,6 +651,8 @@ QVector<ui::ChatMessage> MainWindow::load_messages(qint64 conversation) {
         message.role = ui_role(m.role);
         message.text = m.content;
         if (m.role == Role::Assistant) {
+            message.version = m.version;
+            message.versions = m.versions;
             try {
                 QString joined;
                 QVector<ui::TokenData> tokens = tokens_of(m.id);
@@ -859,10 +863,35 @@ void MainWindow::regenerate() {
     if (generating_ || conversation_ < 0) return;
     const QList<Message> messages = store_->messages(conversation_);
     if (messages.isEmpty()) return;
-    if (messages.last().role == Role::Assistant)
+    if (messages.last().role == Role::Assistant) {
+        // The reply being replaced stays, as a version the new one can be switched back to;
+        // its token trace must be in the database first.
+        trace_writer_->flush();
+        regenerated_version_ = store_->keep_reply_version(messages.last().id);
         store_->truncate_after(conversation_, messages.last().position - 1);
+    }
     selectConversation(conversation_);
     start_generation();
+}
+
+void MainWindow::showReplyVersion(int message_index, int step) {
+    if (generating_ || conversation_ < 0) return;
+    const QList<Message> messages = store_->messages(conversation_);
+    if (message_index < 0 || message_index >= messages.size()) return;
+    const Message& m = messages[message_index];
+    const int target = m.version + step;
+    if (m.role != Role::Assistant || target < 1 || target > m.versions) return;
+    trace_writer_->flush();  // the trace on screen goes with the version it belongs to
+    try {
+        store_->select_reply_version(m.id, target);
+    } catch (const std::exception& e) {
+        show_error(tr("Cannot show that version"), QString::fromUtf8(e.what()));
+        return;
+    }
+    pending_traces_.remove(m.id);  // the id now holds another reply's text
+    // The engine keeps the conversation's cached prefix: the next message reuses it up to the
+    // point where the shown reply differs.
+    selectConversation(conversation_);
 }
 
 void MainWindow::on_generation_finished(qint64 conversation, const QString& text,
@@ -873,12 +902,14 @@ void MainWindow::on_generation_finished(qint64 conversation, const QString& text
     step_queued_ = false;
     chat_->flushPendingTokens();
     // The answer is committed now, complete or (after Stop) partial, with its token trace.
+    const int version = regenerated_version_;  // a regenerated reply is the newest version
     save_answer(conversation, text, reason, complete);
     if (conversation == conversation_ && answer_shown_) {
         chat_->finishAssistantMessage();
         chat_->setMessageNote(chat_->messageCount() - 1,
                               replyNote(reason, static_cast<int>(answer_tokens_.size()),
                                         last_metrics_.decode_tokens_per_s, last_metrics_.ttft_ms));
+        if (version > 0) chat_->setMessageVersions(chat_->messageCount() - 1, version, version);
     }
     answer_shown_ = false;
     chat_->setGenerating(false);
@@ -897,6 +928,11 @@ qint64 MainWindow::save_answer(qint64 conversation, const QString& text, const Q
         conversation, text, complete,
         {reason, tokens, last_metrics_.decode_tokens_per_s, last_metrics_.ttft_ms});
     if (!answer_tokens_.isEmpty()) write_trace(id, answer_tokens_);
+    if (regenerated_version_ > 0) {
+        // The newest version of its position: "‹ n/n ›".
+        store_->set_reply_version(id, regenerated_version_);
+        regenerated_version_ = 0;
+    }
     return id;
 }
 

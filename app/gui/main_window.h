@@ -165,6 +165,9 @@ class MainWindow : public QMainWindow {
     QString models_folder() const;
     // The options the next model load uses (Settings over the command line).
     LoadOptions load_options() const;
+    // Shows the version `step` (-1 / +1) away of the reply at `message_index` (the "‹ ›" of
+    // alternative replies).
+    void showReplyVersion(int message_index, int step);
     // Tools › Server timeline…: the live scheduler of the served or connected server.
     void showServerTimeline();
 
@@ -275,6 +278,7 @@ class MainWindow : public QMainWindow {
     ui::SamplingSettings settings_;
     qint64 conversation_ = -1;             // the conversation shown
     qint64 generating_conversation_ = -1;  // the conversation being (or last) generated
+    int regenerated_version_ = 0;          // the version number the reply being regenerated gets
     QString answer_text_;  // what has streamed so far, saved if the window closes mid-answer
     QVector<ui::TokenData> answer_tokens_;  // the streamed tokens: the trace saved with the answer
     bool answer_shown_ = false;             // the streaming answer is in the chat view

@@ -182,7 +182,8 @@ class TestConversationStore : public QObject {
         store.append_message(keep, Role::User, QStringLiteral("k"));
         store.append_message(gone, Role::User, QStringLiteral("g1"));
         const qint64 answer = store.append_message(gone, Role::Assistant, QStringLiteral("g2"));
-        store.set_token_trace(answer, {TraceToken{1, QStringLiteral("g2"), 0.5f, -0.7f, {}, {}, 0}});
+        store.set_token_trace(answer,
+                              {TraceToken{1, QStringLiteral("g2"), 0.5f, -0.7f, {}, {}, 0}});
 
         store.delete_conversation(gone);
         QVERIFY(!store.conversation(gone));
@@ -535,6 +536,70 @@ class TestConversationStore : public QObject {
         QVERIFY2(error.contains(QStringLiteral("version 9")), qPrintable(error));
     }
 
+    // Alternative replies: each regenerated reply keeps the one it replaced as a version;
+    // selecting a version swaps text, statistics and token trace with the message, numbering
+    // stays 1..n, a bad version number changes nothing, editing an earlier message drops them,
+    // and all of it survives reopening the file.
+    void replyVersions() {
+        const auto path = fresh_path();
+        ConversationStore store(path);
+        const qint64 c = store.create_conversation("versions");
+        store.append_message(c, Role::User, "Question");
+        const qint64 a = store.append_reply(c, "Answer A", true, {"eos", 2, 10.0, 5.0});
+        TraceToken t;
+        t.id = 5;
+        t.text = "Answer A";
+        t.probability = 0.5f;
+        store.set_token_trace(a, {t});
+        QCOMPARE(store.messages(c).last().versions, 0);  // never regenerated
+
+        QCOMPARE(store.keep_reply_version(a), 2);
+        store.truncate_after(c, 0);
+        const qint64 b = store.append_reply(c, "Answer B", true, {"max_tokens", 3, 20.0, 6.0});
+        store.set_reply_version(b, 2);
+        QCOMPARE(store.keep_reply_version(b), 3);
+        store.truncate_after(c, 0);
+        const qint64 d = store.append_reply(c, "Answer C", false, {"cancelled", 1, 0.0, 7.0});
+        store.set_reply_version(d, 3);
+        Message m = store.messages(c).last();
+        QCOMPARE(m.content, QString("Answer C"));
+        QCOMPARE(m.version, 3);
+        QCOMPARE(m.versions, 3);
+
+        store.select_reply_version(d, 1);
+        m = store.messages(c).last();
+        QCOMPARE(m.id, d);  // the same message, showing version 1
+        QCOMPARE(m.content, QString("Answer A"));
+        QCOMPARE(m.finish_reason, QString("eos"));
+        QCOMPARE(m.token_count, 2);
+        QVERIFY(m.complete);
+        QCOMPARE(m.version, 1);
+        QCOMPARE(m.versions, 3);
+        QCOMPARE(store.token_trace(d), QList<TraceToken>{t});
+        store.select_reply_version(d, 3);
+        m = store.messages(c).last();
+        QCOMPARE(m.content, QString("Answer C"));
+        QVERIFY(!m.complete);
+        QVERIFY(store.token_trace(d).isEmpty());  // C had no trace
+        store.select_reply_version(d, 2);
+        QCOMPARE(store.messages(c).last().content, QString("Answer B"));
+        QVERIFY(error_of<tokenscope::InvalidArgument>([&] {
+                    store.select_reply_version(d, 9);
+                }).contains("no version 9"));
+        QCOMPARE(store.messages(c).last().content, QString("Answer B"));
+        QCOMPARE(store.messages(c).last().versions, 3);
+
+        {
+            ConversationStore reopened(path);
+            const Message again = reopened.messages(c).last();
+            QCOMPARE(again.content, QString("Answer B"));
+            QCOMPARE(again.version, 2);
+            QCOMPARE(again.versions, 3);
+        }
+        store.drop_reply_versions_after(c, 0);
+        QCOMPARE(store.messages(c).last().versions, 0);
+    }
+
     void replyStatsRoundTrip() {
         ConversationStore store(fresh_path());
         const qint64 c = store.create_conversation(QStringLiteral("stats"), QString());
@@ -602,7 +667,11 @@ class TestConversationStore : public QObject {
         store.set_reply_stats(1, {QStringLiteral("eos"), 3, 10.0, 5.0});
         QCOMPARE(store.messages(1)[0].finish_reason, QStringLiteral("eos"));
         RawDb raw(QString::fromStdString(path.string()));
-        QCOMPARE(raw.scalar(QStringLiteral("SELECT version FROM schema_version")).toInt(), 2);
+        QCOMPARE(raw.scalar(QStringLiteral("SELECT version FROM schema_version")).toInt(),
+                 ConversationStore::kSchemaVersion);
+        // Schema 3: the message reads as never regenerated.
+        QCOMPARE(store.messages(1)[0].version, 0);
+        QCOMPARE(store.messages(1)[0].versions, 0);
     }
 
     void instancesOnOtherThreads() {

@@ -183,6 +183,53 @@ class TestMainWindow : public QObject {
                  qPrintable(chat->attentionLegendText()));
     }
 
+    // Alternative replies: two regenerations keep three versions, "‹ 3/3 ›" under the reply;
+    // the arrows switch between them (text and token trace), and a restart shows the chosen one.
+    void alternativeRepliesSwitch() {
+        const auto store_path = fresh_store();
+        QStringList texts;
+        {
+            auto w = open_window(store_path);
+            QVERIFY(w->modelReady());
+            QSignalSpy done(w.get(), &MainWindow::generationDone);
+            w->sendMessage("Pick a word");
+            QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 60000);
+            ui::ChatView* chat = w->chatView();
+            texts << chat->message(1).text;
+            for (int i = 2; i <= 3; ++i) {
+                w->regenerate();
+                QTRY_VERIFY_WITH_TIMEOUT(done.count() == i, 60000);
+                texts << chat->message(1).text;
+            }
+            QCOMPARE(chat->messageCount(), 2);
+            QCOMPARE(chat->message(1).version, 3);
+            QCOMPARE(chat->message(1).versions, 3);
+            const ui::MessageDocument* doc = chat->messageDocument();
+            const QString plain = doc->document()->toPlainText();
+            QVERIFY2(plain.contains(QString::fromUtf8("\u2039 3/3 \u203A")), qPrintable(plain));
+            QVERIFY(doc->versionLinkRange(1, -1).first >= 0);  // back is a link
+            QCOMPARE(doc->versionLinkRange(1, +1).first, -1);  // nothing newer
+            emit chat->versionRequested(1, -1);
+            QCOMPARE(chat->message(1).text, texts[1]);
+            QCOMPARE(chat->message(1).version, 2);
+            emit chat->versionRequested(1, -1);
+            QCOMPARE(chat->message(1).text, texts[0]);
+            // The first version's tokens came back with it (inspectable, spelling its text).
+            QString joined;
+            for (const auto& t : chat->message(1).tokens) joined += t.text;
+            QVERIFY(!chat->message(1).tokens.isEmpty());
+            QCOMPARE(joined, texts[0]);
+            emit chat->versionRequested(1, -1);  // already the first: nothing happens
+            QCOMPARE(chat->message(1).version, 1);
+            emit chat->versionRequested(1, +1);
+            QCOMPARE(chat->message(1).text, texts[1]);
+        }
+        auto again = open_window(store_path);
+        QCOMPARE(again->chatView()->message(1).text, texts[1]);
+        QCOMPARE(again->chatView()->message(1).version, 2);
+        QCOMPARE(again->chatView()->message(1).versions, 3);
+    }
+
     void badModelShowsTheEngineMessage() {
         auto w = open_window(fresh_store());
         QVERIFY(w->modelReady());
