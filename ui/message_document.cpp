@@ -536,6 +536,7 @@ void MessageDocument::insertNote(QTextCursor& cursor, int index) {
             }
             QTextCharFormat link = note;
             link.setFontItalic(false);
+            link.setFontWeight(QFont::Bold);
             link.setAnchor(true);
             link.setAnchorHref(QString(kVersionScheme) + u':' + QString::number(index) + u':' +
                                QString::number(step));
@@ -543,10 +544,11 @@ void MessageDocument::insertNote(QTextCursor& cursor, int index) {
             link.setToolTip(tip);
             cursor.insertText(glyph, link);
         };
-        arrow(QStringLiteral("\u2039"), -1, tr("Show the previous version of this reply"));
-        cursor.insertText(QStringLiteral(" %1/%2 ").arg(entry.msg.version).arg(entry.msg.versions),
+        // Padded inside the links: a lone glyph of the note's small font is hard to hit.
+        arrow(QStringLiteral(" \u2039 "), -1, tr("Show the previous version of this reply"));
+        cursor.insertText(QStringLiteral("%1/%2").arg(entry.msg.version).arg(entry.msg.versions),
                           note);
-        arrow(QStringLiteral("\u203A"), +1, tr("Show the next version of this reply"));
+        arrow(QStringLiteral(" \u203A "), +1, tr("Show the next version of this reply"));
         cursor.insertText(QStringLiteral(" \u00B7 "), note);
     }
     cursor.insertText(entry.msg.note + QStringLiteral(" \u00B7 "), note);
