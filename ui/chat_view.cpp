@@ -1,6 +1,7 @@
 #include "chat_view.h"
 
 #include "chat_attention_overlay.h"
+#include "markdown_highlighter.h"
 
 #include <QAbstractTextDocumentLayout>
 #include <QAction>
@@ -132,6 +133,8 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
     doc_->document()->setDefaultFont(font());
     doc_->setPalette(palette());
     transcript_->setDocument(doc_->document());
+    markdown_ = new MarkdownHighlighter(doc_->document());
+    markdown_->setPalette(palette());
     transcript_->setOpenLinks(false);
     transcript_->setPlaceholderText(tr("Start a conversation below."));
     // Links: the fold headers of reasoning sections and the replies' Copy links. Queued,
@@ -437,6 +440,15 @@ void ChatView::setColorByProbability(bool on) {
     emit colorByProbabilityChanged(on);
 }
 
+void ChatView::setRenderMarkdown(bool on) {
+    if (markdown_on_ == on) return;
+    markdown_on_ = on;
+    // Detached, the highlighter's formats leave the layout: the plain text as streamed.
+    markdown_->setDocument(on ? doc_->document() : nullptr);
+    if (on) markdown_->setPalette(palette());
+    emit renderMarkdownChanged(on);
+}
+
 void ChatView::setShowTokenBoundaries(bool on) {
     if (boundary_toggle_->isChecked() != on) boundary_toggle_->setChecked(on);
     if (doc_->showTokenBoundaries() == on) return;
@@ -646,6 +658,7 @@ void ChatView::changeEvent(QEvent* event) {
         flushPendingTokens();
         doc_->document()->setDefaultFont(font());
         doc_->setPalette(palette());
+        if (markdown_on_) markdown_->setPalette(palette());
         if (event->type() == QEvent::FontChange)
             attention_legend_->setFixedHeight(2 * attention_legend_->fontMetrics().lineSpacing() +
                                               2);

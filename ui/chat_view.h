@@ -49,6 +49,7 @@ class QVBoxLayout;
 namespace tokenscope::ui {
 
 class ChatAttentionOverlay;
+class MarkdownHighlighter;
 
 // The message input: Enter submits, Shift+Enter inserts a newline, Esc cancels.
 class ChatInput : public QPlainTextEdit {
@@ -106,6 +107,8 @@ class ChatView : public QWidget {
     QString tokenToolTip(TokenRef ref) const;
 
     bool colorByProbability() const;
+    // Markdown styled in place (markdown_highlighter.h); on by default.
+    bool renderMarkdown() const { return markdown_on_; }
     bool showTokenBoundaries() const;
     bool isGenerating() const { return generating_; }
     // Index of the message being edited in the input box, or -1.
@@ -132,6 +135,7 @@ class ChatView : public QWidget {
     void setGenerating(bool generating);
     void setColorByProbability(bool on);
     void setShowTokenBoundaries(bool on);
+    void setRenderMarkdown(bool on);
     // Shows the legend of the accepted-guess underline (while speculative decoding is on).
     void setSpeculationLegendVisible(bool visible);
     // Loads a user message into the input box for editing; Enter emits editRequested().
@@ -161,6 +165,7 @@ class ChatView : public QWidget {
     void colorByProbabilityChanged(bool on);
     void showTokenBoundariesChanged(bool on);
     void attentionOverlayChanged(bool on);
+    void renderMarkdownChanged(bool on);
     // The "‹" / "›" of a reply's versions: show the version `step` (-1 or +1) away.
     void versionRequested(int message_index, int step);
 
@@ -191,6 +196,8 @@ class ChatView : public QWidget {
     QCheckBox* attention_toggle_ = nullptr;
     QLabel* attention_legend_ = nullptr;
     std::unique_ptr<ChatAttentionOverlay> overlay_;
+    MarkdownHighlighter* markdown_ = nullptr;
+    bool markdown_on_ = true;
     int attention_doc_pos_ = -1;
     int attention_position_ = -1;
     bool attention_dirty_ = true;

@@ -219,6 +219,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
         chat_->setColorByProbability(
             view_settings.value("view/color_by_probability", false).toBool());
         chat_->setShowTokenBoundaries(view_settings.value("view/token_boundaries", false).toBool());
+        chat_->setRenderMarkdown(view_settings.value("view/markdown", true).toBool());
+        connect(chat_, &ui::ChatView::renderMarkdownChanged, this,
+                [](bool on) { QSettings().setValue("view/markdown", on); });
         connect(chat_, &ui::ChatView::colorByProbabilityChanged, this,
                 [](bool on) { QSettings().setValue("view/color_by_probability", on); });
         connect(chat_, &ui::ChatView::showTokenBoundariesChanged, this,
@@ -442,6 +445,11 @@ void MainWindow::build_menus() {
     boundaries->setCheckable(true);
     connect(boundaries, &QAction::toggled, chat_, &ui::ChatView::setShowTokenBoundaries);
     connect(chat_, &ui::ChatView::showTokenBoundariesChanged, boundaries, &QAction::setChecked);
+    QAction* markdown = view->addAction(tr("Render &markdown"));
+    markdown->setCheckable(true);
+    markdown->setChecked(chat_->renderMarkdown());
+    connect(markdown, &QAction::toggled, chat_, &ui::ChatView::setRenderMarkdown);
+    connect(chat_, &ui::ChatView::renderMarkdownChanged, markdown, &QAction::setChecked);
     QAction* overlay = view->addAction(tr("Attention on hover"));
     overlay->setCheckable(true);
     overlay->setShortcut(QKeySequence(tr("Ctrl+Shift+A")));

@@ -10,3 +10,5 @@ tokenscope_add_qtest(test_conversation_list ${CMAKE_CURRENT_SOURCE_DIR}/test_con
 set_tests_properties(test_chat_view PROPERTIES RUN_SERIAL TRUE)
 # The chat's attention overlay: positions to message text, and drawing a hovered token's row.
 tokenscope_add_qtest(test_chat_attention ${CMAKE_CURRENT_SOURCE_DIR}/test_chat_attention.cpp LIBS tokenscope::ui LABELS ui)
+# Markdown styled in place in the chat (issue 19).
+tokenscope_add_qtest(test_markdown ${CMAKE_CURRENT_SOURCE_DIR}/test_markdown.cpp LIBS tokenscope::ui LABELS ui)

@@ -1,0 +1,134 @@
+// Markdown in the chat (issue 19), styled in place by MarkdownHighlighter: each construct gets
+// its look at the characters it covers, markers are dimmed but kept (the document's text is
+// the reply as written, so token positions stay exact), code blocks are highlighted by the
+// language of their fence, snake_case is not italic, and the view can turn it off.
+#include <QApplication>
+#include <QTest>
+#include <QTextBlock>
+#include <QTextDocument>
+#include <QTextLayout>
+
+#include "chat_view.h"
+#include "markdown_highlighter.h"
+#include "message_document.h"
+
+using namespace tokenscope::ui;
+
+namespace {
+
+const QString kReply = QStringLiteral(
+    "# Title\n"
+    "Some **bold** and *it* and `code` text.\n"
+    "- item one\n"
+    "> a quote\n"
+    "See [docs](http://example.org) here.\n"
+    "```python\n"
+    "def f(x):  # the comment\n"
+    "    return \"str\" + 42\n"
+    "```\n"
+    "after_word_with_underscores and 2 * 3 * 4");
+
+// The highlighter's format at the first character of `text` (+ offset) in the document.
+QTextCharFormat formatAt(QTextDocument* doc, const QString& text, int offset = 0) {
+    const QTextCursor found = doc->find(text);
+    if (found.isNull()) return {};
+    const int pos = found.selectionStart() + offset;
+    const QTextBlock block = doc->findBlock(pos);
+    const int in_block = pos - block.position();
+    for (const QTextLayout::FormatRange& r : block.layout()->formats())
+        if (in_block >= r.start && in_block < r.start + r.length) return r.format;
+    return {};
+}
+
+}  // namespace
+
+class TestMarkdown : public QObject {
+    Q_OBJECT
+
+  private slots:
+    void constructsGetTheirLook() {
+        MessageDocument doc;
+        doc.addMessage(MessageRole::Assistant, kReply);
+        MarkdownHighlighter h(doc.document());
+        QTextDocument* d = doc.document();
+        const QPalette palette;
+        const QColor text = palette.color(QPalette::Text);
+
+        // The text is the reply as written, markers included.
+        QVERIFY(d->toPlainText().contains("Some **bold** and *it* and `code` text."));
+
+        QCOMPARE(formatAt(d, "bold").fontWeight(), int(QFont::Bold));
+        const QColor marker = formatAt(d, "**bold").foreground().color();
+        QVERIFY(marker.isValid() && marker != text);  // dimmed
+        QVERIFY(formatAt(d, "it*").fontItalic());
+        QVERIFY(formatAt(d, "code`").fontFixedPitch());
+        QCOMPARE(formatAt(d, "`code").foreground().color(), marker);
+        QCOMPARE(formatAt(d, "Title").fontWeight(), int(QFont::Bold));
+        QVERIFY(formatAt(d, "Title").fontPointSize() > d->defaultFont().pointSizeF());
+        QCOMPARE(formatAt(d, "# Title").foreground().color(), marker);
+        QCOMPARE(formatAt(d, "- item").fontWeight(), int(QFont::Bold));
+        QVERIFY(formatAt(d, "a quote").fontItalic());
+        QVERIFY(formatAt(d, "docs").fontUnderline());
+        QCOMPARE(formatAt(d, "(http").foreground().color(), marker);
+
+        // Python: keyword, comment, string, number.
+        const QTextCharFormat def = formatAt(d, "def f");
+        QVERIFY(def.foreground().color() != text && def.fontWeight() > QFont::Normal);
+        QVERIFY(formatAt(d, "# the comment").fontItalic());
+        const QColor string = formatAt(d, "\"str\"").foreground().color();
+        const QColor number = formatAt(d, "42").foreground().color();
+        QVERIFY(string.isValid() && number.isValid() && string != number && string != text);
+        QCOMPARE(formatAt(d, "```python").foreground().color(), marker);
+        QVERIFY(!formatAt(d, "x):").hasProperty(QTextFormat::ForegroundBrush));  // plain
+
+        // snake_case and arithmetic are not emphasis.
+        QVERIFY(!formatAt(d, "word_with", 5).fontItalic());
+        QVERIFY(!formatAt(d, "3 * 4").fontItalic());
+
+        // Dark palette: the colours follow.
+        QPalette dark;
+        dark.setColor(QPalette::Base, QColor(0x1E, 0x1E, 0x21));
+        dark.setColor(QPalette::Text, QColor(0xE6, 0xE6, 0xE6));
+        const QColor light_keyword = def.foreground().color();
+        h.setPalette(dark);
+        QVERIFY(formatAt(d, "def f").foreground().color() != light_keyword);
+    }
+
+    void fenceLanguages() {
+        QCOMPARE(MarkdownHighlighter::languageOf("```python"),
+                 MarkdownHighlighter::languageOf("```py"));
+        QVERIFY(MarkdownHighlighter::languageOf("```cpp") > 0);
+        QVERIFY(MarkdownHighlighter::languageOf("```ts") > 0);
+        QCOMPARE(MarkdownHighlighter::languageOf("```"), 0);
+        QCOMPARE(MarkdownHighlighter::languageOf("```brainfuck"), 0);
+    }
+
+    // Streamed token by token into the chat it is styled too; View's toggle turns it off.
+    void chatViewStreamsAndToggles() {
+        ChatView view;
+        view.resize(600, 400);
+        view.beginAssistantMessage();
+        for (const char* piece : {"Use", " **", "care", "**", " with", " `", "rm", "`", "."}) {
+            TokenData t;
+            t.text = QString::fromLatin1(piece);
+            t.probability = 0.5f;
+            view.appendToken(t);
+        }
+        view.finishAssistantMessage();
+        QApplication::processEvents();
+        QTextDocument* d = view.messageDocument()->document();
+        QCOMPARE(formatAt(d, "care").fontWeight(), int(QFont::Bold));
+        QVERIFY(formatAt(d, "rm`").fontFixedPitch());
+        // Token positions: "care" is still token 2, where the document says.
+        const auto range = view.messageDocument()->tokenRange({0, 2});
+        QCOMPARE(d->toPlainText().mid(range.first, range.second - range.first), QString("care"));
+        QVERIFY(view.renderMarkdown());
+        view.setRenderMarkdown(false);
+        QCOMPARE(formatAt(d, "care").fontWeight(), int(QFont::Normal));
+        view.setRenderMarkdown(true);
+        QCOMPARE(formatAt(d, "care").fontWeight(), int(QFont::Bold));
+    }
+};
+
+QTEST_MAIN(TestMarkdown)
+#include "test_markdown.moc"
