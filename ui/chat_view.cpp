@@ -523,6 +523,18 @@ void ChatView::copyMessage(int message_index) {
     QGuiApplication::clipboard()->setText(doc_->copyText(message_index));
 }
 
+void ChatView::copyMessageAsPlainText(int message_index) {
+    if (message_index < 0 || message_index >= doc_->messageCount()) return;
+    flushPendingTokens();
+    QGuiApplication::clipboard()->setText(markdownToPlainText(doc_->copyText(message_index)));
+}
+
+QString ChatView::markdownToPlainText(const QString& markdown) {
+    QTextDocument parsed;
+    parsed.setMarkdown(markdown, QTextDocument::MarkdownDialectGitHub);
+    return parsed.toPlainText().trimmed();
+}
+
 // The viewport rectangle of document positions [start, end) on the line of `start`.
 QRect ChatView::rangeRect(int start, int end) const {
     if (start < 0 || start >= end) return {};
@@ -695,6 +707,8 @@ void ChatView::showContextMenu(const QPoint& pos) {
                 doc_->thinkingExpanded(fold) ? tr("Hide reasoning") : tr("Show reasoning"), this,
                 [this, fold] { toggleThinking(fold); });
         menu->addAction(tr("Copy message"), this, [this, message] { copyMessage(message); });
+        menu->addAction(tr("Copy as plain text"), this,
+                        [this, message] { copyMessageAsPlainText(message); });
         const QString code = at < 0 ? QString() : doc_->codeBlockAt(at);
         if (!code.isEmpty())
             menu->addAction(tr("Copy code block"), this,

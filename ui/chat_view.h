@@ -145,6 +145,10 @@ class ChatView : public QWidget {
     void toggleThinking(int message_index);
     // Puts a message on the clipboard: a reply without its reasoning (MessageDocument::copyText).
     void copyMessage(int message_index);
+    // The same with the markdown rendered away (Qt's markdown reader, md4c): "**bold**" as
+    // "bold", list markers as the list's text, code without its fences.
+    void copyMessageAsPlainText(int message_index);
+    static QString markdownToPlainText(const QString& markdown);
     // "Attention on hover": hovering a token (or moving the text cursor onto it) draws its
     // attention over the earlier text, from the data setAttentionData() last gave.
     void setAttentionOverlay(bool on);

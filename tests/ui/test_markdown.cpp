@@ -3,6 +3,7 @@
 // the reply as written, so token positions stay exact), code blocks are highlighted by the
 // language of their fence, snake_case is not italic, and the view can turn it off.
 #include <QApplication>
+#include <QClipboard>
 #include <QTest>
 #include <QTextBlock>
 #include <QTextDocument>
@@ -92,6 +93,20 @@ class TestMarkdown : public QObject {
         const QColor light_keyword = def.foreground().color();
         h.setPalette(dark);
         QVERIFY(formatAt(d, "def f").foreground().color() != light_keyword);
+    }
+
+    // "Copy as plain text": Qt's own markdown reader (md4c) takes the marks away.
+    void plainTextCopy() {
+        const QString plain = ChatView::markdownToPlainText(
+            "# Title\nSome **bold** and `code`.\n\n- one\n- two\n\n```python\nx = 1\n```");
+        QVERIFY2(plain.contains("Some bold and code."), qPrintable(plain));
+        QVERIFY(plain.startsWith("Title"));
+        QVERIFY(plain.contains("x = 1"));
+        QVERIFY(!plain.contains("**") && !plain.contains("```") && !plain.contains("# "));
+        ChatView view;
+        view.addMessage(MessageRole::Assistant, "It is **fine**.");
+        view.copyMessageAsPlainText(0);
+        QCOMPARE(QGuiApplication::clipboard()->text(), QString("It is fine."));
     }
 
     void fenceLanguages() {
