@@ -39,6 +39,16 @@ QJsonArray candidates_json(const QList<TraceCandidate>& list) {
     return out;
 }
 
+QJsonObject trace_token_json(const TraceToken& t) {
+    return {{"id", t.id},
+            {"text", t.text},
+            {"probability", double(t.probability)},
+            {"logprob", double(t.logprob)},
+            {"origin", int(t.origin)},
+            {"before", candidates_json(t.before)},
+            {"after", candidates_json(t.after)}};
+}
+
 QJsonObject conversation_json(ConversationStore& store, qint64 id) {
     const auto c = store.conversation(id);
     if (!c) return {};
@@ -53,15 +63,27 @@ QJsonObject conversation_json(ConversationStore& store, qint64 id) {
             o["decode_tokens_per_s"] = m.decode_tokens_per_s;
             o["ttft_ms"] = m.ttft_ms;
             QJsonArray trace;
-            for (const TraceToken& t : store.token_trace(m.id))
-                trace.append(QJsonObject{{"id", t.id},
-                                         {"text", t.text},
-                                         {"probability", double(t.probability)},
-                                         {"logprob", double(t.logprob)},
-                                         {"origin", int(t.origin)},
-                                         {"before", candidates_json(t.before)},
-                                         {"after", candidates_json(t.after)}});
+            for (const TraceToken& t : store.token_trace(m.id)) trace.append(trace_token_json(t));
             if (!trace.isEmpty()) o["trace"] = trace;
+            if (m.versions > 0) {
+                // Alternative replies: which one this is, and the others as they were kept.
+                o["version"] = m.version;
+                QJsonArray others;
+                for (const ReplyVersion& v : store.reply_versions(id, m.position)) {
+                    QJsonObject ov{{"version", v.ordinal},
+                                   {"content", v.content},
+                                   {"complete", v.complete},
+                                   {"token_count", v.token_count},
+                                   {"finish_reason", v.finish_reason},
+                                   {"decode_tokens_per_s", v.decode_tokens_per_s},
+                                   {"ttft_ms", v.ttft_ms}};
+                    QJsonArray vt;
+                    for (const TraceToken& t : v.trace) vt.append(trace_token_json(t));
+                    if (!vt.isEmpty()) ov["trace"] = vt;
+                    others.append(ov);
+                }
+                o["other_versions"] = others;
+            }
         }
         messages.append(o);
     }
@@ -80,6 +102,7 @@ struct Imported {
     struct Entry {
         Message message;
         QList<TraceToken> trace;
+        QList<ReplyVersion> others;  // alternative replies
     };
     QList<Entry> messages;
 };
@@ -143,12 +166,42 @@ class Reader {
             !number(o, "ttft_ms", at, out.message.ttft_ms))
             return false;
         out.message.token_count = int(tokens);
-        const QJsonValue trace = o.value("trace");
+        if (!trace(o.value("trace"), at + ".trace", out.trace)) return false;
+        double version = 0;
+        if (!number(o, "version", at, version)) return false;
+        out.message.version = int(version);
+        const QJsonValue others = o.value("other_versions");
+        if (others.isUndefined()) return true;
+        if (!others.isArray()) return fail(at + ".other_versions", tr("must be a list"));
+        const QJsonArray versions = others.toArray();
+        for (int i = 0; i < versions.size(); ++i) {
+            const QString here = QStringLiteral("%1.other_versions[%2]").arg(at).arg(i);
+            if (!versions[i].isObject()) return fail(here, tr("must be an object"));
+            const QJsonObject vo = versions[i].toObject();
+            ReplyVersion kept;
+            double ordinal = 0, count = 0;
+            if (!number(vo, "version", here, ordinal) ||
+                !string(vo, "content", here, kept.content, true) ||
+                !number(vo, "token_count", here, count) ||
+                !string(vo, "finish_reason", here, kept.finish_reason, false) ||
+                !number(vo, "decode_tokens_per_s", here, kept.decode_tokens_per_s) ||
+                !number(vo, "ttft_ms", here, kept.ttft_ms) ||
+                !trace(vo.value("trace"), here + ".trace", kept.trace))
+                return false;
+            if (ordinal < 1) return fail(here + ".version", tr("must be 1 or more"));
+            kept.ordinal = int(ordinal);
+            kept.token_count = int(count);
+            kept.complete = vo.value("complete").toBool(true);
+            out.others.push_back(kept);
+        }
+        return true;
+    }
+    bool trace(const QJsonValue& trace, const QString& at, QList<TraceToken>& out) {
         if (trace.isUndefined()) return true;
-        if (!trace.isArray()) return fail(at + ".trace", tr("must be a list"));
+        if (!trace.isArray()) return fail(at, tr("must be a list"));
         const QJsonArray list = trace.toArray();
         for (int i = 0; i < list.size(); ++i) {
-            const QString here = QStringLiteral("%1.trace[%2]").arg(at).arg(i);
+            const QString here = QStringLiteral("%1[%2]").arg(at).arg(i);
             if (!list[i].isObject()) return fail(here, tr("must be an object"));
             const QJsonObject t = list[i].toObject();
             TraceToken token;
@@ -163,7 +216,7 @@ class Reader {
             token.probability = float(p);
             token.logprob = float(lp);
             token.origin = quint8(origin);
-            out.trace.push_back(token);
+            out.push_back(token);
         }
         return true;
     }
@@ -270,7 +323,8 @@ ImportResult import_conversations_json(ConversationStore& store, const QByteArra
     for (const Imported& c : imported) {
         const qint64 id = store.create_conversation(
             c.conversation.title, c.conversation.system_prompt, c.conversation.model_path);
-        for (const auto& e : c.messages) {
+        for (int position = 0; position < c.messages.size(); ++position) {
+            const Imported::Entry& e = c.messages[position];
             const Message& m = e.message;
             const qint64 message_id =
                 store.append_message(id, m.role, m.content, m.complete, m.token_count);
@@ -278,6 +332,8 @@ ImportResult import_conversations_json(ConversationStore& store, const QByteArra
                 store.set_reply_stats(
                     message_id, {m.finish_reason, m.token_count, m.decode_tokens_per_s, m.ttft_ms});
             if (!e.trace.isEmpty()) store.set_token_trace(message_id, e.trace);
+            if (m.version > 0) store.set_reply_version(message_id, m.version);
+            for (const ReplyVersion& v : e.others) store.add_reply_version(id, position, v);
         }
         result.conversations.push_back(id);
     }

@@ -13,7 +13,9 @@
 //                    "decode_tokens_per_s", "ttft_ms",
 //                    "trace": [{"id", "text", "probability", "logprob", "origin",
 //                               "before": [{"id", "piece", "probability", "logit"}], "after":
-//                               [...]}]}]}]}
+//                               [...]}],
+//                    "version", "other_versions": [{"version", "content", ..., "trace"}]}]}]}
+// (the last two only for a regenerated reply: the versions Regenerate kept).
 // Import checks the whole file before writing anything, and an error names the place
 // ("conversations[0].messages[3].role: 'robot' is not system, user or assistant").
 #include <QByteArray>

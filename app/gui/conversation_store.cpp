@@ -565,13 +565,17 @@ void ConversationStore::touch(qint64 conversation_id, qint64 now_ms) {
     }
 }
 
+void ConversationStore::no_message(qint64 message_id) const {
+    throw InvalidArgument("conversation database " + path_.string() + ": no message " +
+                          std::to_string(message_id));
+}
+
 void ConversationStore::require_message(qint64 message_id) {
     QSqlQuery query = prepare(QStringLiteral("SELECT 1 FROM messages WHERE id = ?"));
     query.addBindValue(message_id);
     run(query, "cannot read the message");
     if (!query.next()) {
-        throw InvalidArgument("conversation database " + path_.string() + ": no message " +
-                              std::to_string(message_id));
+        no_message(message_id);
     }
 }
 
@@ -871,8 +875,7 @@ int ConversationStore::keep_reply_version_in_transaction(qint64 message_id) {
     m.addBindValue(message_id);
     run(m, "cannot read the reply");
     if (!m.next()) {
-        throw InvalidArgument("conversation database " + path_.string() + ": no message " +
-                              std::to_string(message_id));
+        no_message(message_id);
     }
     const qint64 conversation = m.value(0).toLongLong();
     const int position = m.value(1).toInt();
@@ -918,8 +921,7 @@ void ConversationStore::select_reply_version(qint64 message_id, int ordinal) {
     m.addBindValue(message_id);
     run(m, "cannot read the reply");
     if (!m.next()) {
-        throw InvalidArgument("conversation database " + path_.string() + ": no message " +
-                              std::to_string(message_id));
+        no_message(message_id);
     }
     const qint64 conversation = m.value(0).toLongLong();
     const int position = m.value(1).toInt();
@@ -956,6 +958,53 @@ void ConversationStore::select_reply_version(qint64 message_id, int ordinal) {
     QSqlQuery drop = prepare(QStringLiteral("DELETE FROM reply_versions WHERE id = ?"));
     drop.addBindValue(version_id);
     run(drop, "cannot update the reply versions");
+    transaction.commit();
+}
+
+QList<ReplyVersion> ConversationStore::reply_versions(qint64 conversation_id, int position) {
+    QSqlQuery query = prepare(QStringLiteral(
+        "SELECT ordinal, content, complete, token_count, finish_reason, decode_tokens_per_s, "
+        "ttft_ms, trace FROM reply_versions WHERE conversation_id = ? AND position = ? "
+        "ORDER BY ordinal"));
+    query.addBindValue(conversation_id);
+    query.addBindValue(position);
+    run(query, "cannot read the reply versions");
+    QList<ReplyVersion> list;
+    while (query.next()) {
+        ReplyVersion v;
+        v.ordinal = query.value(0).toInt();
+        v.content = query.value(1).toString();
+        v.complete = query.value(2).toInt() != 0;
+        v.token_count = query.value(3).toInt();
+        v.finish_reason = query.value(4).toString();
+        v.decode_tokens_per_s = query.value(5).toDouble();
+        v.ttft_ms = query.value(6).toDouble();
+        if (!query.value(7).isNull()) v.trace = decode_token_trace(query.value(7).toByteArray());
+        list.append(std::move(v));
+    }
+    return list;
+}
+
+void ConversationStore::add_reply_version(qint64 conversation_id, int position,
+                                          const ReplyVersion& version) {
+    check_thread();
+    Transaction transaction(*this);
+    QSqlQuery insert = prepare(QStringLiteral(
+        "INSERT INTO reply_versions (conversation_id, position, ordinal, content, complete, "
+        "token_count, finish_reason, decode_tokens_per_s, ttft_ms, trace) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    insert.addBindValue(conversation_id);
+    insert.addBindValue(position);
+    insert.addBindValue(version.ordinal);
+    insert.addBindValue(not_null(version.content));
+    insert.addBindValue(version.complete ? 1 : 0);
+    insert.addBindValue(version.token_count);
+    insert.addBindValue(not_null(version.finish_reason));
+    insert.addBindValue(version.decode_tokens_per_s);
+    insert.addBindValue(version.ttft_ms);
+    insert.addBindValue(version.trace.isEmpty() ? QVariant(QMetaType(QMetaType::QByteArray))
+                                                : QVariant(encode_token_trace(version.trace)));
+    run(insert, "cannot add the reply version");
     transaction.commit();
 }
 

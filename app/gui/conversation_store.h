@@ -119,6 +119,19 @@ struct TraceToken {
     friend bool operator==(const TraceToken&, const TraceToken&) = default;
 };
 
+// A version of an assistant reply that is not the one its message shows (alternative
+// replies): what keep_reply_version() kept.
+struct ReplyVersion {
+    int ordinal = 0;  // 1-based, the "2" of "2/3"
+    QString content;
+    bool complete = true;
+    int token_count = 0;
+    QString finish_reason;
+    double decode_tokens_per_s = 0.0;
+    double ttft_ms = 0.0;
+    QList<TraceToken> trace;
+};
+
 // Versioned, little-endian BLOB encoding of a trace. decode throws tokenscope::FormatError on
 // bytes it did not write (a damaged row must not take the window down).
 QByteArray encode_token_trace(const QList<TraceToken>& trace);
@@ -200,6 +213,10 @@ class ConversationStore {
     void select_reply_version(qint64 message_id, int ordinal);
     // Editing an earlier message: the versions of the later positions go with them.
     void drop_reply_versions_after(qint64 conversation_id, int position);
+    // The versions kept at a position (not the one on show), by ordinal.
+    QList<ReplyVersion> reply_versions(qint64 conversation_id, int position);
+    // Import: a version as it was exported.
+    void add_reply_version(qint64 conversation_id, int position, const ReplyVersion& version);
 
     // --- token traces (optional, one per assistant message) ---
     void set_token_trace(qint64 message_id, const QList<TraceToken>& trace);
@@ -224,6 +241,7 @@ class ConversationStore {
                           const ReplyStats& stats);
     void require_message(qint64 message_id);
     int keep_reply_version_in_transaction(qint64 message_id);
+    [[noreturn]] void no_message(qint64 message_id) const;
     [[noreturn]] void fail(const QString& what, const QString& sql_error) const;
 
     std::filesystem::path path_;

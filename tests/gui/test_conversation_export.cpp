@@ -53,7 +53,13 @@ class TestConversationExport : public QObject {
             store.append_reply(id, "Hello ```code```", true, {"eos", 2, 41.5, 120.25});
         store.set_token_trace(reply, sample_trace());
         store.append_message(id, Role::User, "And again — ünïcödé 🙂");
-        store.append_reply(id, "Hel", false, {"cancelled", 1, 0.0, 80.0});
+        // Regenerated once: version 1 (with its trace) kept, version 2 on show.
+        const qint64 first = store.append_reply(id, "First try", true, {"eos", 2, 12.0, 9.0});
+        store.set_token_trace(first, sample_trace());
+        const int next = store.keep_reply_version(first);
+        store.truncate_after(id, 2);
+        const qint64 second = store.append_reply(id, "Hel", false, {"cancelled", 1, 0.0, 80.0});
+        store.set_reply_version(second, next);
         return id;
     }
 
@@ -88,6 +94,15 @@ class TestConversationExport : public QObject {
             QCOMPARE(b.token_trace(mb[i].id), a.token_trace(ma[i].id));
         }
         QCOMPARE(b.token_trace(mb[1].id), sample_trace());  // floats exact through JSON
+        // The regenerated reply: shown version 2 of 2, and version 1 with its trace.
+        QCOMPARE(mb[3].version, 2);
+        QCOMPARE(mb[3].versions, 2);
+        const QList<ReplyVersion> kept = b.reply_versions(r.conversations[0], 3);
+        QCOMPARE(kept.size(), 1);
+        QCOMPARE(kept[0].ordinal, 1);
+        QCOMPARE(kept[0].content, QString("First try"));
+        QCOMPARE(kept[0].finish_reason, QString("eos"));
+        QCOMPARE(kept[0].trace, sample_trace());
         // Exporting the import gives the same conversations (timestamps aside).
         const QByteArray again = conversations_json(b, r.conversations);
         const auto strip = [](QByteArray j) {
