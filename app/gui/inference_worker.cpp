@@ -304,7 +304,15 @@ int InferenceWorker::step_reply() {
             emit tokenGenerated(r.conversation, token);
             metrics.token_ms.push_back(e.timings.token_ms / in_step);
         } else if (!e.text.empty()) {
-            r.text += QString::fromStdString(e.text);
+            // Text released with no token of its own (the end of a reply: held-back text of a
+            // possible stop string, a character's last bytes as U+FFFD). The chat shows it as a
+            // piece with no token id, so that what is shown is what is saved.
+            ui::TokenData tail;
+            tail.id = -1;
+            tail.text = QString::fromStdString(e.text);
+            tail.probability = 1.0f;
+            r.text += tail.text;
+            emit tokenGenerated(r.conversation, tail);
         }
         metrics.ttft_ms = e.timings.prefill_ms;
         metrics.prompt_tokens = e.timings.prompt_tokens;

@@ -548,7 +548,7 @@ void MainWindow::connect_worker() {
                 chat_->appendToken(token);
                 // The panels follow the newest token the user can see: a stop token (no text) is
                 // not one, and would show its 100 % step after every reply.
-                if (token.text.isEmpty()) return;
+                if (token.text.isEmpty() || token.id < 0) return;
                 latest_token_ = token;
                 if (!token_panels_timer_->isActive()) token_panels_timer_->start();
             });
@@ -915,7 +915,7 @@ void MainWindow::on_generation_finished(qint64 conversation, const QString& text
     if (conversation == conversation_ && answer_shown_) {
         chat_->finishAssistantMessage();
         chat_->setMessageNote(chat_->messageCount() - 1,
-                              replyNote(reason, static_cast<int>(answer_tokens_.size()),
+                              replyNote(reason, generated_tokens(),
                                         last_metrics_.decode_tokens_per_s, last_metrics_.ttft_ms));
         if (version > 0) chat_->setMessageVersions(chat_->messageCount() - 1, version, version);
     }
@@ -931,7 +931,7 @@ void MainWindow::on_generation_finished(qint64 conversation, const QString& text
 qint64 MainWindow::save_answer(qint64 conversation, const QString& text, const QString& reason,
                                bool complete) {
     if (conversation < 0 || !store_->conversation(conversation)) return -1;  // deleted meanwhile
-    const int tokens = static_cast<int>(answer_tokens_.size());
+    const int tokens = generated_tokens();
     const qint64 id = store_->append_reply(
         conversation, text, complete,
         {reason, tokens, last_metrics_.decode_tokens_per_s, last_metrics_.ttft_ms});
@@ -942,6 +942,12 @@ qint64 MainWindow::save_answer(qint64 conversation, const QString& text, const Q
         regenerated_version_ = 0;
     }
     return id;
+}
+
+int MainWindow::generated_tokens() const {
+    // Pieces with no token id (text released at the end of a reply) are not tokens.
+    return static_cast<int>(std::count_if(answer_tokens_.begin(), answer_tokens_.end(),
+                                          [](const ui::TokenData& t) { return t.id >= 0; }));
 }
 
 void MainWindow::write_trace(qint64 message_id, const QVector<ui::TokenData>& tokens) {

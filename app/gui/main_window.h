@@ -278,7 +278,9 @@ class MainWindow : public QMainWindow {
     ui::SamplingSettings settings_;
     qint64 conversation_ = -1;             // the conversation shown
     qint64 generating_conversation_ = -1;  // the conversation being (or last) generated
-    int regenerated_version_ = 0;          // the version number the reply being regenerated gets
+    int regenerated_version_ = 0;
+    int generated_tokens() const;  // of the reply streaming (answer_tokens_ with a token id) // the
+                                   // version number the reply being regenerated gets
     QString answer_text_;  // what has streamed so far, saved if the window closes mid-answer
     QVector<ui::TokenData> answer_tokens_;  // the streamed tokens: the trace saved with the answer
     bool answer_shown_ = false;             // the streaming answer is in the chat view
