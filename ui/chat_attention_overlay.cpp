@@ -69,17 +69,19 @@ const AttentionTextMap& ChatAttentionOverlay::map(const MessageDocument& doc) {
     return map_;
 }
 
-ChatAttentionOverlay::View ChatAttentionOverlay::at(const MessageDocument& doc, int doc_pos,
-                                                    const QColor& tint, const QColor& focus) {
-    View view;
-    view.legend = idleLegend();
-    if (!hasData() || doc_pos < 0) return view;
+int ChatAttentionOverlay::positionAt(const MessageDocument& doc, int doc_pos) {
+    if (!hasData() || doc_pos < 0) return -1;
     int message = -1;
     const int offset = doc.textOffsetAt(doc_pos, &message);
-    if (offset < 0) return view;
+    return offset < 0 ? -1 : map(doc).positionAt(message, offset);
+}
+
+ChatAttentionOverlay::View ChatAttentionOverlay::viewOf(const MessageDocument& doc, int q,
+                                                        const QColor& tint, const QColor& focus) {
+    View view;
+    view.legend = idleLegend();
+    if (!hasData() || q < 0) return view;
     const AttentionTextMap& m = map(doc);
-    const int q = m.positionAt(message, offset);
-    if (q < 0) return view;
     view.position = q;
 
     const auto add = [&](int position, const QTextCharFormat& format) {

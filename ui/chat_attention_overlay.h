@@ -10,8 +10,9 @@
 // Tints: one hue, its alpha proportional to the weight divided by the largest weight on shown
 // text (over a long context even the strongest weight is small, and much of it often sits on a
 // template token, an "attention sink"; a student should still see where the head looks in the
-// text); weights under 2 % of that, and beyond the 600 strongest, are not drawn. Attention to text the chat does not show (template markers, BOS, the system prompt)
-// cannot be drawn on it, so the legend states its share.
+// text); weights under 2 % of that, and beyond the 600 strongest, are not drawn. Attention to text
+// the chat does not show (template markers, BOS, the system prompt) cannot be drawn on it, so the
+// legend states its share.
 #include <QColor>
 #include <QList>
 #include <QString>
@@ -39,11 +40,13 @@ class ChatAttentionOverlay {
     void setData(const AttentionData& data);
     void clear();
     bool hasData() const { return !data_.rows.isEmpty(); }
-    const AttentionData& data() const { return data_; }
 
-    // The overlay for the character at document position `doc_pos`; `tint` is the hue of the
-    // key tints, `focus` the background of the hovered token.
-    View at(const MessageDocument& doc, int doc_pos, const QColor& tint, const QColor& focus);
+    // The context position of the token at document position `doc_pos`; -1 when none (cheap:
+    // the mouse asks on every move).
+    int positionAt(const MessageDocument& doc, int doc_pos);
+    // The overlay for position `q` (-1: none, the idle legend); `tint` is the hue of the key
+    // tints, `focus` the background of the hovered token.
+    View viewOf(const MessageDocument& doc, int q, const QColor& tint, const QColor& focus);
     // What the legend says while nothing is hovered.
     QString idleLegend() const;
     // The tint of a key whose weight is `relative` times the row's largest.

@@ -75,10 +75,12 @@ void ChatView::clearAttentionData() {
 
 void ChatView::showAttentionAt(int doc_pos) {
     attention_doc_pos_ = doc_pos;
+    const int q = attentionOverlay() ? overlay_->positionAt(*doc_, doc_pos) : -1;
+    // Moving within one token (most mouse moves) changes nothing: no row to sort, no repaint.
+    if (q == attention_position_ && !attention_dirty_) return;
     ChatAttentionOverlay::View view;
-    if (attentionOverlay()) view = overlay_->at(*doc_, doc_pos, kKeyHue, kFocus);
+    if (attentionOverlay()) view = overlay_->viewOf(*doc_, q, kKeyHue, kFocus);
     attention_legend_->setText(view.legend);
-    if (view.position == attention_position_ && !attention_dirty_) return;
     attention_position_ = view.position;
     attention_dirty_ = false;
     transcript_->setExtraSelections(view.selections);

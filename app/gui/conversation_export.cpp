@@ -49,42 +49,42 @@ QJsonObject trace_token_json(const TraceToken& t) {
             {"after", candidates_json(t.after)}};
 }
 
+// A reply's fields, for the message on show and for its other versions alike.
+QJsonObject reply_json(const ReplyVersion& r) {
+    QJsonObject o{{"content", r.content},
+                  {"complete", r.complete},
+                  {"token_count", r.token_count},
+                  {"finish_reason", r.finish_reason},
+                  {"decode_tokens_per_s", r.decode_tokens_per_s},
+                  {"ttft_ms", r.ttft_ms}};
+    if (r.ordinal > 0) o["version"] = r.ordinal;
+    QJsonArray trace;
+    for (const TraceToken& t : r.trace) trace.append(trace_token_json(t));
+    if (!trace.isEmpty()) o["trace"] = trace;
+    return o;
+}
+
 QJsonObject conversation_json(ConversationStore& store, qint64 id) {
     const auto c = store.conversation(id);
     if (!c) return {};
     QJsonArray messages;
     for (const Message& m : store.messages(id)) {
-        QJsonObject o{{"role", role_name(m.role)},
-                      {"content", m.content},
-                      {"complete", m.complete},
-                      {"token_count", m.token_count}};
+        QJsonObject o;
         if (m.role == Role::Assistant) {
-            o["finish_reason"] = m.finish_reason;
-            o["decode_tokens_per_s"] = m.decode_tokens_per_s;
-            o["ttft_ms"] = m.ttft_ms;
-            QJsonArray trace;
-            for (const TraceToken& t : store.token_trace(m.id)) trace.append(trace_token_json(t));
-            if (!trace.isEmpty()) o["trace"] = trace;
+            o = reply_json({m.version, m.content, m.complete, m.token_count, m.finish_reason,
+                            m.decode_tokens_per_s, m.ttft_ms, store.token_trace(m.id)});
             if (m.versions > 0) {
-                // Alternative replies: which one this is, and the others as they were kept.
-                o["version"] = m.version;
+                // Alternative replies: the others as they were kept ("version" says which one
+                // this is).
                 QJsonArray others;
-                for (const ReplyVersion& v : store.reply_versions(id, m.position)) {
-                    QJsonObject ov{{"version", v.ordinal},
-                                   {"content", v.content},
-                                   {"complete", v.complete},
-                                   {"token_count", v.token_count},
-                                   {"finish_reason", v.finish_reason},
-                                   {"decode_tokens_per_s", v.decode_tokens_per_s},
-                                   {"ttft_ms", v.ttft_ms}};
-                    QJsonArray vt;
-                    for (const TraceToken& t : v.trace) vt.append(trace_token_json(t));
-                    if (!vt.isEmpty()) ov["trace"] = vt;
-                    others.append(ov);
-                }
+                for (const ReplyVersion& v : store.reply_versions(id, m.position))
+                    others.append(reply_json(v));
                 o["other_versions"] = others;
             }
+        } else {
+            o = {{"content", m.content}, {"complete", m.complete}, {"token_count", m.token_count}};
         }
+        o["role"] = role_name(m.role);
         messages.append(o);
     }
     return {{"title", c->title},
@@ -154,22 +154,16 @@ class Reader {
         const auto r = role_from_name(role);
         if (!r) return fail(at + ".role", tr("'%1' is not system, user or assistant").arg(role));
         out.message.role = *r;
-        if (!string(o, "content", at, out.message.content, true)) return false;
-        const QJsonValue complete = o.value("complete");
-        if (!complete.isUndefined() && !complete.isBool())
-            return fail(at + ".complete", tr("must be true or false"));
-        out.message.complete = complete.toBool(true);
-        double tokens = 0;
-        if (!number(o, "token_count", at, tokens) ||
-            !string(o, "finish_reason", at, out.message.finish_reason, false) ||
-            !number(o, "decode_tokens_per_s", at, out.message.decode_tokens_per_s) ||
-            !number(o, "ttft_ms", at, out.message.ttft_ms))
-            return false;
-        out.message.token_count = int(tokens);
-        if (!trace(o.value("trace"), at + ".trace", out.trace)) return false;
-        double version = 0;
-        if (!number(o, "version", at, version)) return false;
-        out.message.version = int(version);
+        ReplyVersion shown;
+        if (!reply(o, at, shown)) return false;
+        out.message.content = shown.content;
+        out.message.complete = shown.complete;
+        out.message.token_count = shown.token_count;
+        out.message.finish_reason = shown.finish_reason;
+        out.message.decode_tokens_per_s = shown.decode_tokens_per_s;
+        out.message.ttft_ms = shown.ttft_ms;
+        out.message.version = shown.ordinal;
+        out.trace = shown.trace;
         const QJsonValue others = o.value("other_versions");
         if (others.isUndefined()) return true;
         if (!others.isArray()) return fail(at + ".other_versions", tr("must be a list"));
@@ -177,23 +171,30 @@ class Reader {
         for (int i = 0; i < versions.size(); ++i) {
             const QString here = QStringLiteral("%1.other_versions[%2]").arg(at).arg(i);
             if (!versions[i].isObject()) return fail(here, tr("must be an object"));
-            const QJsonObject vo = versions[i].toObject();
             ReplyVersion kept;
-            double ordinal = 0, count = 0;
-            if (!number(vo, "version", here, ordinal) ||
-                !string(vo, "content", here, kept.content, true) ||
-                !number(vo, "token_count", here, count) ||
-                !string(vo, "finish_reason", here, kept.finish_reason, false) ||
-                !number(vo, "decode_tokens_per_s", here, kept.decode_tokens_per_s) ||
-                !number(vo, "ttft_ms", here, kept.ttft_ms) ||
-                !trace(vo.value("trace"), here + ".trace", kept.trace))
-                return false;
-            if (ordinal < 1) return fail(here + ".version", tr("must be 1 or more"));
-            kept.ordinal = int(ordinal);
-            kept.token_count = int(count);
-            kept.complete = vo.value("complete").toBool(true);
+            if (!reply(versions[i].toObject(), here, kept)) return false;
+            if (kept.ordinal < 1) return fail(here + ".version", tr("must be 1 or more"));
             out.others.push_back(kept);
         }
+        return true;
+    }
+    // The fields reply_json() writes: content (required), complete, token_count, finish_reason,
+    // speeds, version and trace.
+    bool reply(const QJsonObject& o, const QString& at, ReplyVersion& out) {
+        if (!string(o, "content", at, out.content, true)) return false;
+        const QJsonValue complete = o.value("complete");
+        if (!complete.isUndefined() && !complete.isBool())
+            return fail(at + ".complete", tr("must be true or false"));
+        out.complete = complete.toBool(true);
+        double tokens = 0, version = 0;
+        if (!number(o, "token_count", at, tokens) ||
+            !string(o, "finish_reason", at, out.finish_reason, false) ||
+            !number(o, "decode_tokens_per_s", at, out.decode_tokens_per_s) ||
+            !number(o, "ttft_ms", at, out.ttft_ms) || !number(o, "version", at, version) ||
+            !trace(o.value("trace"), at + ".trace", out.trace))
+            return false;
+        out.token_count = int(tokens);
+        out.ordinal = int(version);
         return true;
     }
     bool trace(const QJsonValue& trace, const QString& at, QList<TraceToken>& out) {

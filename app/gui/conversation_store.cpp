@@ -866,38 +866,37 @@ int ConversationStore::keep_reply_version(qint64 message_id) {
     return next;
 }
 
-int ConversationStore::keep_reply_version_in_transaction(qint64 message_id) {
-    QSqlQuery m = prepare(QStringLiteral(
-        "SELECT conversation_id, position, content, complete, token_count, finish_reason, "
-        "decode_tokens_per_s, ttft_ms, version, "
-        "(SELECT trace FROM message_traces WHERE message_id = messages.id) "
-        "FROM messages WHERE id = ?"));
+ConversationStore::ReplySlot ConversationStore::reply_slot(qint64 message_id) {
+    QSqlQuery m = prepare(
+        QStringLiteral("SELECT conversation_id, position, version FROM messages WHERE id = ?"));
     m.addBindValue(message_id);
     run(m, "cannot read the reply");
-    if (!m.next()) {
-        no_message(message_id);
-    }
-    const qint64 conversation = m.value(0).toLongLong();
-    const int position = m.value(1).toInt();
+    if (!m.next()) no_message(message_id);
+    return {m.value(0).toLongLong(), m.value(1).toInt(), m.value(2).toInt()};
+}
+
+int ConversationStore::keep_reply_version_in_transaction(qint64 message_id) {
+    const ReplySlot slot = reply_slot(message_id);
     QSqlQuery top = prepare(QStringLiteral(
         "SELECT coalesce(max(ordinal), 0) FROM reply_versions WHERE conversation_id = ? AND "
         "position = ?"));
-    top.addBindValue(conversation);
-    top.addBindValue(position);
+    top.addBindValue(slot.conversation);
+    top.addBindValue(slot.position);
     run(top, "cannot read the reply versions");
     top.next();
     const int highest = top.value(0).toInt();
     // A reply never regenerated is version 1.
-    const int ordinal = m.value(8).toInt() > 0 ? m.value(8).toInt() : highest + 1;
+    const int ordinal = slot.version > 0 ? slot.version : highest + 1;
+    // Copied inside SQLite: the text and the trace BLOB never pass through this process.
     QSqlQuery insert = prepare(QStringLiteral(
         "INSERT INTO reply_versions (conversation_id, position, ordinal, content, complete, "
         "token_count, finish_reason, decode_tokens_per_s, ttft_ms, trace) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    insert.addBindValue(conversation);
-    insert.addBindValue(position);
+        "SELECT conversation_id, position, ?, content, complete, token_count, finish_reason, "
+        "decode_tokens_per_s, ttft_ms, "
+        "(SELECT trace FROM message_traces WHERE message_id = messages.id) "
+        "FROM messages WHERE id = ?"));
     insert.addBindValue(ordinal);
-    for (int column = 2; column <= 7; ++column) insert.addBindValue(m.value(column));
-    insert.addBindValue(m.value(9));
+    insert.addBindValue(message_id);
     run(insert, "cannot keep the reply version");
     return std::max(highest, ordinal) + 1;
 }
@@ -916,16 +915,10 @@ void ConversationStore::set_reply_version(qint64 message_id, int ordinal) {
 void ConversationStore::select_reply_version(qint64 message_id, int ordinal) {
     check_thread();
     Transaction transaction(*this);
-    QSqlQuery m = prepare(
-        QStringLiteral("SELECT conversation_id, position, version FROM messages WHERE id = ?"));
-    m.addBindValue(message_id);
-    run(m, "cannot read the reply");
-    if (!m.next()) {
-        no_message(message_id);
-    }
-    const qint64 conversation = m.value(0).toLongLong();
-    const int position = m.value(1).toInt();
-    if (m.value(2).toInt() == ordinal) return;
+    const ReplySlot slot = reply_slot(message_id);
+    const qint64 conversation = slot.conversation;
+    const int position = slot.position;
+    if (slot.version == ordinal) return;
     QSqlQuery v = prepare(QStringLiteral(
         "SELECT id, content, complete, token_count, finish_reason, decode_tokens_per_s, ttft_ms, "
         "trace FROM reply_versions WHERE conversation_id = ? AND position = ? AND ordinal = ?"));

@@ -240,6 +240,13 @@ class ConversationStore {
     qint64 insert_message(qint64 conversation_id, Role role, const QString& content, bool complete,
                           const ReplyStats& stats);
     void require_message(qint64 message_id);
+    // Where a reply sits and which version it holds (throws for an unknown message).
+    struct ReplySlot {
+        qint64 conversation = 0;
+        int position = 0;
+        int version = 0;
+    };
+    ReplySlot reply_slot(qint64 message_id);
     int keep_reply_version_in_transaction(qint64 message_id);
     [[noreturn]] void no_message(qint64 message_id) const;
     [[noreturn]] void fail(const QString& what, const QString& sql_error) const;

@@ -30,7 +30,6 @@ struct AppSettings {
     void save() const;
     // Changes that only take effect when the model is loaded again.
     bool needsReload(const AppSettings& before) const;
-    friend bool operator==(const AppSettings&, const AppSettings&) = default;
 };
 
 // The built-in template families the dialog offers (tokenizer/chat_template.h's names).
