@@ -4,6 +4,7 @@ target_sources(tokenscope_ui PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/think_section.h ${CMAKE_CURRENT_LIST_DIR}/think_section.cpp
   ${CMAKE_CURRENT_LIST_DIR}/chat_view.h ${CMAKE_CURRENT_LIST_DIR}/chat_view.cpp
   ${CMAKE_CURRENT_LIST_DIR}/chat_view_attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/chat_view_copy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/markdown_highlighter.h ${CMAKE_CURRENT_LIST_DIR}/markdown_highlighter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/chat_attention_overlay.h ${CMAKE_CURRENT_LIST_DIR}/chat_attention_overlay.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention_text_map.h ${CMAKE_CURRENT_LIST_DIR}/attention_text_map.cpp

@@ -8,6 +8,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
+#include <QCursor>
 #include <QElapsedTimer>
 #include <QEvent>
 #include <QFrame>
@@ -25,6 +26,7 @@
 #include <QTextBrowser>
 #include <QTextLayout>
 #include <QTimer>
+#include <QToolButton>
 #include <QToolTip>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -148,13 +150,17 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent), doc_(new MessageDocument(
             if (message >= 0) toggleThinking(message);
             const int copy = MessageDocument::copyLinkMessage(link);
             if (copy >= 0) copyMessage(copy);
+            const int copy_text = MessageDocument::copyTextLinkMessage(link);
+            if (copy_text >= 0) copyMessageAsPlainText(copy_text);
             const auto [version_of, step] = MessageDocument::versionLink(link);
             if (version_of >= 0 && !generating_) emit versionRequested(version_of, step);
         },
         Qt::QueuedConnection);
     transcript_->setContextMenuPolicy(Qt::CustomContextMenu);
     transcript_->viewport()->installEventFilter(this);
-    transcript_->viewport()->setMouseTracking(true);  // hover moves the attention overlay
+    // Hover moves the attention overlay and brings up a code block's Copy button.
+    transcript_->viewport()->setMouseTracking(true);
+    buildCodeCopyButton();
     // Keyboard users move the overlay with the text cursor (caret browsing: F7 or a click).
     connect(transcript_, &QTextBrowser::cursorPositionChanged, this, [this] {
         if (attentionOverlay() && transcript_->hasFocus())
@@ -612,13 +618,18 @@ bool ChatView::eventFilter(QObject* watched, QEvent* event) {
                     QToolTip::hideText();
                 return true;
             }
-            case QEvent::MouseMove:
-                if (attentionOverlay())
-                    showAttentionAt(
-                        characterAt(static_cast<QMouseEvent*>(event)->position().toPoint()));
+            case QEvent::MouseMove: {
+                const QPoint pos = static_cast<QMouseEvent*>(event)->position().toPoint();
+                if (attentionOverlay()) showAttentionAt(characterAt(pos));
+                showCodeCopyAt(codeLineAt(pos));
                 break;
+            }
             case QEvent::Leave:
                 if (attentionOverlay()) showAttentionAt(-1);
+                // Moving onto the Copy button (a child of the viewport) is not leaving.
+                if (!code_copy_->geometry().contains(
+                        transcript_->viewport()->mapFromGlobal(QCursor::pos())))
+                    showCodeCopyAt(-1);
                 break;
             case QEvent::MouseButtonPress:
                 press_pos_ = static_cast<QMouseEvent*>(event)->position().toPoint();

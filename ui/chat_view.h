@@ -42,6 +42,7 @@ class QLabel;
 class QPushButton;
 class QTextBrowser;
 class QTimer;
+class QToolButton;
 class QFrame;
 class QHBoxLayout;
 class QVBoxLayout;
@@ -122,6 +123,15 @@ class ChatView : public QWidget {
     int attentionPosition() const { return attention_position_; }
     QString attentionLegendText() const;
 
+    // --- code blocks' Copy button (chat_view_copy.cpp): shown over the top-right corner of
+    // the code block under the mouse, as chat apps do; it copies the code without its fences.
+    QToolButton* codeCopyButton() const { return code_copy_; }
+    // Shows the button for the code block around a document position (-1: hides it).
+    void showCodeCopyAt(int doc_pos);
+    // The document position of the line under a viewport point (with the text's margins and
+    // the room right of a short line); -1 off the text.
+    int codeLineAt(const QPoint& viewport_pos) const;
+
     // Access for the main window's layout and for tests.
     QTextBrowser* transcript() const { return transcript_; }
     ChatInput* input() const { return input_; }
@@ -187,6 +197,8 @@ class ChatView : public QWidget {
     bool canRegenerate() const;
     void scrollToBottom();
     void buildAttentionControls(QHBoxLayout* toggles, QVBoxLayout* layout);
+    void buildCodeCopyButton();
+    void placeCodeCopyButton();
 
     MessageDocument* doc_ = nullptr;
     QTextBrowser* transcript_ = nullptr;
@@ -208,6 +220,8 @@ class ChatView : public QWidget {
     QFrame* edit_banner_ = nullptr;
     QLabel* edit_label_ = nullptr;
     QTimer* flush_timer_ = nullptr;
+    QToolButton* code_copy_ = nullptr;
+    int code_copy_line_ = -1;  // first line of the code block the Copy button is for
     QVector<TokenData> pending_;
     QPoint press_pos_;
     bool generating_ = false;

@@ -119,6 +119,13 @@ void MarkdownHighlighter::setPalette(const QPalette& palette) {
     quote_ = {};
     quote_.setForeground(mixed(text, base, 0.3));
     quote_.setFontItalic(true);
+    hidden_ = {};
+    hidden_.setFontPointSize(1);
+    hidden_.setForeground(Qt::transparent);
+    fence_label_ = {};
+    fence_label_.setFontPointSize(QFontInfo(document()->defaultFont()).pointSizeF() * 0.8);
+    fence_label_.setFontWeight(QFont::DemiBold);
+    fence_label_.setForeground(mixed(text, base, 0.35));
     accent_ = palette.color(QPalette::Highlight);
     rehighlight();
 }
@@ -137,9 +144,18 @@ void MarkdownHighlighter::highlightBlock(const QString& text) {
         return;
     }
     if (is_fence(text)) {
-        // Opening (the previous line is not code) or closing fence: dimmed markup.
-        dim(0, int(text.size()));
-        setCurrentBlockState(previous >= kCodeState ? -1 : kCodeState + languageOf(text));
+        // Opening (the previous line is not code) or closing fence. The backticks are drawn
+        // at a point size of 1 in no colour: the text stays in the document (token positions,
+        // copy), but the line shrinks to a sliver. An opening fence keeps its language name,
+        // as the code block's label.
+        setFormat(0, int(text.size()), hidden_);
+        const bool opening = previous < kCodeState;
+        setCurrentBlockState(opening ? kCodeState + languageOf(text) : -1);
+        if (opening) {
+            static const QRegularExpression name(QStringLiteral("^\\s*```+\\s*(\\S+)"));
+            if (const auto m = name.match(text); m.hasMatch())
+                setFormat(int(m.capturedStart(1)), int(m.capturedLength(1)), fence_label_);
+        }
         return;
     }
     const int language = previous >= kCodeState ? previous - kCodeState : 0;

@@ -1,7 +1,8 @@
 #pragma once
 // Markdown in the chat, rendered by styling the text in place: **bold**, *italic*, `inline
 // code`, headings, list markers, block quotes, links and table pipes get their look, the
-// markdown markers themselves are dimmed, and fenced code blocks are highlighted by language
+// markdown markers themselves are dimmed, code fences are hidden (an opening fence's language
+// stays as the block's label), and fenced code blocks are highlighted by language
 // (Python, C/C++, JavaScript/TypeScript, Rust, Go, Java, shell, JSON; keywords, strings,
 // comments, numbers).
 //
@@ -45,6 +46,8 @@ class MarkdownHighlighter : public QSyntaxHighlighter {
     void dim(int start, int length);
 
     QTextCharFormat marker_, keyword_, string_, comment_, number_, inline_code_, link_, quote_;
+    QTextCharFormat hidden_;       // code fences: kept in the text, not shown
+    QTextCharFormat fence_label_;  // the language an opening fence names
     QColor accent_;
 };
 

@@ -40,6 +40,7 @@ QString roleTitle(MessageRole role) {
 // The scheme of a fold header's link; the path is the message index.
 constexpr QLatin1StringView kThinkScheme("tokenscope-think");
 constexpr QLatin1StringView kCopyScheme("tokenscope-copy");
+constexpr QLatin1StringView kCopyTextScheme("tokenscope-copy-text");
 constexpr QLatin1StringView kVersionScheme("tokenscope-version");
 
 QString tokenCount(int n) {
@@ -464,6 +465,13 @@ int MessageDocument::copyLinkMessage(const QUrl& link) {
     return ok ? m : -1;
 }
 
+int MessageDocument::copyTextLinkMessage(const QUrl& link) {
+    if (link.scheme() != kCopyTextScheme) return -1;
+    bool ok = false;
+    const int m = link.path().toInt(&ok);
+    return ok ? m : -1;
+}
+
 QPair<int, int> MessageDocument::versionLink(const QUrl& link) {
     if (link.scheme() != kVersionScheme) return {-1, 0};
     const QStringList parts = link.path().split(u':');
@@ -501,6 +509,10 @@ void MessageDocument::setMessageVersions(int index, int version, int versions) {
 
 QPair<int, int> MessageDocument::copyLinkRange(int message) const {
     return anchorRange(QString(kCopyScheme) + u':' + QString::number(message));
+}
+
+QPair<int, int> MessageDocument::copyTextLinkRange(int message) const {
+    return anchorRange(QString(kCopyTextScheme) + u':' + QString::number(message));
 }
 
 QString MessageDocument::copyText(int message) const {
@@ -552,14 +564,21 @@ void MessageDocument::insertNote(QTextCursor& cursor, int index) {
         cursor.insertText(QStringLiteral(" \u00B7 "), note);
     }
     cursor.insertText(entry.msg.note + QStringLiteral(" \u00B7 "), note);
-    // The reply's copy button: a link, so it needs no widget of its own in the transcript.
-    QTextCharFormat link = note;
-    link.setFontItalic(false);
-    link.setAnchor(true);
-    link.setAnchorHref(QString(kCopyScheme) + u':' + QString::number(index));
-    link.setForeground(palette_.color(QPalette::Link));
-    link.setToolTip(tr("Copy this reply (without its reasoning) to the clipboard"));
-    cursor.insertText(tr("Copy"), link);
+    // The reply's copy buttons: links, so they need no widget of their own in the transcript.
+    const auto copy_link = [&](QLatin1StringView scheme, const QString& label, const QString& tip) {
+        QTextCharFormat link = note;
+        link.setFontItalic(false);
+        link.setAnchor(true);
+        link.setAnchorHref(QString(scheme) + u':' + QString::number(index));
+        link.setForeground(palette_.color(QPalette::Link));
+        link.setToolTip(tip);
+        cursor.insertText(label, link);
+    };
+    copy_link(kCopyScheme, tr("Copy"),
+              tr("Copy this reply as markdown, as the model wrote it (without its reasoning)"));
+    cursor.insertText(QStringLiteral(" \u00B7 "), note);
+    copy_link(kCopyTextScheme, tr("Copy as text"),
+              tr("Copy this reply as plain text: markdown markers and code fences removed"));
 }
 
 void MessageDocument::setMessageNote(int index, const QString& note) {
@@ -738,15 +757,22 @@ QPair<int, int> MessageDocument::tokenRange(TokenRef ref) const {
     return {e.token_starts[ref.token], end};
 }
 
-QString MessageDocument::codeBlockAt(int pos) const {
+QPair<int, int> MessageDocument::codeBlockLines(int pos) const {
     const auto is_code = [](const QTextBlock& b) {
         return b.isValid() && b.blockFormat().boolProperty(kCodeBlockProperty);
     };
     QTextBlock block = doc_->findBlock(pos);
-    if (!is_code(block)) return {};
+    if (pos < 0 || !is_code(block)) return {-1, -1};
     QTextBlock first = block, last = block;
     while (is_code(first.previous())) first = first.previous();
     while (is_code(last.next())) last = last.next();
+    return {first.position(), last.position()};
+}
+
+QString MessageDocument::codeBlockAt(int pos) const {
+    const auto [first_line, last_line] = codeBlockLines(pos);
+    if (first_line < 0) return {};
+    const QTextBlock first = doc_->findBlock(first_line), last = doc_->findBlock(last_line);
     QStringList lines;
     for (QTextBlock b = first;; b = b.next()) {
         lines << b.text();

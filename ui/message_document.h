@@ -116,6 +116,9 @@ class MessageDocument : public QObject {
     // The code of the block around document position `pos` without its fence lines; empty
     // when `pos` is not in a code block.
     QString codeBlockAt(int pos) const;
+    // The document positions of the first and the last line of the code block around `pos`
+    // (fence lines included); {-1, -1} when `pos` is not in a code block.
+    QPair<int, int> codeBlockLines(int pos) const;
 
     // --- the message text behind the document (overlays that address a message's text)
     // The document ranges that show [begin, end) of message(message).text (UTF-16 offsets);
@@ -139,6 +142,8 @@ class MessageDocument : public QObject {
     static int thinkingLinkMessage(const QUrl& link);
     // Replies with a note end it with a "Copy" link; the message it copies, -1 for other links.
     static int copyLinkMessage(const QUrl& link);
+    // The message a reply's "Copy as text" link (markdown rendered away) is for; -1 for others.
+    static int copyTextLinkMessage(const QUrl& link);
     // A "‹" / "›" link of the alternative replies: {message, -1 or +1}; {-1, 0} for other links.
     static QPair<int, int> versionLink(const QUrl& link);
     // [start, end) of the "‹" (step -1) or "›" (+1) link of a message; {-1, -1} when none.
@@ -146,6 +151,7 @@ class MessageDocument : public QObject {
     void setMessageVersions(int index, int version, int versions);
     // [start, end) of a message's "Copy" link; {-1, -1} when it has none.
     QPair<int, int> copyLinkRange(int message) const;
+    QPair<int, int> copyTextLinkRange(int message) const;
     // What "Copy" puts on the clipboard: a reply's answer without its reasoning and the think
     // tags (as the model wrote it, markdown included); other messages' text as it is.
     QString copyText(int message) const;

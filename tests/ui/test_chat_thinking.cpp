@@ -247,6 +247,9 @@ class TestChatThinking : public QObject {
         QGuiApplication::clipboard()->setText(QStringLiteral("before"));
         QTest::mouseClick(view.transcript()->viewport(), Qt::LeftButton, {}, link.center());
         QTRY_COMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("Hello there!"));
+        // "Copy as text" beside it: the markdown rendered away.
+        QCOMPARE(textOf(view.messageDocument(), view.messageDocument()->copyTextLinkRange(1)),
+                 QStringLiteral("Copy as text"));
         view.copyMessage(0);
         QCOMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("Say **hi**"));
         // A restored reply without its tokens copies the same way.

@@ -2,6 +2,7 @@
 // colour by probability, code blocks, the input box's keys, edit/regenerate, and a screenshot.
 #include <QAbstractTextDocumentLayout>
 #include <QApplication>
+#include <QClipboard>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QEventLoop>
@@ -17,6 +18,7 @@
 #include <QTextDocument>
 #include <QThread>
 #include <QTimer>
+#include <QToolButton>
 #include <QToolTip>
 #include <atomic>
 #include <cmath>
@@ -432,6 +434,56 @@ class TestChatView : public QObject {
         QCOMPARE(at("ok"), QString());
     }
 
+    // Hovering a code block brings up its Copy button at the block's top-right corner; a click
+    // copies the code without its fences; hovering prose hides it. The reply's "Copy as text"
+    // link copies it with the markdown rendered away.
+    void codeBlockCopyButtonAndPlainCopy() {
+        ChatView view;
+        view.resize(700, 500);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        const QString reply =
+            QStringLiteral("Run **this**:\n```python\nx = 1\nprint(x)\n```\nDone.");
+        view.addMessage(MessageRole::User, QStringLiteral("Show me"));
+        view.addMessage(MessageRole::Assistant, reply);
+        view.setMessageNote(1, QStringLiteral("test"));
+        QToolButton* button = view.codeCopyButton();
+        QVERIFY(button && button->isHidden());
+        QWidget* viewport = view.transcript()->viewport();
+        QTextDocument* doc = view.messageDocument()->document();
+        const auto rect_at = [&](int pos) {
+            QTextCursor c(doc);
+            c.setPosition(pos);
+            return view.transcript()->cursorRect(c);
+        };
+        const auto point_at = [&](const QString& text) {
+            return rect_at(doc->find(text).selectionStart()).center() + QPoint(3, 0);
+        };
+        QTest::mouseMove(viewport, point_at("print"));
+        QTRY_VERIFY(button->isVisible());
+        // Right of the code, no lower than its first line, inside the viewport.
+        QVERIFY(button->geometry().left() > rect_at(doc->find("print(x)").selectionEnd()).right());
+        QVERIFY(button->geometry().top() <= point_at("x = 1").y());
+        QVERIFY(viewport->rect().contains(button->geometry()));
+        QGuiApplication::clipboard()->setText(QStringLiteral("before"));
+        QTest::mouseClick(button, Qt::LeftButton);
+        QCOMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("x = 1\nprint(x)"));
+        QCOMPARE(button->text(), QStringLiteral("Copied"));
+        QTest::mouseMove(viewport, point_at("Done"));
+        QTRY_VERIFY(button->isHidden());
+        QTest::mouseMove(viewport, point_at("Run"));
+        QVERIFY(button->isHidden());
+
+        const auto [link_start, link_end] = view.messageDocument()->copyTextLinkRange(1);
+        QVERIFY(link_start >= 0 && link_end > link_start);
+        QTest::mouseClick(viewport, Qt::LeftButton, {},
+                          rect_at(link_start).center() + QPoint(4, 0));
+        QTRY_COMPARE(QGuiApplication::clipboard()->text(), ChatView::markdownToPlainText(reply));
+        const QString plain = QGuiApplication::clipboard()->text();
+        QVERIFY2(!plain.contains("**") && !plain.contains("```") && plain.contains("print(x)"),
+                 qPrintable(plain));
+    }
+
     void codeBlocksAreMonospace() {
         ChatView view;
         view.addMessage(MessageRole::Assistant,
@@ -632,8 +684,8 @@ class TestChatView : public QObject {
         const QString note = QStringLiteral("■ Stopped by you · 3 tokens · 41.0 tok/s");
         view.setMessageNote(1, note);
         const QString text = doc->document()->toPlainText();
-        // The note, then the reply's Copy link.
-        const QString line = note + QStringLiteral(" \u00B7 Copy");
+        // The note, then the reply's two copy links.
+        const QString line = note + QStringLiteral(" \u00B7 Copy \u00B7 Copy as text");
         QVERIFY2(text.endsWith(line), qPrintable(text));
         QCOMPARE(doc->messageBodyRange(1), body);
         const int note_pos = int(text.lastIndexOf(note)) + 2;

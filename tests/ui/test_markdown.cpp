@@ -2,6 +2,7 @@
 // its look at the characters it covers, markers are dimmed but kept (the document's text is
 // the reply as written, so token positions stay exact), code blocks are highlighted by the
 // language of their fence, snake_case is not italic, and the view can turn it off.
+#include <QAbstractTextDocumentLayout>
 #include <QApplication>
 #include <QClipboard>
 #include <QTest>
@@ -79,7 +80,24 @@ class TestMarkdown : public QObject {
         const QColor string = formatAt(d, "\"str\"").foreground().color();
         const QColor number = formatAt(d, "42").foreground().color();
         QVERIFY(string.isValid() && number.isValid() && string != number && string != text);
-        QCOMPARE(formatAt(d, "```python").foreground().color(), marker);
+        // Fences: the backticks hidden (point size 1, no colour) but still in the text; the
+        // opening fence's language stays as the block's label; the closing fence is hidden
+        // whole, so its line shrinks to a sliver.
+        const QTextCharFormat ticks = formatAt(d, "```python");
+        QCOMPARE(ticks.foreground().color().alpha(), 0);
+        QCOMPARE(ticks.fontPointSize(), 1.0);
+        const QTextCharFormat label = formatAt(d, "```python", 3);
+        QVERIFY(label.foreground().color().alpha() > 0);
+        QVERIFY(label.fontPointSize() > 1.0);
+        const QTextBlock code_line = d->findBlock(d->find("42").selectionStart());
+        const QTextBlock closing = code_line.next();
+        QCOMPARE(closing.text(), QString("```"));
+        QAbstractTextDocumentLayout* layout = d->documentLayout();
+        QVERIFY2(layout->blockBoundingRect(closing).height() <
+                     0.5 * layout->blockBoundingRect(code_line).height(),
+                 qPrintable(QString("%1 vs %2")
+                                .arg(layout->blockBoundingRect(closing).height())
+                                .arg(layout->blockBoundingRect(code_line).height())));
         QVERIFY(!formatAt(d, "x):").hasProperty(QTextFormat::ForegroundBrush));  // plain
 
         // snake_case and arithmetic are not emphasis.
