@@ -2,9 +2,11 @@
 
 #include <QFontDatabase>
 #include <QFontInfo>
+#include <QFontMetricsF>
 #include <QRegularExpression>
 #include <QSet>
 #include <QTextBlock>
+#include <QTimer>
 #include <array>
 
 #include "message_document.h"
@@ -194,10 +196,7 @@ void MarkdownHighlighter::highlightProse(const QString& text) {
         dim(0, int(text.size()));
         return;
     }
-    if (text.trimmed().startsWith(u'|')) {  // a table row: the pipes dimmed
-        for (int i = 0; i < text.size(); ++i)
-            if (text[i] == u'|') dim(i, 1);
-    }
+    if (text.trimmed().startsWith(u'|')) highlightTableRow(text);
     // Inline code first: emphasis markers inside it are code, not emphasis.
     static const QRegularExpression code(QStringLiteral("`([^`]+)`"));
     QVector<QPair<int, int>> code_spans;
@@ -237,6 +236,92 @@ void MarkdownHighlighter::highlightProse(const QString& text) {
         dim(int(m.capturedStart()), 1);
         setFormat(int(m.capturedStart(1)), int(m.capturedLength(1)), link_);
         dim(int(m.capturedEnd(1)), int(m.capturedEnd() - m.capturedEnd(1)));
+    }
+}
+
+namespace {
+
+bool is_table_row(const QTextBlock& block) {
+    return block.isValid() &&
+           !block.blockFormat().boolProperty(MessageDocument::kCodeBlockProperty) &&
+           block.text().trimmed().startsWith(u'|');
+}
+
+// |---|:--:| and the like: the row between a table's header and its body.
+bool is_separator_row(const QString& text) {
+    static const QRegularExpression re(
+        QStringLiteral("^\\s*\\|?(\\s*:?-+:?\\s*\\|)+\\s*(:?-+:?\\s*)?$"));
+    return re.match(text).hasMatch();
+}
+
+// Positions of the cell separators of a row (a backslash-escaped pipe is cell text).
+QVector<int> pipes_of(const QString& text) {
+    QVector<int> pipes;
+    for (int i = 0; i < text.size(); ++i)
+        if (text[i] == u'|' && (i == 0 || text[i - 1] != u'\\')) pipes.push_back(i);
+    return pipes;
+}
+
+}  // namespace
+
+QVector<qreal> MarkdownHighlighter::cellWidths(const QString& text, bool header) const {
+    QFont font = document()->defaultFont();
+    if (header) font.setBold(true);
+    const QFontMetricsF metrics(font);
+    const QVector<int> pipes = pipes_of(text);
+    QVector<qreal> widths;
+    for (int k = 0; k + 1 < pipes.size(); ++k)
+        widths.push_back(
+            metrics.horizontalAdvance(text.mid(pipes[k] + 1, pipes[k + 1] - pipes[k] - 1)));
+    return widths;
+}
+
+void MarkdownHighlighter::highlightTableRow(const QString& text) {
+    // The rows of this table: the run of table lines around this one.
+    QTextBlock first = currentBlock();
+    while (is_table_row(first.previous())) first = first.previous();
+    const bool has_header = is_separator_row(first.next().text());
+    const QVector<int> pipes = pipes_of(text);
+    for (int pipe : pipes) dim(pipe, 1);
+    const bool header = has_header && currentBlock() == first;
+    if (header) {
+        QTextCharFormat bold;
+        bold.setFontWeight(QFont::Bold);
+        for (int k = 0; k + 1 < pipes.size(); ++k)
+            setFormat(pipes[k] + 1, pipes[k + 1] - pipes[k] - 1, bold);
+    }
+    if (is_separator_row(text)) {
+        for (int k = 0; k + 1 < pipes.size(); ++k) dim(pipes[k] + 1, pipes[k + 1] - pipes[k] - 1);
+    }
+    // Columns: each as wide as its widest cell over the table's rows, so the pipes line up as
+    // a grid. The text stays as written; the room a shorter cell lacks is letter spacing on its
+    // last character (on the pipe before it when it is empty).
+    QVector<qreal> columns;
+    for (QTextBlock b = first; is_table_row(b); b = b.next()) {
+        const QVector<qreal> w = cellWidths(b.text(), has_header && b == first);
+        if (columns.size() < w.size()) columns.resize(w.size(), 0);
+        for (int k = 0; k < w.size(); ++k) columns[k] = std::max(columns[k], w[k]);
+    }
+    const QVector<qreal> own = cellWidths(text, header);
+    for (int k = 0; k < own.size(); ++k) {
+        const qreal pad = columns[k] - own[k];
+        if (pad < 0.5) continue;
+        const int at = pipes[k + 1] - 1 > pipes[k] ? pipes[k + 1] - 1 : pipes[k];
+        QTextCharFormat f = format(at);
+        f.setFontLetterSpacingType(QFont::AbsoluteSpacing);
+        f.setFontLetterSpacing(pad);
+        setFormat(at, 1, f);
+    }
+    // A row that widened a column moves the pipes of the rows above it: lay those out again,
+    // after this pass (a highlighter may not re-enter itself).
+    const int key = first.blockNumber();
+    if (table_columns_.value(key) != columns) {
+        table_columns_.insert(key, columns);
+        const int current = currentBlock().blockNumber();
+        QTimer::singleShot(0, this, [this, key, current] {
+            for (QTextBlock b = document()->findBlockByNumber(key); is_table_row(b); b = b.next())
+                if (b.blockNumber() != current) rehighlightBlock(b);
+        });
     }
 }
 

@@ -1,10 +1,10 @@
 #pragma once
 // Markdown in the chat, rendered by styling the text in place: **bold**, *italic*, `inline
 // code`, headings, list markers, block quotes, links and table pipes get their look, the
-// markdown markers themselves are dimmed, code fences are hidden (an opening fence's language
-// stays as the block's label), and fenced code blocks are highlighted by language
-// (Python, C/C++, JavaScript/TypeScript, Rust, Go, Java, shell, JSON; keywords, strings,
-// comments, numbers).
+// markdown markers themselves are dimmed, table columns are padded to line up, code fences are
+// hidden (an opening fence's language stays as the block's label), and fenced code blocks are
+// highlighted by language (Python, C/C++, JavaScript/TypeScript, Rust, Go, Java, shell, JSON;
+// keywords, strings, comments, numbers).
 //
 // Why styling instead of a markdown-to-rich-text conversion (QTextDocument::setMarkdown, md4c):
 // the transcript is a token transcript. Every character a token produced stays in the document
@@ -19,6 +19,7 @@
 // nested constructs are left as they are. Code blocks come from MessageDocument, which marks
 // their blocks (kCodeBlockProperty); the fence line's language is carried to the lines below it
 // in the block state.
+#include <QHash>
 #include <QPalette>
 #include <QSyntaxHighlighter>
 #include <QTextCharFormat>
@@ -42,6 +43,10 @@ class MarkdownHighlighter : public QSyntaxHighlighter {
   private:
     void highlightProse(const QString& text);
     void highlightCode(const QString& text, int language);
+    // A table row: pipes dimmed, the header bold, the columns padded to line up (see .cpp).
+    void highlightTableRow(const QString& text);
+    // The widths of a row's cells in the document's font (bold for the header row).
+    QVector<qreal> cellWidths(const QString& text, bool header) const;
     // Dims [start, start + length): a markdown marker.
     void dim(int start, int length);
 
@@ -49,6 +54,8 @@ class MarkdownHighlighter : public QSyntaxHighlighter {
     QTextCharFormat hidden_;       // code fences: kept in the text, not shown
     QTextCharFormat fence_label_;  // the language an opening fence names
     QColor accent_;
+    // The column widths last used for each table, by its first row's block number.
+    QHash<int, QVector<qreal>> table_columns_;
 };
 
 }  // namespace tokenscope::ui

@@ -3,6 +3,8 @@
 // the reply as written, so token positions stay exact), code blocks are highlighted by the
 // language of their fence, snake_case is not italic, and the view can turn it off.
 #include <QAbstractTextDocumentLayout>
+#include <cmath>
+
 #include <QApplication>
 #include <QClipboard>
 #include <QTest>
@@ -134,6 +136,64 @@ class TestMarkdown : public QObject {
         QVERIFY(MarkdownHighlighter::languageOf("```ts") > 0);
         QCOMPARE(MarkdownHighlighter::languageOf("```"), 0);
         QCOMPARE(MarkdownHighlighter::languageOf("```brainfuck"), 0);
+    }
+
+    // Table columns line up: every row's pipes sit at the same x (they would not unpadded:
+    // "Alexandra" is wider than "Name" and "Bo"), the header is bold, the separator dimmed, and
+    // the text is unchanged. Streamed in token by token, a later row that widens a column
+    // moves the pipes of the rows above it.
+    void tableColumnsLineUp() {
+        const QStringList pieces = {"| Name", " | Age",      " |\n",    "|---|---|\n", "| Bo | 1",
+                                    " |\n",   "| Alexandra", " | 1234", "567 |"};
+        for (const bool streamed : {false, true}) {
+            ChatView view;
+            view.resize(700, 400);
+            view.show();  // the transcript's text width comes from its laid-out viewport
+            QVERIFY(QTest::qWaitForWindowExposed(&view));
+            if (streamed) {
+                view.beginAssistantMessage();
+                for (const QString& piece : pieces) {
+                    TokenData t;
+                    t.text = piece;
+                    t.probability = 0.5f;
+                    view.appendToken(t);
+                    view.flushPendingTokens();
+                    QApplication::processEvents();
+                }
+                view.finishAssistantMessage();
+            } else {
+                view.addMessage(MessageRole::Assistant, pieces.join(QString()));
+            }
+            QApplication::processEvents();  // the queued re-layout of earlier rows
+            QTextDocument* d = view.messageDocument()->document();
+            QVERIFY(d->toPlainText().contains("| Alexandra | 1234567 |"));
+            const auto pipe_xs = [&](const QString& row_start) {
+                const QTextBlock b = d->findBlock(d->find(row_start).selectionStart());
+                d->documentLayout()->documentSize();  // lays the whole document out
+                QVector<qreal> xs;
+                if (b.layout()->lineCount() != 1) return xs;
+                for (int i = 0; i < b.text().size(); ++i)
+                    if (b.text()[i] == u'|') xs << b.layout()->lineAt(0).cursorToX(i);
+                return xs;
+            };
+            const QVector<qreal> header = pipe_xs("| Name"), bo = pipe_xs("| Bo"),
+                                 alexandra = pipe_xs("| Alexandra");
+            QCOMPARE(header.size(), 3);
+            QCOMPARE(bo.size(), 3);
+            QCOMPARE(alexandra.size(), 3);
+            for (int k = 1; k < 3; ++k) {
+                QVERIFY2(std::abs(header[k] - alexandra[k]) < 1.0 &&
+                             std::abs(bo[k] - alexandra[k]) < 1.0,
+                         qPrintable(QString("pipe %1: %2 %3 %4")
+                                        .arg(k)
+                                        .arg(header[k])
+                                        .arg(bo[k])
+                                        .arg(alexandra[k])));
+            }
+            QCOMPARE(formatAt(d, "Name").fontWeight(), int(QFont::Bold));
+            QVERIFY(formatAt(d, "Bo").fontWeight() != int(QFont::Bold));
+            QVERIFY(formatAt(d, "---").foreground().color() != QPalette().color(QPalette::Text));
+        }
     }
 
     // Streamed token by token into the chat it is styled too; View's toggle turns it off.
