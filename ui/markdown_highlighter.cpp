@@ -129,6 +129,7 @@ void MarkdownHighlighter::setPalette(const QPalette& palette) {
     fence_label_.setFontWeight(QFont::DemiBold);
     fence_label_.setForeground(mixed(text, base, 0.35));
     accent_ = palette.color(QPalette::Highlight);
+    row_widths_.clear();  // the document's font may have changed with the palette
     rehighlight();
 }
 
@@ -264,7 +265,11 @@ QVector<int> pipes_of(const QString& text) {
 
 }  // namespace
 
-QVector<qreal> MarkdownHighlighter::cellWidths(const QString& text, bool header) const {
+QVector<qreal> MarkdownHighlighter::cellWidths(const QString& text, bool header) {
+    // Every row of a table is measured again for each row highlighted (and a streamed row is
+    // highlighted once per token), so measurements are remembered by the row's text.
+    const QString key = (header ? QStringLiteral("h") : QStringLiteral("b")) + text;
+    if (const auto it = row_widths_.constFind(key); it != row_widths_.constEnd()) return *it;
     QFont font = document()->defaultFont();
     if (header) font.setBold(true);
     const QFontMetricsF metrics(font);
@@ -273,6 +278,8 @@ QVector<qreal> MarkdownHighlighter::cellWidths(const QString& text, bool header)
     for (int k = 0; k + 1 < pipes.size(); ++k)
         widths.push_back(
             metrics.horizontalAdvance(text.mid(pipes[k] + 1, pipes[k + 1] - pipes[k] - 1)));
+    if (row_widths_.size() > 4096) row_widths_.clear();  // a bound, not an eviction policy
+    row_widths_.insert(key, widths);
     return widths;
 }
 

@@ -46,7 +46,7 @@ class MarkdownHighlighter : public QSyntaxHighlighter {
     // A table row: pipes dimmed, the header bold, the columns padded to line up (see .cpp).
     void highlightTableRow(const QString& text);
     // The widths of a row's cells in the document's font (bold for the header row).
-    QVector<qreal> cellWidths(const QString& text, bool header) const;
+    QVector<qreal> cellWidths(const QString& text, bool header);
     // Dims [start, start + length): a markdown marker.
     void dim(int start, int length);
 
@@ -56,6 +56,7 @@ class MarkdownHighlighter : public QSyntaxHighlighter {
     QColor accent_;
     // The column widths last used for each table, by its first row's block number.
     QHash<int, QVector<qreal>> table_columns_;
+    QHash<QString, QVector<qreal>> row_widths_;  // cellWidths() by header flag and row text
 };
 
 }  // namespace tokenscope::ui
