@@ -10,6 +10,7 @@
 #include <QTextBrowser>
 #include <QTimer>
 #include <QToolButton>
+#include <algorithm>
 
 #include "chat_view.h"
 #include "message_document.h"
@@ -87,11 +88,16 @@ void ChatView::placeCodeCopyButton() {
     // at its top; while the top is scrolled away, at the viewport's top as long as the block
     // is still in view, so that a long block can be copied from its middle.
     const int right = std::min<int>(transcript_->viewport()->width(), int(block.right()) - 10);
-    const int y = std::max<int>(int(block.top()) + kInset, kInset);
-    if (y + code_copy_->height() > int(block.bottom())) {
+    const int height = code_copy_->height();
+    if (block.bottom() < kInset || block.top() > transcript_->viewport()->height()) {
         code_copy_->hide();
         return;
     }
+    // A block too short for the button (with a larger font than the code's) gets it centred.
+    const int y =
+        block.height() < height + 2 * kInset
+            ? int(block.center().y()) - height / 2
+            : std::clamp(kInset, int(block.top()) + kInset, int(block.bottom()) - height - kInset);
     code_copy_->move(right - code_copy_->width() - kInset, y);
     code_copy_->show();
     code_copy_->raise();

@@ -473,6 +473,14 @@ class TestChatView : public QObject {
         QTRY_VERIFY(button->isHidden());
         QTest::mouseMove(viewport, point_at("Run"));
         QVERIFY(button->isHidden());
+        // A one-line block without a language label gets one too.
+        view.addMessage(MessageRole::Assistant, QStringLiteral("Then:\n```\nls -l\n```\nok"));
+        QTest::mouseMove(viewport, point_at("ls -l"));
+        QTRY_VERIFY(button->isVisible());
+        QTest::mouseClick(button, Qt::LeftButton);
+        QCOMPARE(QGuiApplication::clipboard()->text(), QStringLiteral("ls -l"));
+        QTest::mouseMove(viewport, point_at("Then"));
+        QTRY_VERIFY(button->isHidden());
 
         const auto [link_start, link_end] = view.messageDocument()->copyTextLinkRange(1);
         QVERIFY(link_start >= 0 && link_end > link_start);
