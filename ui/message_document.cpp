@@ -43,6 +43,14 @@ constexpr QLatin1StringView kCopyScheme("tokenscope-copy");
 constexpr QLatin1StringView kCopyTextScheme("tokenscope-copy-text");
 constexpr QLatin1StringView kVersionScheme("tokenscope-version");
 
+// The message index a link of `scheme` carries as its path; -1 for other links.
+int linkMessage(const QUrl& link, QLatin1StringView scheme) {
+    if (link.scheme() != scheme) return -1;
+    bool ok = false;
+    const int m = link.path().toInt(&ok);
+    return ok ? m : -1;
+}
+
 QString tokenCount(int n) {
     return n == 1 ? MessageDocument::tr("1 token") : MessageDocument::tr("%1 tokens").arg(n);
 }
@@ -452,24 +460,15 @@ int MessageDocument::thinkingHeaderAt(int pos) const {
 }
 
 int MessageDocument::thinkingLinkMessage(const QUrl& link) {
-    if (link.scheme() != kThinkScheme) return -1;
-    bool ok = false;
-    const int m = link.path().toInt(&ok);
-    return ok ? m : -1;
+    return linkMessage(link, kThinkScheme);
 }
 
 int MessageDocument::copyLinkMessage(const QUrl& link) {
-    if (link.scheme() != kCopyScheme) return -1;
-    bool ok = false;
-    const int m = link.path().toInt(&ok);
-    return ok ? m : -1;
+    return linkMessage(link, kCopyScheme);
 }
 
 int MessageDocument::copyTextLinkMessage(const QUrl& link) {
-    if (link.scheme() != kCopyTextScheme) return -1;
-    bool ok = false;
-    const int m = link.path().toInt(&ok);
-    return ok ? m : -1;
+    return linkMessage(link, kCopyTextScheme);
 }
 
 QPair<int, int> MessageDocument::versionLink(const QUrl& link) {
