@@ -93,7 +93,8 @@ void ChatView::placeCodeCopyButton() {
         code_copy_->hide();
         return;
     }
-    // A block too short for the button (with a larger font than the code's) gets it centred.
+    // A one-line block without a language label is shorter than the button (19 px against
+    // 21 offscreen): the button is centred on it rather than left out.
     const int y =
         block.height() < height + 2 * kInset
             ? int(block.center().y()) - height / 2

@@ -130,6 +130,7 @@ void MarkdownHighlighter::setPalette(const QPalette& palette) {
     fence_label_.setForeground(mixed(text, base, 0.35));
     accent_ = palette.color(QPalette::Highlight);
     row_widths_.clear();  // the document's font may have changed with the palette
+    table_columns_.clear();
     rehighlight();
 }
 

@@ -71,8 +71,11 @@ QJsonObject conversation_json(ConversationStore& store, qint64 id) {
     for (const Message& m : store.messages(id)) {
         QJsonObject o;
         if (m.role == Role::Assistant) {
-            o = reply_json({m.version, m.content, m.complete, m.token_count, m.finish_reason,
-                            m.decode_tokens_per_s, m.ttft_ms, store.token_trace(m.id)});
+            ReplyVersion shown;
+            copy_reply_fields(m, shown);
+            shown.ordinal = m.version;
+            shown.trace = store.token_trace(m.id);
+            o = reply_json(shown);
             if (m.versions > 0) {
                 // Alternative replies: the others as they were kept ("version" says which one
                 // this is).
@@ -156,12 +159,7 @@ class Reader {
         out.message.role = *r;
         ReplyVersion shown;
         if (!reply(o, at, shown)) return false;
-        out.message.content = shown.content;
-        out.message.complete = shown.complete;
-        out.message.token_count = shown.token_count;
-        out.message.finish_reason = shown.finish_reason;
-        out.message.decode_tokens_per_s = shown.decode_tokens_per_s;
-        out.message.ttft_ms = shown.ttft_ms;
+        copy_reply_fields(shown, out.message);
         out.message.version = shown.ordinal;
         out.trace = shown.trace;
         const QJsonValue others = o.value("other_versions");

@@ -43,6 +43,22 @@ QDateTime from_ms(qint64 ms) {
     return QDateTime::fromMSecsSinceEpoch(ms, Qt::UTC);
 }
 
+// The columns a reply has in `messages` and each kept version in `reply_versions`, in the order
+// read_reply_columns() reads them.
+const QString kReplyColumns =
+    QStringLiteral("content, complete, token_count, finish_reason, decode_tokens_per_s, ttft_ms");
+
+// Reads kReplyColumns, starting at column `first`, into a Message or a ReplyVersion.
+template <class Reply>
+void read_reply_columns(const QSqlQuery& query, int first, Reply& out) {
+    out.content = query.value(first).toString();
+    out.complete = query.value(first + 1).toInt() != 0;
+    out.token_count = query.value(first + 2).toInt();
+    out.finish_reason = query.value(first + 3).toString();
+    out.decode_tokens_per_s = query.value(first + 4).toDouble();
+    out.ttft_ms = query.value(first + 5).toDouble();
+}
+
 // Schema migrations, applied in order inside one transaction each. A released version's list
 // is never edited; a new schema version appends its own entry.
 struct Migration {
@@ -705,12 +721,12 @@ QList<ConversationSummary> ConversationStore::search(const QString& text) {
 }
 
 QList<Message> ConversationStore::messages(qint64 conversation_id) {
-    QSqlQuery query = prepare(QStringLiteral(
-        "SELECT id, conversation_id, position, role, content, complete, token_count, created_at, "
-        "finish_reason, decode_tokens_per_s, ttft_ms, version, "
-        "(SELECT count(*) FROM reply_versions v WHERE v.conversation_id = messages.conversation_id "
-        "AND v.position = messages.position) "
-        "FROM messages WHERE conversation_id = ? ORDER BY position"));
+    QSqlQuery query = prepare(
+        QStringLiteral("SELECT id, conversation_id, position, role, created_at, ") + kReplyColumns +
+        QStringLiteral(", version, "
+                       "(SELECT count(*) FROM reply_versions v WHERE v.conversation_id = "
+                       "messages.conversation_id AND v.position = messages.position) "
+                       "FROM messages WHERE conversation_id = ? ORDER BY position"));
     query.addBindValue(conversation_id);
     run(query, "cannot read the messages");
     QList<Message> list;
@@ -721,13 +737,8 @@ QList<Message> ConversationStore::messages(qint64 conversation_id) {
         m.position = query.value(2).toInt();
         // The CHECK constraint keeps other spellings out; a hand-edited file reads as user.
         m.role = role_from_name(query.value(3).toString()).value_or(Role::User);
-        m.content = query.value(4).toString();
-        m.complete = query.value(5).toInt() != 0;
-        m.token_count = query.value(6).toInt();
-        m.created_at = from_ms(query.value(7).toLongLong());
-        m.finish_reason = query.value(8).toString();
-        m.decode_tokens_per_s = query.value(9).toDouble();
-        m.ttft_ms = query.value(10).toDouble();
+        m.created_at = from_ms(query.value(4).toLongLong());
+        read_reply_columns(query, 5, m);
         m.version = query.value(11).toInt();
         const int others = query.value(12).toInt();
         m.versions = others > 0 ? others + 1 : 0;
@@ -919,9 +930,9 @@ void ConversationStore::select_reply_version(qint64 message_id, int ordinal) {
     const qint64 conversation = slot.conversation;
     const int position = slot.position;
     if (slot.version == ordinal) return;
-    QSqlQuery v = prepare(QStringLiteral(
-        "SELECT id, content, complete, token_count, finish_reason, decode_tokens_per_s, ttft_ms, "
-        "trace FROM reply_versions WHERE conversation_id = ? AND position = ? AND ordinal = ?"));
+    QSqlQuery v = prepare(QStringLiteral("SELECT id, ") + kReplyColumns +
+                          QStringLiteral(", trace FROM reply_versions WHERE conversation_id = ? "
+                                         "AND position = ? AND ordinal = ?"));
     v.addBindValue(conversation);
     v.addBindValue(position);
     v.addBindValue(ordinal);
@@ -955,10 +966,9 @@ void ConversationStore::select_reply_version(qint64 message_id, int ordinal) {
 }
 
 QList<ReplyVersion> ConversationStore::reply_versions(qint64 conversation_id, int position) {
-    QSqlQuery query = prepare(QStringLiteral(
-        "SELECT ordinal, content, complete, token_count, finish_reason, decode_tokens_per_s, "
-        "ttft_ms, trace FROM reply_versions WHERE conversation_id = ? AND position = ? "
-        "ORDER BY ordinal"));
+    QSqlQuery query = prepare(QStringLiteral("SELECT ordinal, ") + kReplyColumns +
+                              QStringLiteral(", trace FROM reply_versions WHERE conversation_id "
+                                             "= ? AND position = ? ORDER BY ordinal"));
     query.addBindValue(conversation_id);
     query.addBindValue(position);
     run(query, "cannot read the reply versions");
@@ -966,12 +976,7 @@ QList<ReplyVersion> ConversationStore::reply_versions(qint64 conversation_id, in
     while (query.next()) {
         ReplyVersion v;
         v.ordinal = query.value(0).toInt();
-        v.content = query.value(1).toString();
-        v.complete = query.value(2).toInt() != 0;
-        v.token_count = query.value(3).toInt();
-        v.finish_reason = query.value(4).toString();
-        v.decode_tokens_per_s = query.value(5).toDouble();
-        v.ttft_ms = query.value(6).toDouble();
+        read_reply_columns(query, 1, v);
         if (!query.value(7).isNull()) v.trace = decode_token_trace(query.value(7).toByteArray());
         list.append(std::move(v));
     }

@@ -132,6 +132,18 @@ struct ReplyVersion {
     QList<TraceToken> trace;
 };
 
+// A reply's own fields, shared by a Message and a ReplyVersion (not which version it is, not
+// its trace), copied from one form to the other.
+template <class From, class To>
+void copy_reply_fields(const From& from, To& to) {
+    to.content = from.content;
+    to.complete = from.complete;
+    to.token_count = from.token_count;
+    to.finish_reason = from.finish_reason;
+    to.decode_tokens_per_s = from.decode_tokens_per_s;
+    to.ttft_ms = from.ttft_ms;
+}
+
 // Versioned, little-endian BLOB encoding of a trace. decode throws tokenscope::FormatError on
 // bytes it did not write (a damaged row must not take the window down).
 QByteArray encode_token_trace(const QList<TraceToken>& trace);
