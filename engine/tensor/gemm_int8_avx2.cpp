@@ -1,25 +1,31 @@
 // Prefill (16 tokens and more) for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) on AVX2: an
-// integer register tile of 4 weight rows x 3 tokens over the int8 activations
-// (PreparedActivations' Q8_256 rows).
+// integer register tile over the int8 activations (PreparedActivations' Q8_256 rows) whose
+// 32-bit lanes are weight rows.
 //
 // Why not the f32 panels (gemm_panels_avx2.cpp) for these types: the panels decode every weight
-// to f32 and are bounded by the FMA rate (measured with a register-only loop on this Zen 3:
-// 47 G multiply-adds/s on one core). pmaddubsw multiplies 32 byte pairs and pmaddwd folds in
-// the sub-block scale; the same kind of loop ran 69-86 G multiply-adds/s. The direct decode
-// kernels (dot_avx2.cpp) use those instructions one row at a time, so every row re-reads the
-// activations and re-does the per-token work; here each weight vector serves 3 tokens and each
-// activation vector 4 rows. Measured (1024 x 2816, 128 tokens, one thread, best of 40 by thread
-// CPU time, four alternated rounds): 80-91 GFLOP/s against the panels' 75-81 for every K-quant.
-// The tile does not reach the loop's rate: GCC keeps about half of the 12 accumulators on the
-// stack, and each super-block ends in a float update of all 12 outputs.
+// to f32 and are bounded by the FMA rate. pmaddubsw multiplies 32 byte pairs and pmaddwd folds
+// in the sub-block scale; a register-only loop of pmaddubsw + pmaddwd + paddd ran 114 G
+// multiply-adds/s on one core of the Zen 5 dev machine against 55 G for f32 FMAs (69-86 against
+// 47 on a Zen 3).
 //
-// Per super-block b of row r and token t, in pack_k_row's terms (matmul_internal.h):
+// Why the lanes are rows: weight rows are interleaved in groups of 8, 4 bytes of each row next
+// to each other, so one 256-bit register holds 4 consecutive elements of 8 rows. A token's 4
+// activation bytes broadcast to every lane (a load, no shuffle) multiply all 8 rows at once, and
+// each 32-bit lane then sums one row's products, so a tile's results come out as one vector per
+// 8 rows and token: no horizontal sums, and the per-super-block float update (scale, offsets)
+// costs one vector operation per 8 outputs instead of one per output. The earlier tile (lanes
+// along k, 4 rows x 3 tokens, one accumulator register per output) spent about a fifth of its
+// instructions on that update, and GCC kept 11 of its 12 accumulators on the stack. Measured
+// with Q4_K, 128 tokens, one thread, as a ratio to the F16 panels run beside it (the machine's
+// speed drifts): 1.14-1.20x before, 1.34-1.55x after (docs/benchmarks.md, issue 14).
+//
+// Per super-block b, row r and token t, in pack_k_row's terms (matmul_internal.h):
 //   dot = d_r * d_a(t) * sum_j sc_r[j] * sum_k u_r[k] * q_a(t)[k] + sum_j coef_r[j] * s16_a(t)[j]
-// The integer sums stay in 8 int32 lanes per (row, token) for the super-block: each lane adds
-// 8 chunks x 4 products x the scale, at most 8 * 4 * 63 * 127 * 128 < 2^31 (Q6_K's u <= 63 and
-// |sc| <= 128), and pmaddubsw's pairs stay within 2 * 63 * 127 < 2^15. Then they are converted
-// and added, with the offset/min terms, into float lanes kept in a small stack array (12 more
-// vector registers do not exist), and the lanes are summed once per output.
+// Each int32 lane adds, over the super-block, 64 groups of 4 products times the sub-block scale:
+// at most 64 * 4 * 63 * 127 * 128 < 2^31 (Q6_K's u <= 63, |sc| <= 128), and pmaddubsw's pairs
+// stay within 2 * 63 * 127 < 2^15. Every output is computed in its own lane by the same
+// operations in the same order whatever rows share its group, so a split of the rows between
+// threads gives the same bits.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -35,49 +41,111 @@ namespace tokenscope::tensor::detail {
 
 namespace {
 
-// 4 x 3: of 4x3, 3x3, 4x2 and 2x6 (a first Q4_K-only version, same measurement, one round:
-// 82-85, 69-87, 73-78 and 36-47 GFLOP/s), the fastest and steadiest.
-constexpr int kTileRows = 4;
-constexpr int kTileTokens = 3;
+constexpr int kLanes = 8;    // rows per register
+constexpr int kRowRegs = 2;  // registers of rows per tile: 16 rows
+constexpr int kGroupRows = kLanes * kRowRegs;
+// 2 x 6 = 12 accumulators of the 16 registers. Measured against 2 x 5 and 1 x 8, 1 x 10, 1 x 12
+// (one register of rows): 2 x 5 about as fast, one register 35-40 % slower.
+constexpr int kTileTokens = 6;
+constexpr int kGroupsPerBlock = 256 / 4;  // 4-element groups per super-block
+constexpr int kSubBlocks = 16;            // 16-element sub-blocks (one scale each)
 
-// A group of up to kTileRows weight rows in pack_k_row's form (matmul_internal.h), packed once
-// per call and then used by every token tile: unsigned element bytes u, per-pair sub-block
-// scales sc16 (exactly pmaddwd's second operand for a 32-element chunk), the super-block scale
-// d and the 16 offset/min terms. Packing costs about what one token tile does, so 3 tokens of
-// 128 repeat nothing; the tile's inner loop is then one load, pmaddubsw, pmaddwd and add per
-// row, token and 32 elements, for every K-quant alike.
-struct PackedRows {
+// Up to kGroupRows weight rows interleaved for the tile, packed once per call and then used by
+// every token tile. Per super-block b and register h (rows 8h..8h+7):
+//   u:    [b][h][group 0..63][row 0..7][4 bytes]      2048 bytes
+//   sc:   [b][h][sub-block 0..15][row 0..7][2 x int16] 512 bytes (pmaddwd's operand)
+//   d:    [b][h][row 0..7]                            super-block scales
+//   coef: [b][h][sub-block 0..15][row 0..7]           offset / min terms
+// Rows past the end are zero everywhere, so their lanes compute 0.
+struct InterleavedRows {
     std::int64_t nb = 0;
-    std::uint8_t* u = nullptr;     // [row][nb * 256]
-    std::int16_t* sc16 = nullptr;  // [row][nb * 128]
-    float* d = nullptr;            // [row][nb]
-    float* coef = nullptr;         // [row][nb * 16]
+    std::uint8_t* u = nullptr;
+    std::int16_t* sc = nullptr;
+    float* d = nullptr;
+    float* coef = nullptr;
 
-    PackedRows() = default;
-    PackedRows(const PackedRows&) = delete;
-    PackedRows& operator=(const PackedRows&) = delete;
-    ~PackedRows() { release(); }
+    InterleavedRows() = default;
+    InterleavedRows(const InterleavedRows&) = delete;
+    InterleavedRows& operator=(const InterleavedRows&) = delete;
+    ~InterleavedRows() { release(); }
+
+    static constexpr std::size_t kU = 2048, kSc = 512, kD = 32, kCoef = 512;  // per (b, h)
 
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 256;
         const auto n = static_cast<std::size_t>(nb);
-        // Every part a multiple of 64 bytes, so each starts aligned for the vector loads.
-        const std::size_t u_bytes = kTileRows * n * 256, sc_bytes = kTileRows * n * 256;
-        const std::size_t d_bytes = (kTileRows * n * sizeof(float) + 63) / 64 * 64;
-        const std::size_t need = u_bytes + sc_bytes + d_bytes + kTileRows * n * 64;
+        const std::size_t per_b = kRowRegs * (kU + kSc + kD + kCoef);
+        // pack_k_simd's arrays for 8 rows: u, sc16, d, coef.
+        const std::size_t row_u = n * 256, row_sc = n * 128, row_c = n * 16;
+        const std::size_t tmp_bytes = kLanes * (row_u + 2 * row_sc + 4 * n + 4 * row_c);
+        const std::size_t need = n * per_b + tmp_bytes;
         if (need > capacity_) {
             release();
             buffer_ = static_cast<std::uint8_t*>(::operator new[](need, std::align_val_t{64}));
             capacity_ = need;
         }
         u = buffer_;
-        sc16 = reinterpret_cast<std::int16_t*>(buffer_ + u_bytes);
-        d = reinterpret_cast<float*>(buffer_ + u_bytes + sc_bytes);
-        coef = reinterpret_cast<float*>(buffer_ + u_bytes + sc_bytes + d_bytes);
-        for (int r = 0; r < rows; ++r) {
-            const auto i = static_cast<std::size_t>(r);
-            pack_k_simd(a.type, a.weights + static_cast<std::size_t>(r0 + r) * a.row_bytes, nb,
-                        u + i * n * 256, sc16 + i * n * 128, d + i * n, coef + i * n * 16);
+        sc = reinterpret_cast<std::int16_t*>(u + n * kRowRegs * kU);
+        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kRowRegs * kSc);
+        coef = d + n * kRowRegs * kD / sizeof(float);
+        auto* tu = reinterpret_cast<std::uint8_t*>(coef + n * kRowRegs * kCoef / 4);
+        auto* tsc = reinterpret_cast<std::int16_t*>(tu + kLanes * row_u);
+        auto* tc = reinterpret_cast<float*>(tsc + kLanes * row_sc);
+        auto* td = tc + kLanes * row_c;
+        for (int h = 0; h < kRowRegs; ++h) {
+            const int here = static_cast<int>(min_of(kLanes, rows - kLanes * h));
+            if (here < kLanes) std::memset(tu, 0, tmp_bytes);  // missing rows: all zero
+            for (int r = 0; r < here; ++r) {
+                const auto i = static_cast<std::size_t>(r);
+                pack_k_simd(a.type,
+                            a.weights + static_cast<std::size_t>(r0 + kLanes * h + r) * a.row_bytes,
+                            nb, tu + i * row_u, tsc + i * row_sc, td + i * n, tc + i * row_c);
+            }
+            for (std::size_t b = 0; b < n; ++b) {
+                const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
+                interleave_u(tu + 256 * b, row_u, u + bh * kU);
+                // A sub-block's scale is the same int16 pair all along sc16, so one 32-bit word
+                // per row is the row's lane of pmaddwd's operand.
+                std::int16_t* sb = sc + bh * (kSc / 2);
+                float* cb = coef + bh * (kCoef / 4);
+                for (int j = 0; j < kSubBlocks; ++j) {
+                    for (int r = 0; r < kLanes; ++r) {
+                        const auto i = static_cast<std::size_t>(r);
+                        std::memcpy(sb + 16 * j + 2 * r, tsc + i * row_sc + 128 * b + 8 * j, 4);
+                        cb[8 * j + r] = tc[i * row_c + 16 * b + static_cast<std::size_t>(j)];
+                    }
+                }
+                for (int r = 0; r < kLanes; ++r)
+                    d[bh * kLanes + static_cast<std::size_t>(r)] =
+                        td[static_cast<std::size_t>(r) * n + b];
+            }
+        }
+    }
+
+    // One super-block of 8 rows (src + r * stride) -> [group][row][4 bytes]: an 8 x 8 transpose
+    // of 32-bit words per 32 bytes of each row.
+    static void interleave_u(const std::uint8_t* src, std::size_t stride, std::uint8_t* dst) {
+        for (int c = 0; c < 8; ++c) {
+            __m256i r[8];
+            for (int i = 0; i < 8; ++i)
+                r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(
+                    src + static_cast<std::size_t>(i) * stride + 32 * c));
+            __m256i t[8], q[8];
+            for (int i = 0; i < 8; i += 2) {
+                t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+                t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {
+                q[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+                q[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+                q[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+                q[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+            }
+            auto* out = reinterpret_cast<__m256i*>(dst + 256 * c);
+            for (int i = 0; i < 4; ++i) {
+                _mm256_store_si256(out + i, _mm256_permute2x128_si256(q[i], q[i + 4], 0x20));
+                _mm256_store_si256(out + i + 4, _mm256_permute2x128_si256(q[i], q[i + 4], 0x31));
+            }
         }
     }
 
@@ -91,106 +159,129 @@ struct PackedRows {
     std::size_t capacity_ = 0;
 };
 
-// R rows (packed in p), T tokens from t0: every output of the tile, over the whole row length.
-template <int R, int T>
-void k_tile(const MatmulArgs& a, const PackedRows& p, std::int64_t r0, std::int64_t t0) {
+// GCC hoists every token's broadcast and product of a step ahead of the additions, and with 12
+// accumulators live that leaves no registers: it kept 11 of them on the stack (measured in the
+// generated code). An empty volatile asm on a value pins its place in the order, since volatile
+// asms are never moved across each other, so each token's work stays together.
+inline void keep_in_order(__m256i& v) {
+#if defined(__GNUC__)
+    asm volatile("" : "+x"(v));
+#else
+    (void)v;
+#endif
+}
+
+inline __m256i broadcast4(const std::uint8_t* p) {
+    std::int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// kRowRegs x 8 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
+template <int T>
+void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
+          std::int64_t t0) {
+    constexpr int H = kRowRegs;
     const TokenRows<T> acts(a, t0);
-    const std::int64_t nb = p.nb;
-    const auto row_u = static_cast<std::size_t>(nb) * 256;
-    const auto row_sc = static_cast<std::size_t>(nb) * 128;
-    alignas(32) float facc[R][T][8];
-    for (int r = 0; r < R; ++r) {
-        for (int t = 0; t < T; ++t) _mm256_store_ps(facc[r][t], _mm256_setzero_ps());
+    __m256 f[H][T];
+    for (int h = 0; h < H; ++h) {
+        for (int t = 0; t < T; ++t) f[h][t] = _mm256_setzero_ps();
     }
-    for (std::int64_t b = 0; b < nb; ++b) {
-        __m256i acc[R][T];
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 3
-            for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_si256();
+    for (std::int64_t b = 0; b < p.nb; ++b) {
+        __m256i acc[H][T];
+        for (int h = 0; h < H; ++h) {
+            for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
         }
-        const std::uint8_t* ub = p.u + 256 * b;
-        const std::int16_t* sb = p.sc16 + 128 * b;
-        // Not unrolled: GCC then schedules all chunks' products ahead of their additions and
-        // spills them (measured with the Q4_K-only first version: 400 stack accesses, 45
-        // GFLOP/s, below the panels' 60).
+        const auto bh0 = static_cast<std::size_t>(b * kRowRegs);
+        const std::uint8_t* ub = p.u + bh0 * InterleavedRows::kU;
+        const std::int16_t* sb = p.sc + bh0 * (InterleavedRows::kSc / 2);
 #pragma GCC unroll 1
-        for (int c = 0; c < 8; ++c) {
+        for (int j = 0; j < kSubBlocks; ++j) {
 #pragma GCC unroll 4
-            for (int r = 0; r < R; ++r) {
-                const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(
-                    ub + static_cast<std::size_t>(r) * row_u + 32 * c));
-                const __m256i* sc = reinterpret_cast<const __m256i*>(
-                    sb + static_cast<std::size_t>(r) * row_sc + 16 * c);
-#pragma GCC unroll 3
+            for (int gg = 0; gg < 4; ++gg) {
+                const int g = 4 * j + gg;
+                __m256i w[H];
+                for (int h = 0; h < H; ++h)
+                    w[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(
+                        ub + static_cast<std::size_t>(h) * InterleavedRows::kU + 32 * g));
+#pragma GCC unroll 6
                 for (int t = 0; t < T; ++t) {
-                    const auto* x = reinterpret_cast<const __m256i*>(acts.q[t] + 256 * b + 32 * c);
-                    acc[r][t] = _mm256_add_epi32(
-                        acc[r][t],
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_load_si256(x)), *sc));
+                    __m256i x = broadcast4(acts.q[t] + 256 * b + 4 * g);
+                    keep_in_order(x);
+#pragma GCC unroll 2
+                    for (int h = 0; h < H; ++h) {
+                        const auto* s = reinterpret_cast<const __m256i*>(
+                            sb + static_cast<std::size_t>(h) * (InterleavedRows::kSc / 2) + 16 * j);
+                        __m256i sum = _mm256_add_epi32(
+                            acc[h][t],
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(w[h], x), _mm256_load_si256(s)));
+                        keep_in_order(sum);
+                        acc[h][t] = sum;
+                    }
                 }
             }
         }
-        // d_r * d_a(t) * (integer sum) + sum_j coef_r[j] * s16_a(t)[j], into the float lanes.
-#pragma GCC unroll 3
-        for (int t = 0; t < T; ++t) {
-            const __m256 s_lo = _mm256_loadu_ps(acts.s[t] + 16 * b);
-            const __m256 s_hi = _mm256_loadu_ps(acts.s[t] + 16 * b + 8);
-            const __m256 da = _mm256_broadcast_ss(acts.d[t] + b);
-#pragma GCC unroll 4
-            for (int r = 0; r < R; ++r) {
-                const std::size_t i = static_cast<std::size_t>(r) * static_cast<std::size_t>(nb) +
-                                      static_cast<std::size_t>(b);
-                const float* coef = p.coef + 16 * i;
-                __m256 f = _mm256_load_ps(facc[r][t]);
-                f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][t]),
-                                    _mm256_mul_ps(_mm256_broadcast_ss(p.d + i), da), f);
-                f = _mm256_fmadd_ps(_mm256_load_ps(coef), s_lo, f);
-                f = _mm256_fmadd_ps(_mm256_load_ps(coef + 8), s_hi, f);
-                _mm256_store_ps(facc[r][t], f);
+        for (int h = 0; h < H; ++h) {
+            const __m256 dw = _mm256_load_ps(p.d + (bh0 + h) * kLanes);
+            const float* c = p.coef + (bh0 + h) * (InterleavedRows::kCoef / 4);
+            for (int t = 0; t < T; ++t) {
+                const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(acts.d[t] + b));
+                f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
+            }
+            // Tokens innermost: T independent chains of 16 multiply-adds instead of one chain
+            // at a time, which left the loop waiting on FMA latency (a fifth of the tile's
+            // time, measured with perf).
+            for (int j = 0; j < kSubBlocks; ++j) {
+                const __m256 cj = _mm256_load_ps(c + 8 * j);
+                for (int t = 0; t < T; ++t)
+                    f[h][t] =
+                        _mm256_fmadd_ps(cj, _mm256_broadcast_ss(acts.s[t] + 16 * b + j), f[h][t]);
             }
         }
     }
-    for (int r = 0; r < R; ++r) {
+    for (int h = 0; h < H; ++h) {
+        const int valid = rows - kLanes * h;
+        if (valid <= 0) break;
         for (int t = 0; t < T; ++t) {
-            a.out[(t0 + t) * a.out_stride + r0 + r] = hsum(_mm256_load_ps(facc[r][t]));
+            float* o = a.out + (t0 + t) * a.out_stride + r0 + kLanes * h;
+            if (valid >= kLanes) {
+                _mm256_storeu_ps(o, f[h][t]);
+            } else {
+                alignas(32) float lanes[kLanes];
+                _mm256_store_ps(lanes, f[h][t]);
+                std::memcpy(o, lanes, static_cast<std::size_t>(valid) * sizeof(float));
+            }
         }
     }
 }
 
-template <int R>
-void k_rows(const MatmulArgs& a, PackedRows& p, std::int64_t r0) {
-    p.pack(a, r0, R);
-    std::int64_t t0 = 0;
-    for (; t0 + kTileTokens <= a.tokens; t0 += kTileTokens) k_tile<R, kTileTokens>(a, p, r0, t0);
-    if (a.tokens - t0 == 2) k_tile<R, 2>(a, p, r0, t0);
-    if (a.tokens - t0 == 1) k_tile<R, 1>(a, p, r0, t0);
+template <int T>
+void tail_tokens(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
+                 std::int64_t t0, int left) {
+    if constexpr (T > 0) {
+        if (left == T) {
+            tile<T>(a, p, r0, rows, t0);
+            return;
+        }
+        tail_tokens<T - 1>(a, p, r0, rows, t0, left);
+    }
 }
 
-// Row groups outermost: a group's packed rows (4 x 1.4 KB per 256 of width) stay in L1/L2
-// while every token of the call passes over them; the activations come from L2 (matmul_rows
+// Row groups outermost: a group's interleaved rows (2.6 KB per 256 of width and 8 rows) stay in
+// L2 while every token of the call passes over them; the activations come from L2 (matmul_rows
 // blocks the tokens so that they fit).
 void k_gemm(const MatmulArgs& a) {
-    thread_local PackedRows packed;
+    thread_local InterleavedRows packed;
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    std::int64_t r = a.row_begin;
-    for (; r + kTileRows <= a.row_end; r += kTileRows) {
+    for (std::int64_t r = a.row_begin; r < a.row_end; r += kGroupRows) {
+        const int rows = static_cast<int>(min_of(kGroupRows, a.row_end - r));
         prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes,
-                       kTileRows * a.row_bytes, w_end);
-        k_rows<kTileRows>(a, packed, r);
-    }
-    switch (a.row_end - r) {
-        case 3:
-            k_rows<3>(a, packed, r);
-            break;
-        case 2:
-            k_rows<2>(a, packed, r);
-            break;
-        case 1:
-            k_rows<1>(a, packed, r);
-            break;
-        default:
-            break;
+                       static_cast<std::size_t>(rows) * a.row_bytes, w_end);
+        packed.pack(a, r, rows);
+        std::int64_t t0 = 0;
+        for (; t0 + kTileTokens <= a.tokens; t0 += kTileTokens)
+            tile<kTileTokens>(a, packed, r, rows, t0);
+        tail_tokens<kTileTokens - 1>(a, packed, r, rows, t0, static_cast<int>(a.tokens - t0));
     }
 }
 
