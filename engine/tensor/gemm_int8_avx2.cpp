@@ -33,6 +33,7 @@
 #include <cstring>
 #include <new>
 
+#include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
 #include "tensor/pack_simd256.h"
@@ -41,7 +42,6 @@ namespace tokenscope::tensor::detail {
 
 namespace {
 
-constexpr int kLanes = 8;    // rows per register
 constexpr int kRowRegs = 2;  // registers of rows per tile: 16 rows
 constexpr int kGroupRows = kLanes * kRowRegs;
 // 2 x 6 = 12 accumulators of the 16 registers. Measured against 2 x 5 and 1 x 8, 1 x 10, 1 x 12
@@ -64,11 +64,6 @@ struct InterleavedRows {
     float* d = nullptr;
     float* coef = nullptr;
 
-    InterleavedRows() = default;
-    InterleavedRows(const InterleavedRows&) = delete;
-    InterleavedRows& operator=(const InterleavedRows&) = delete;
-    ~InterleavedRows() { release(); }
-
     static constexpr std::size_t kU = 2048, kSc = 512, kD = 32, kCoef = 512;  // per (b, h)
 
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
@@ -79,12 +74,7 @@ struct InterleavedRows {
         const std::size_t row_u = n * 256, row_sc = n * 128, row_c = n * 16;
         const std::size_t tmp_bytes = kLanes * (row_u + 2 * row_sc + 4 * n + 4 * row_c);
         const std::size_t need = n * per_b + tmp_bytes;
-        if (need > capacity_) {
-            release();
-            buffer_ = static_cast<std::uint8_t*>(::operator new[](need, std::align_val_t{64}));
-            capacity_ = need;
-        }
-        u = buffer_;
+        u = buffer_.get(need);
         sc = reinterpret_cast<std::int16_t*>(u + n * kRowRegs * kU);
         d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kRowRegs * kSc);
         coef = d + n * kRowRegs * kD / sizeof(float);
@@ -103,7 +93,8 @@ struct InterleavedRows {
             }
             for (std::size_t b = 0; b < n; ++b) {
                 const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
-                interleave_u(tu + 256 * b, row_u, u + bh * kU);
+                for (int c = 0; c < 8; ++c)
+                    interleave_rows32(tu + 256 * b + 32 * c, row_u, u + bh * kU + 256 * c);
                 // A sub-block's scale is the same int16 pair all along sc16, so one 32-bit word
                 // per row is the row's lane of pmaddwd's operand.
                 std::int16_t* sb = sc + bh * (kSc / 2);
@@ -122,60 +113,9 @@ struct InterleavedRows {
         }
     }
 
-    // One super-block of 8 rows (src + r * stride) -> [group][row][4 bytes]: an 8 x 8 transpose
-    // of 32-bit words per 32 bytes of each row.
-    static void interleave_u(const std::uint8_t* src, std::size_t stride, std::uint8_t* dst) {
-        for (int c = 0; c < 8; ++c) {
-            __m256i r[8];
-            for (int i = 0; i < 8; ++i)
-                r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(
-                    src + static_cast<std::size_t>(i) * stride + 32 * c));
-            __m256i t[8], q[8];
-            for (int i = 0; i < 8; i += 2) {
-                t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
-                t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
-            }
-            for (int i = 0; i < 8; i += 4) {
-                q[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
-                q[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
-                q[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
-                q[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
-            }
-            auto* out = reinterpret_cast<__m256i*>(dst + 256 * c);
-            for (int i = 0; i < 4; ++i) {
-                _mm256_store_si256(out + i, _mm256_permute2x128_si256(q[i], q[i + 4], 0x20));
-                _mm256_store_si256(out + i + 4, _mm256_permute2x128_si256(q[i], q[i + 4], 0x31));
-            }
-        }
-    }
-
   private:
-    void release() {
-        if (buffer_) ::operator delete[](buffer_, std::align_val_t{64});
-        buffer_ = nullptr;
-        capacity_ = 0;
-    }
-    std::uint8_t* buffer_ = nullptr;
-    std::size_t capacity_ = 0;
+    ScratchBuffer buffer_;
 };
-
-// GCC hoists every token's broadcast and product of a step ahead of the additions, and with 12
-// accumulators live that leaves no registers: it kept 11 of them on the stack (measured in the
-// generated code). An empty volatile asm on a value pins its place in the order, since volatile
-// asms are never moved across each other, so each token's work stays together.
-inline void keep_in_order(__m256i& v) {
-#if defined(__GNUC__)
-    asm volatile("" : "+x"(v));
-#else
-    (void)v;
-#endif
-}
-
-inline __m256i broadcast4(const std::uint8_t* p) {
-    std::int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 // kRowRegs x 8 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
 template <int T>
@@ -243,14 +183,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
         const int valid = rows - kLanes * h;
         if (valid <= 0) break;
         for (int t = 0; t < T; ++t) {
-            float* o = a.out + (t0 + t) * a.out_stride + r0 + kLanes * h;
-            if (valid >= kLanes) {
-                _mm256_storeu_ps(o, f[h][t]);
-            } else {
-                alignas(32) float lanes[kLanes];
-                _mm256_store_ps(lanes, f[h][t]);
-                std::memcpy(o, lanes, static_cast<std::size_t>(valid) * sizeof(float));
-            }
+            store_lanes(a.out + (t0 + t) * a.out_stride + r0 + kLanes * h, f[h][t], valid);
         }
     }
 }

@@ -11,6 +11,10 @@
 // per 128 tokens, next to 128 multiply-adds per weight. The activations stay f32 (no int8
 // rounding), so prefill is at least as exact as the integer path.
 //
+// The quantized types no longer come here: the int8 GEMMs whose lanes are weight rows
+// (gemm_int8_avx2.cpp, gemm_int8_q32_avx2.cpp) run 1.2-1.5x faster than these panels. This file
+// serves F16 and BF16, and the quantized types while TOKENSCOPE_INT8_GEMM=0.
+//
 // Loop nest (per call, i.e. per thread's row range): blocks of 8 token groups (128 tokens,
 // whose k-block of activations is 256 KiB and stays in L2) > blocks of kKC along k > 6-row
 // panels of weights, decoded into a 12 KiB buffer that stays in L1 > token groups.

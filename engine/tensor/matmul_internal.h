@@ -28,7 +28,7 @@ struct MatmulArgs {
     std::int64_t out_stride;
     const float* panels = nullptr;  // PreparedActivations::panels(): null when not built
     std::int64_t panel_group_stride = 0;
-    bool int8_gemm = false;  // uses_int8_gemm(type): prefill takes gemm_int8_avx2
+    bool int8_gemm = false;  // uses_int8_gemm(type): prefill takes an AVX2 int8 GEMM
 };
 
 // Fewest tokens that take the AVX2 prefill panels (the public kPanelMinTokens in matmul.h;
@@ -49,11 +49,13 @@ bool direct_avx512(const MatmulArgs& args);
 // decoded to f32 a block at a time and multiplied by a 6-row x 16-token register tile
 // (gemm_panels_avx2.cpp). Returns false for F32 weights, which keep the row-tile kernels.
 bool gemm_panels_avx2(const MatmulArgs& args);
-// Prefill over the int8 activations with an integer register tile of 4 rows x 3 tokens
-// (gemm_int8_avx2.cpp), for the K-quants; false for any other type.
+// Prefill over the int8 activations with an integer register tile of 16 rows (in the 32-bit
+// lanes) x 6 tokens: gemm_int8_avx2.cpp for the K-quants, gemm_int8_q32_avx2.cpp for Q4_0,
+// Q4_1, Q5_0, Q5_1 and Q8_0; each returns false for any other type.
 bool gemm_int8_avx2(const MatmulArgs& args);
-// Whether AVX2 prefill (kPanelMinTokensInternal tokens or more) of `type` takes
-// gemm_int8_avx2 instead of the f32 panels (which prepare_activations then does not build).
+bool gemm_int8_q32_avx2(const MatmulArgs& args);
+// Whether AVX2 prefill (kPanelMinTokensInternal tokens or more) of `type` takes one of
+// the int8 GEMMs instead of the f32 panels (which prepare_activations then does not build).
 // TOKENSCOPE_INT8_GEMM=0 in the environment turns it off, to compare the two. Baseline code
 // (simd_dispatch.cpp).
 bool uses_int8_gemm(Type type);

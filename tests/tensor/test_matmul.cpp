@@ -269,18 +269,19 @@ std::string check_case(const Case& c, double* worst_vector_rel_error) {
     for (SimdLevel level : supported_levels()) {
         set_simd_level(level);
         // Prepared at each level, as the engine does: the AVX2 level adds the f32 prefill
-        // panels for 16 tokens or more, and those kernels multiply the exact activations;
-        // except for the K-quants, whose AVX2 prefill is the int8 GEMM (gemm_int8_avx2.cpp),
-        // checked below like every kernel on int8 activations.
+        // panels for 16 tokens or more of F16/BF16 weights, and those kernels multiply the
+        // exact activations; the quantized types' AVX2 prefill is an int8 GEMM
+        // (gemm_int8_avx2.cpp, gemm_int8_q32_avx2.cpp), checked below like every kernel on int8
+        // activations.
         PreparedActivations acts;
         prepare_activations(c.type, x.data(), c.tokens, c.n, acts);
-        const bool k_quant = activation_format_for(c.type) == ActivationFormat::Q8_256;
-        const bool panels_expected = !k_quant && c.type != Type::F32;
+        const bool quantized = activation_format_for(c.type) != ActivationFormat::F32;
+        const bool panels_expected = !quantized && c.type != Type::F32;
         if (level == SimdLevel::Avx2 && c.tokens >= kPanelMinTokens &&
             !std::getenv("TOKENSCOPE_INT8_GEMM") && (acts.panels() != nullptr) != panels_expected) {
-            return describe(c, level) + (k_quant ? ": f32 panels built for a K-quant (its prefill "
-                                                   "is the int8 GEMM)"
-                                                 : ": the f32 panels were not built");
+            return describe(c, level) + (quantized ? ": f32 panels built for a quantized type "
+                                                     "(its prefill is an int8 GEMM)"
+                                                   : ": the f32 panels were not built");
         }
         std::vector<float> out(outputs, std::numeric_limits<float>::quiet_NaN());
         matmul_rows(c.type, w.data(), c.n, 0, c.rows, acts, out.data(), c.rows);
@@ -433,11 +434,11 @@ void TestMatmul::quantizedFromFloatsMatchesReference() {
     }
 }
 
-// 13 rows fit in one group of most kernels; the AVX2 K-quant prefill interleaves 16 rows per
+// 13 rows fit in one group of most kernels; the AVX2 int8 prefill interleaves 16 rows per
 // group, so 37 rows are two whole groups and a partial third, each row in its own lane.
 void TestMatmul::manyRowGroupsMatchReference() {
     for (Type type : kAllTypes) {
-        if (traits(type).block_size != 256) continue;
+        if (activation_format_for(type) == ActivationFormat::F32) continue;
         double worst = 0;
         const std::string failure = check_case({type, 37, 512, 40, false}, &worst);
         QVERIFY2(failure.empty(), failure.c_str());

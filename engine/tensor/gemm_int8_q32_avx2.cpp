@@ -1,0 +1,226 @@
+// Prefill (16 tokens and more) for the 32-blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on AVX2: the
+// integer tile of gemm_int8_avx2.cpp (32-bit lanes are weight rows, int8_lanes_avx2.h) over the
+// int8 activations (PreparedActivations' Q8_32 rows), in place of the f32 panels.
+//
+// Why: the f32 panels are bounded by the FMA rate (8 multiply-adds per instruction, 2 per
+// cycle); pmaddubsw multiplies 32 byte pairs, and its pipes are free of the float work. This
+// uses the activations' int8 rounding, as the decode kernels and llama.cpp do; the panels had
+// used the exact f32 activations.
+//
+// Per 32-block b, row r and token t, in pack_q32_row's terms (matmul_internal.h):
+//   dot = d_r * d_a(t) * sum_k u_r[k] * q_a(t)[k] + coef_r * s_a(t)
+// with u unsigned. Q4_0/Q4_1/Q5_0/Q5_1 multiply u (<= 31) directly. Q8_0's u = q + 128 does not
+// fit pmaddubsw (2 * 255 * 127 overflows int16), so its rows are packed signed, the tile
+// multiplies |q| by the activation with q's sign (psignb), and no offset term remains. Pairs
+// stay within 2 * 128 * 127 < 2^15; pmaddwd by ones widens them to the int32 lanes, each lane
+// summing one row's 32 products of the block (< 2^21).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/int8_lanes_avx2.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/matmul_tiling.h"
+#include "tensor/pack_simd256.h"
+
+namespace tokenscope::tensor::detail {
+
+namespace {
+
+constexpr int kRowRegs = 2;  // registers of rows per tile: 16 rows
+constexpr int kGroupRows = kLanes * kRowRegs;
+// Tokens per tile: 6 (12 accumulators) for the unsigned types; Q8_0's psignb needs one more
+// register per product, and 5 measured 5-10 % faster than 4 or 6 for it.
+constexpr int kTokensUnsigned = 6;
+constexpr int kTokensSigned = 5;
+
+// Up to kGroupRows weight rows interleaved for the tile. Per 32-block b and register h (rows
+// 8h..8h+7):
+//   u:    [b][h][group 0..7][row 0..7][4 bytes]  256 bytes (Q8_0: |q|)
+//   sign: [b][h][group 0..7][row 0..7][4 bytes]  Q8_0 only: q itself, for psignb
+//   d:    [b][h][row 0..7]                       block scales
+//   coef: [b][h][row 0..7]                       offset / min terms (not Q8_0)
+// Rows past the end are zero everywhere, so their lanes compute 0.
+struct InterleavedBlocks {
+    std::int64_t nb = 0;
+    bool is_signed = false;
+    std::uint8_t* u = nullptr;
+    std::uint8_t* sign = nullptr;
+    float* d = nullptr;
+    float* coef = nullptr;
+
+    static constexpr std::size_t kU = 256, kD = 32;  // bytes per (b, h)
+
+    void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
+        nb = a.n / 32;
+        is_signed = a.type == Type::Q8_0;
+        const auto n = static_cast<std::size_t>(nb);
+        // pack_q32_simd writes d and c 8 at a time and takes kPackChunk elements per call.
+        const std::size_t nd = (n + 16) / 16 * 16;
+        const std::size_t per_b = kRowRegs * (2 * kU + 2 * kD);
+        const std::size_t row_u = n * 32;
+        const std::size_t tmp_bytes = kLanes * (row_u + 2 * nd * sizeof(float));
+        u = buffer_.get(n * per_b + tmp_bytes);
+        sign = u + n * kRowRegs * kU;
+        d = reinterpret_cast<float*>(sign + n * kRowRegs * kU);
+        coef = d + n * kRowRegs * kLanes;
+        auto* tu = reinterpret_cast<std::uint8_t*>(coef + n * kRowRegs * kLanes);
+        auto* td = reinterpret_cast<float*>(tu + kLanes * row_u);
+        auto* tc = td + kLanes * nd;
+        const std::int64_t chunk_blocks = kPackChunk / 32;
+        for (int h = 0; h < kRowRegs; ++h) {
+            const int here = static_cast<int>(min_of(kLanes, rows - kLanes * h));
+            if (here < kLanes) std::memset(tu, 0, tmp_bytes);  // missing rows: all zero
+            for (int r = 0; r < here; ++r) {
+                const auto i = static_cast<std::size_t>(r);
+                const std::uint8_t* row =
+                    a.weights + static_cast<std::size_t>(r0 + kLanes * h + r) * a.row_bytes;
+                const std::size_t block_bytes = a.row_bytes / n;
+                for (std::int64_t b0 = 0; b0 < nb; b0 += chunk_blocks) {
+                    const auto o = static_cast<std::size_t>(b0);
+                    pack_q32_simd(a.type, row + o * block_bytes, min_of(chunk_blocks, nb - b0),
+                                  tu + i * row_u + 32 * o, td + i * nd + o, tc + i * nd + o);
+                }
+            }
+            const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+            for (std::size_t b = 0; b < n; ++b) {
+                const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
+                std::uint8_t* ub = u + bh * kU;
+                interleave_rows32(tu + 32 * b, row_u, ub);
+                if (is_signed) {
+                    // u = q + 128 -> q (in sign) and |q| (in u).
+                    for (int g = 0; g < 8; ++g) {
+                        auto* pu = reinterpret_cast<__m256i*>(ub + 32 * g);
+                        const __m256i q = _mm256_xor_si256(_mm256_load_si256(pu), flip);
+                        _mm256_store_si256(reinterpret_cast<__m256i*>(sign + bh * kU + 32 * g), q);
+                        _mm256_store_si256(pu, _mm256_abs_epi8(q));
+                    }
+                }
+                for (int r = 0; r < kLanes; ++r) {
+                    const auto i = static_cast<std::size_t>(r);
+                    d[bh * kLanes + i] = td[i * nd + b];
+                    coef[bh * kLanes + i] = tc[i * nd + b];
+                }
+            }
+        }
+    }
+
+  private:
+    ScratchBuffer buffer_;
+};
+
+// kRowRegs x 8 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
+template <int T, bool Signed>
+void tile(const MatmulArgs& a, const InterleavedBlocks& p, std::int64_t r0, int rows,
+          std::int64_t t0) {
+    constexpr int H = kRowRegs;
+    const TokenRows<T> acts(a, t0);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 f[H][T];
+    for (int h = 0; h < H; ++h) {
+        for (int t = 0; t < T; ++t) f[h][t] = _mm256_setzero_ps();
+    }
+#pragma GCC unroll 1
+    for (std::int64_t b = 0; b < p.nb; ++b) {
+        __m256i acc[H][T];
+        for (int h = 0; h < H; ++h) {
+            for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
+        }
+        const auto bh0 = static_cast<std::size_t>(b * kRowRegs);
+        const std::uint8_t* ub = p.u + bh0 * InterleavedBlocks::kU;
+        const std::uint8_t* sb = p.sign + bh0 * InterleavedBlocks::kU;
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+            __m256i w[H];
+            for (int h = 0; h < H; ++h)
+                w[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(
+                    ub + static_cast<std::size_t>(h) * InterleavedBlocks::kU + 32 * g));
+#pragma GCC unroll 6
+            for (int t = 0; t < T; ++t) {
+                __m256i x = broadcast4(acts.q[t] + 32 * b + 4 * g);
+                keep_in_order(x);
+#pragma GCC unroll 2
+                for (int h = 0; h < H; ++h) {
+                    __m256i xs = x;
+                    if constexpr (Signed) {
+                        xs = _mm256_sign_epi8(
+                            x, _mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                   sb + static_cast<std::size_t>(h) * InterleavedBlocks::kU +
+                                   32 * g)));
+                    }
+                    __m256i sum = _mm256_add_epi32(
+                        acc[h][t], _mm256_madd_epi16(_mm256_maddubs_epi16(w[h], xs), ones));
+                    keep_in_order(sum);
+                    acc[h][t] = sum;
+                }
+            }
+        }
+        for (int h = 0; h < H; ++h) {
+            const __m256 dw = _mm256_load_ps(p.d + (bh0 + h) * kLanes);
+            for (int t = 0; t < T; ++t) {
+                const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(acts.d[t] + b));
+                f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
+            }
+            if constexpr (!Signed) {
+                const __m256 c = _mm256_load_ps(p.coef + (bh0 + h) * kLanes);
+                for (int t = 0; t < T; ++t)
+                    f[h][t] = _mm256_fmadd_ps(c, _mm256_broadcast_ss(acts.s[t] + b), f[h][t]);
+            }
+        }
+    }
+    for (int h = 0; h < H; ++h) {
+        const int valid = rows - kLanes * h;
+        if (valid <= 0) break;
+        for (int t = 0; t < T; ++t)
+            store_lanes(a.out + (t0 + t) * a.out_stride + r0 + kLanes * h, f[h][t], valid);
+    }
+}
+
+template <int T, bool Signed>
+void tail_tokens(const MatmulArgs& a, const InterleavedBlocks& p, std::int64_t r0, int rows,
+                 std::int64_t t0, int left) {
+    if constexpr (T > 0) {
+        if (left == T) {
+            tile<T, Signed>(a, p, r0, rows, t0);
+            return;
+        }
+        tail_tokens<T - 1, Signed>(a, p, r0, rows, t0, left);
+    }
+}
+
+template <int T, bool Signed>
+void q32_gemm(const MatmulArgs& a) {
+    thread_local InterleavedBlocks packed;
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    for (std::int64_t r = a.row_begin; r < a.row_end; r += kGroupRows) {
+        const int rows = static_cast<int>(min_of(kGroupRows, a.row_end - r));
+        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes,
+                       static_cast<std::size_t>(rows) * a.row_bytes, w_end);
+        packed.pack(a, r, rows);
+        std::int64_t t0 = 0;
+        for (; t0 + T <= a.tokens; t0 += T) tile<T, Signed>(a, packed, r, rows, t0);
+        tail_tokens<T - 1, Signed>(a, packed, r, rows, t0, static_cast<int>(a.tokens - t0));
+    }
+}
+
+}  // namespace
+
+bool gemm_int8_q32_avx2(const MatmulArgs& args) {
+    switch (args.type) {
+        case Type::Q8_0:
+            q32_gemm<kTokensSigned, true>(args);
+            return true;
+        case Type::Q4_0:
+        case Type::Q4_1:
+        case Type::Q5_0:
+        case Type::Q5_1:
+            q32_gemm<kTokensUnsigned, false>(args);
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace tokenscope::tensor::detail
