@@ -631,6 +631,8 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q4_K:
         case Type::Q5_K:
         case Type::Q6_K:
+            if (args.int8_gemm && args.tokens >= kPanelMinTokensInternal && gemm_int8_avx512(args))
+                return true;
             run_k<KAvx512>(args);
             return true;
     }

@@ -88,7 +88,7 @@ struct InterleavedBlocks {
             for (std::size_t b = 0; b < n; ++b) {
                 const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
                 std::uint8_t* ub = u + bh * kU;
-                interleave_rows32(tu + 32 * b, row_u, ub);
+                interleave_rows32(tu + 32 * b, row_u, ub, 32);
                 if (is_signed) {
                     // u = q + 128 -> q (in sign) and |q| (in u).
                     for (int g = 0; g < 8; ++g) {

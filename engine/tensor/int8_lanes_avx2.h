@@ -11,6 +11,8 @@
 #include <cstring>
 #include <new>
 
+#include "tensor/pack_simd256.h"
+
 namespace tokenscope::tensor::detail {
 namespace {
 
@@ -35,10 +37,11 @@ inline __m256i broadcast4(const std::uint8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
-// 32 bytes of each of 8 rows (src + r * stride, 32-byte aligned) -> 8 vectors at dst (32-byte
-// aligned), vector g holding bytes 4g..4g+3 of rows 0..7 in lanes 0..7: an 8 x 8 transpose of
-// 32-bit words.
-inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::uint8_t* dst) {
+// 32 bytes of each of 8 rows (src + r * stride, 32-byte aligned) -> 8 vectors at dst + g *
+// dst_stride (32-byte aligned), vector g holding bytes 4g..4g+3 of rows 0..7 in lanes 0..7: an
+// 8 x 8 transpose of 32-bit words.
+inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::uint8_t* dst,
+                              std::size_t dst_stride) {
     __m256i r[8];
     for (int i = 0; i < 8; ++i)
         r[i] = _mm256_load_si256(
@@ -54,10 +57,13 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
         q[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
         q[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
     }
-    auto* out = reinterpret_cast<__m256i*>(dst);
     for (int i = 0; i < 4; ++i) {
-        _mm256_store_si256(out + i, _mm256_permute2x128_si256(q[i], q[i + 4], 0x20));
-        _mm256_store_si256(out + i + 4, _mm256_permute2x128_si256(q[i], q[i + 4], 0x31));
+        _mm256_store_si256(
+            reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(i) * dst_stride),
+            _mm256_permute2x128_si256(q[i], q[i + 4], 0x20));
+        _mm256_store_si256(
+            reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(i + 4) * dst_stride),
+            _mm256_permute2x128_si256(q[i], q[i + 4], 0x31));
     }
 }
 
@@ -98,6 +104,76 @@ inline void store_lanes(float* out, __m256 v, int valid) {
     _mm256_store_ps(lanes, v);
     std::memcpy(out, lanes, static_cast<std::size_t>(valid) * sizeof(float));
 }
+
+// Up to R weight rows of a K-quant (R a multiple of 8), interleaved for the int8 tiles whose
+// lanes are rows, packed once per call and then used by every token tile. Per super-block b:
+//   u:    [b][group 0..63][row 0..R-1][4 bytes]       the rows' unsigned elements
+//   sc:   [b][sub-block 0..15][row][2 x int16]         pmaddwd's operand: the sub-block scale twice
+//   d:    [b][row]                                     super-block scales
+//   coef: [b][sub-block 0..15][row]                    offset / min terms
+// in pack_k_row's terms (matmul_internal.h). A register of 8 (AVX2) or 16 (AVX-512) rows is a
+// contiguous slice of each. Rows past the end are zero everywhere, so their lanes compute 0.
+template <int R>
+struct InterleavedKRows {
+    static_assert(R % kLanes == 0);
+    static constexpr std::size_t kU = 64 * R * 4, kSc = 16 * R * 4, kD = R * 4, kCoef = 16 * R * 4;
+
+    std::int64_t nb = 0;
+    std::uint8_t* u = nullptr;
+    std::int16_t* sc = nullptr;
+    float* d = nullptr;
+    float* coef = nullptr;
+
+    void pack(Type type, const std::uint8_t* weights, std::size_t row_bytes, std::int64_t n_elems,
+              std::int64_t r0, int rows) {
+        nb = n_elems / 256;
+        const auto n = static_cast<std::size_t>(nb);
+        // pack_k_simd's arrays for 8 rows at a time: u, sc16, coef, d.
+        const std::size_t row_u = n * 256, row_sc = n * 128, row_c = n * 16;
+        const std::size_t tmp_bytes = kLanes * (row_u + 2 * row_sc + 4 * n + 4 * row_c);
+        const std::size_t need = n * (kU + kSc + kD + kCoef) + tmp_bytes;
+        u = buffer_.get(need);
+        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
+        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
+        coef = d + n * kD / sizeof(float);
+        auto* tu = reinterpret_cast<std::uint8_t*>(coef + n * kCoef / sizeof(float));
+        auto* tsc = reinterpret_cast<std::int16_t*>(tu + kLanes * row_u);
+        auto* tc = reinterpret_cast<float*>(tsc + kLanes * row_sc);
+        auto* td = tc + kLanes * row_c;
+        for (int s = 0; s < R / kLanes; ++s) {
+            const int here = rows - kLanes * s < kLanes ? rows - kLanes * s : kLanes;
+            if (here < kLanes) std::memset(tu, 0, tmp_bytes);  // missing rows: all zero
+            for (int r = 0; r < here; ++r) {
+                const auto i = static_cast<std::size_t>(r);
+                pack_k_simd(type,
+                            weights + static_cast<std::size_t>(r0 + kLanes * s + r) * row_bytes, nb,
+                            tu + i * row_u, tsc + i * row_sc, td + i * n, tc + i * row_c);
+            }
+            const auto lane0 = static_cast<std::size_t>(kLanes * s);
+            for (std::size_t b = 0; b < n; ++b) {
+                for (int c = 0; c < 8; ++c)
+                    interleave_rows32(
+                        tu + 256 * b + 32 * c, row_u,
+                        u + b * kU + static_cast<std::size_t>(8 * c) * R * 4 + 4 * lane0, R * 4);
+                // A sub-block's scale is the same int16 pair all along sc16, so one 32-bit word
+                // per row is the row's lane of pmaddwd's operand.
+                std::int16_t* sb = sc + b * kSc / 2;
+                float* cb = coef + b * kCoef / 4;
+                for (std::size_t j = 0; j < 16; ++j) {
+                    for (std::size_t i = 0; i < kLanes; ++i) {
+                        std::memcpy(sb + j * R * 2 + 2 * (lane0 + i),
+                                    tsc + i * row_sc + 128 * b + 8 * j, 4);
+                        cb[j * R + lane0 + i] = tc[i * row_c + 16 * b + j];
+                    }
+                }
+                for (std::size_t i = 0; i < kLanes; ++i) d[b * R + lane0 + i] = td[i * n + b];
+            }
+        }
+    }
+
+  private:
+    ScratchBuffer buffer_;
+};
 
 }  // namespace
 }  // namespace tokenscope::tensor::detail

@@ -54,8 +54,11 @@ bool gemm_panels_avx2(const MatmulArgs& args);
 // Q4_1, Q5_0, Q5_1 and Q8_0; each returns false for any other type.
 bool gemm_int8_avx2(const MatmulArgs& args);
 bool gemm_int8_q32_avx2(const MatmulArgs& args);
+// The K-quant tile in 512-bit registers, 32 rows x 8 tokens (gemm_int8_avx512.cpp).
+bool gemm_int8_avx512(const MatmulArgs& args);
 // Whether AVX2 prefill (kPanelMinTokensInternal tokens or more) of `type` takes one of
-// the int8 GEMMs instead of the f32 panels (which prepare_activations then does not build).
+// the int8 GEMMs instead of the f32 panels (which prepare_activations then does not build), and
+// AVX-512 prefill of a K-quant gemm_int8_avx512 instead of the row tile KAvx512.
 // TOKENSCOPE_INT8_GEMM=0 in the environment turns it off, to compare the two. Baseline code
 // (simd_dispatch.cpp).
 bool uses_int8_gemm(Type type);
