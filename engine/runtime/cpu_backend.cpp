@@ -71,7 +71,12 @@ void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64
                         bool same_input) {
     if (!same_input || prepared_.format() != tensor::activation_format_for(w.type) || prepared_.n() != w.cols ||
         prepared_.rows() != tokens) {
-        tensor::prepare_activations(w.type, x, tokens, w.cols, prepared_);
+        // Rows in chunks of 8: a decode step's single row stays on this thread.
+        tensor::prepare_activations(
+            w.type, x, tokens, w.cols, prepared_,
+            [this](std::int64_t count, const std::function<void(std::int64_t, std::int64_t)>& body) {
+                pool_.parallel_for(count, 8, body);
+            });
     }
     const std::int64_t grain = row_grain(w.rows, pool_.size());
     pool_.parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {

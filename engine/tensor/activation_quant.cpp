@@ -87,16 +87,17 @@ void quantize_row_q8_256(const float* x, std::int64_t n, std::uint8_t* row, std:
     }
 }
 
-// The transposed 16-token groups of the prefill panels (layout in matmul.h). Written one token
-// at a time: the destination group (n * 64 bytes) stays in L2 while its 16 rows are spread.
-void write_panels(const float* x, std::int64_t rows, std::int64_t n, float* panels) {
-    for (std::int64_t g = 0; g * 16 < rows; ++g) {
-        float* group = panels + g * n * 16;
-        const std::int64_t tokens = std::min<std::int64_t>(16, rows - 16 * g);
-        for (std::int64_t j = 0; j < tokens; ++j) {
-            const float* src = x + (16 * g + j) * n;
-            for (std::int64_t k = 0; k < n; ++k) group[16 * k + j] = src[k];
-        }
+// Group g of the transposed 16-token groups of the prefill panels (layout in matmul.h), tokens
+// past the last row zero. Written one token at a time: the destination group (n * 64 bytes)
+// stays in L2 while its 16 rows are spread.
+void write_panel_group(const float* x, std::int64_t rows, std::int64_t n, std::int64_t g,
+                       float* panels) {
+    float* group = panels + g * n * 16;
+    std::memset(group, 0, static_cast<std::size_t>(n) * 16 * sizeof(float));
+    const std::int64_t tokens = std::min<std::int64_t>(16, rows - 16 * g);
+    for (std::int64_t j = 0; j < tokens; ++j) {
+        const float* src = x + (16 * g + j) * n;
+        for (std::int64_t k = 0; k < n; ++k) group[16 * k + j] = src[k];
     }
 }
 
@@ -130,7 +131,7 @@ ActivationFormat activation_format_for(Type weight_type) {
 }
 
 void prepare_activations(Type weight_type, const float* x, std::int64_t rows, std::int64_t n,
-                         PreparedActivations& out) {
+                         PreparedActivations& out, const ParallelRows& parallel) {
     const ActivationFormat format = activation_format_for(weight_type);
     if (rows < 0) throw InvalidArgument("negative activation row count " + std::to_string(rows));
     (void)row_bytes(weight_type, n);  // throws unless n is a whole number of blocks
@@ -187,27 +188,41 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     out.has_panels_ = panels;
     out.panel_offset_ = rows_bytes;  // a multiple of 64: every row stride is
     if (need == 0) return;
-    // Zero padding everywhere: kernels read whole vectors past the last element and rely on
-    // the padding contributing nothing.
-    std::memset(out.data_.get(), 0, need);
 
-    for (std::int64_t t = 0; t < rows; ++t) {
-        const float* xt = x + t * n;
-        std::uint8_t* row = out.data_.get() + static_cast<std::size_t>(t) * stride;
-        switch (format) {
-            case ActivationFormat::F32:
-                if (un > 0) std::memcpy(row, xt, un * sizeof(float));
-                break;
-            case ActivationFormat::Q8_32:
-                quantize_row_q8_32(xt, n, row, scale_off, sum_off);
-                interleave_row_q8_32(row, n, row + inter_off);
-                break;
-            case ActivationFormat::Q8_256:
-                quantize_row_q8_256(xt, n, row, scale_off, sum_off);
-                break;
+    // Rows, then the panels' 16-token groups, as one range of independent items. Each clears
+    // its own bytes first: the padding must be zero, since kernels read whole vectors past the
+    // last element and rely on it contributing nothing.
+    std::uint8_t* data = out.data_.get();
+    const std::int64_t groups = panels ? (rows + 15) / 16 : 0;
+    auto prepare = [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+            if (i >= rows) {
+                write_panel_group(x, rows, n, i - rows,
+                                  reinterpret_cast<float*>(data + rows_bytes));
+                continue;
+            }
+            const float* xt = x + i * n;
+            std::uint8_t* row = data + static_cast<std::size_t>(i) * stride;
+            std::memset(row, 0, stride);
+            switch (format) {
+                case ActivationFormat::F32:
+                    if (un > 0) std::memcpy(row, xt, un * sizeof(float));
+                    break;
+                case ActivationFormat::Q8_32:
+                    quantize_row_q8_32(xt, n, row, scale_off, sum_off);
+                    interleave_row_q8_32(row, n, row + inter_off);
+                    break;
+                case ActivationFormat::Q8_256:
+                    quantize_row_q8_256(xt, n, row, scale_off, sum_off);
+                    break;
+            }
         }
+    };
+    if (parallel && rows + groups > 1) {
+        parallel(rows + groups, prepare);
+    } else {
+        prepare(0, rows + groups);
     }
-    if (panels) write_panels(x, rows, n, reinterpret_cast<float*>(out.data_.get() + rows_bytes));
 }
 
 }  // namespace tokenscope::tensor
