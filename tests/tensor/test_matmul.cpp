@@ -39,6 +39,7 @@
 #include <numbers>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tensor/block_layouts.h"
@@ -365,6 +366,7 @@ class TestMatmul : public QObject {
     void subRangeWritesOnlyItsRowsAtTheStride();
     void smallBatchesMatchDecodeBitForBit();
     void preparedActivationsAreReused();
+    void parallelPreparationMatchesSerial();
     void emptyInputs();
     void rejectsMismatchedArguments();
 };
@@ -527,6 +529,41 @@ void TestMatmul::preparedActivationsAreReused() {
     QCOMPARE(acts.format(), ActivationFormat::Q8_32);
     QCOMPARE(acts.rows(), std::int64_t{2});
     QVERIFY(reinterpret_cast<std::uintptr_t>(acts.row(1)) % 64 == 0);
+}
+
+// The backend prepares a prompt's rows on its thread pool. Chunks of 5 items on their own
+// threads, into a buffer first filled with garbage (a reused buffer holds the last product's
+// bytes), must give exactly the serial preparation's bytes, padding and panels included.
+void TestMatmul::parallelPreparationMatchesSerial() {
+    LevelGuard guard;
+    const ParallelRows threads = [](std::int64_t count,
+                                    const std::function<void(std::int64_t, std::int64_t)>& body) {
+        std::vector<std::thread> pool;
+        for (std::int64_t b = 0; b < count; b += 5)
+            pool.emplace_back([&body, b, count] { body(b, std::min(count, b + 5)); });
+        for (std::thread& t : pool) t.join();
+    };
+    for (SimdLevel level : supported_levels()) {
+        set_simd_level(level);  // AVX2 adds the F16 panels
+        for (Type type : {Type::F16, Type::Q8_0, Type::Q4_K}) {
+            const std::int64_t rows = 37, n = 512;
+            const std::vector<float> x = random_activations(rows, n, 21);
+            PreparedActivations serial, parallel;
+            prepare_activations(type, x.data(), rows, n, serial);
+            std::vector<float> garbage(static_cast<std::size_t>(rows * n * 8), 3.5f);
+            prepare_activations(type, garbage.data(), rows * 8, n, parallel);
+            prepare_activations(type, x.data(), rows, n, parallel, threads);
+            QCOMPARE(parallel.row_stride(), serial.row_stride());
+            const std::size_t bytes = serial.row_stride() * static_cast<std::size_t>(rows);
+            QVERIFY2(std::memcmp(parallel.row(0), serial.row(0), bytes) == 0, type_name(type));
+            QCOMPARE(parallel.panels() != nullptr, serial.panels() != nullptr);
+            if (serial.panels() != nullptr) {
+                const std::size_t panel_bytes =
+                    static_cast<std::size_t>((rows + 15) / 16 * n * 16) * sizeof(float);
+                QVERIFY(std::memcmp(parallel.panels(), serial.panels(), panel_bytes) == 0);
+            }
+        }
+    }
 }
 
 void TestMatmul::emptyInputs() {
