@@ -631,8 +631,11 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q4_K:
         case Type::Q5_K:
         case Type::Q6_K:
-            if (args.int8_gemm && args.tokens >= kPanelMinTokensInternal && gemm_int8_avx512(args))
-                return true;
+            // From 48 tokens: below, packing 32 rows for a few 8-token tiles cost more than the
+            // row tile's own packing. Batched decode, tok/s, lane GEMM against the row tile:
+            // 16 sequences 528-556 / 567-676, 32 sequences 647-702 / 757-769, 64 sequences
+            // 763-860 / 715-828.
+            if (args.int8_gemm && args.tokens >= 48 && gemm_int8_avx512(args)) return true;
             run_k<KAvx512>(args);
             return true;
     }

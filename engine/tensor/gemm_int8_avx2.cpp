@@ -47,7 +47,7 @@ constexpr int kGroupRows = kLanes * kRowRegs;
 // 2 x 6 = 12 accumulators of the 16 registers. Measured against 2 x 5 and 1 x 8, 1 x 10, 1 x 12
 // (one register of rows): 2 x 5 about as fast, one register 35-40 % slower.
 constexpr int kTileTokens = 6;
-constexpr int kSubBlocks = 16;            // 16-element sub-blocks (one scale each)
+constexpr int kSubBlocks = 16;  // 16-element sub-blocks (one scale each)
 
 using InterleavedRows = InterleavedKRows<kGroupRows>;
 
@@ -142,12 +142,13 @@ void k_gemm(const MatmulArgs& a) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r = a.row_begin; r < a.row_end; r += kGroupRows) {
         const int rows = static_cast<int>(min_of(kGroupRows, a.row_end - r));
-        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes,
-                       static_cast<std::size_t>(rows) * a.row_bytes, w_end);
         packed.pack(a.type, a.weights, a.row_bytes, a.n, r, rows);
+        const SpreadPrefetch next = next_group(a, r + rows, rows, w_end, kTileTokens);
         std::int64_t t0 = 0;
-        for (; t0 + kTileTokens <= a.tokens; t0 += kTileTokens)
+        for (; t0 + kTileTokens <= a.tokens; t0 += kTileTokens) {
+            next.step(t0 / kTileTokens);
             tile<kTileTokens>(a, packed, r, rows, t0);
+        }
         tail_tokens<kTileTokens - 1>(a, packed, r, rows, t0, static_cast<int>(a.tokens - t0));
     }
 }

@@ -13,6 +13,12 @@
 // Bounds as in gemm_int8_avx2.cpp: pmaddubsw pairs within 2 * 63 * 127 < 2^15, each lane's
 // super-block sum within 64 * 4 * 63 * 127 * 128 < 2^31. Each output is computed in its own lane
 // in the same order whatever rows share its group, so a split of the rows gives the same bits.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's _mm512_undefined_*() (inside cvtepi32_ps) reads a self-initialized variable and trips
+// -Wmaybe-uninitialized (GCC bug 105593, fixed in 13), as in dot_avx512.cpp.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstddef>
@@ -150,12 +156,13 @@ bool gemm_int8_avx512(const MatmulArgs& a) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r = a.row_begin; r < a.row_end; r += kGroupRows) {
         const int rows = static_cast<int>(min_of(kGroupRows, a.row_end - r));
-        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes,
-                       static_cast<std::size_t>(rows) * a.row_bytes, w_end);
         packed.pack(a.type, a.weights, a.row_bytes, a.n, r, rows);
+        const SpreadPrefetch next = next_group(a, r + rows, rows, w_end, kTileTokens);
         std::int64_t t0 = 0;
-        for (; t0 + kTileTokens <= a.tokens; t0 += kTileTokens)
+        for (; t0 + kTileTokens <= a.tokens; t0 += kTileTokens) {
+            next.step(t0 / kTileTokens);
             tile<kTileTokens>(a, packed, r, rows, t0);
+        }
         tail_tokens<kTileTokens - 1>(a, packed, r, rows, t0, static_cast<int>(a.tokens - t0));
     }
     return true;

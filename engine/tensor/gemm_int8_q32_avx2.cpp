@@ -196,11 +196,13 @@ void q32_gemm(const MatmulArgs& a) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r = a.row_begin; r < a.row_end; r += kGroupRows) {
         const int rows = static_cast<int>(min_of(kGroupRows, a.row_end - r));
-        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes,
-                       static_cast<std::size_t>(rows) * a.row_bytes, w_end);
         packed.pack(a, r, rows);
+        const SpreadPrefetch next = next_group(a, r + rows, rows, w_end, T);
         std::int64_t t0 = 0;
-        for (; t0 + T <= a.tokens; t0 += T) tile<T, Signed>(a, packed, r, rows, t0);
+        for (; t0 + T <= a.tokens; t0 += T) {
+            next.step(t0 / T);
+            tile<T, Signed>(a, packed, r, rows, t0);
+        }
         tail_tokens<T - 1, Signed>(a, packed, r, rows, t0, static_cast<int>(a.tokens - t0));
     }
 }
