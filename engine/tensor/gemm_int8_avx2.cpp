@@ -122,35 +122,16 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
     }
 }
 
-template <int T>
-void tail_tokens(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
-                 std::int64_t t0, int left) {
-    if constexpr (T > 0) {
-        if (left == T) {
-            tile<T>(a, p, r0, rows, t0);
-            return;
-        }
-        tail_tokens<T - 1>(a, p, r0, rows, t0, left);
-    }
-}
-
-// Row groups outermost: a group's interleaved rows (2.6 KB per 256 of width and 8 rows) stay in
-// L2 while every token of the call passes over them; the activations come from L2 (matmul_rows
-// blocks the tokens so that they fit).
 void k_gemm(const MatmulArgs& a) {
     thread_local InterleavedRows packed;
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    for (std::int64_t r = a.row_begin; r < a.row_end; r += kGroupRows) {
-        const int rows = static_cast<int>(min_of(kGroupRows, a.row_end - r));
-        packed.pack(a.type, a.weights, a.row_bytes, a.n, r, rows);
-        const SpreadPrefetch next = next_group(a, r + rows, rows, w_end, kTileTokens);
-        std::int64_t t0 = 0;
-        for (; t0 + kTileTokens <= a.tokens; t0 += kTileTokens) {
-            next.step(t0 / kTileTokens);
-            tile<kTileTokens>(a, packed, r, rows, t0);
-        }
-        tail_tokens<kTileTokens - 1>(a, packed, r, rows, t0, static_cast<int>(a.tokens - t0));
-    }
+    for_lane_groups<kTileTokens>(
+        a, kGroupRows,
+        [&](std::int64_t r, int rows) {
+            packed.pack(a.type, a.weights, a.row_bytes, a.n, r, rows);
+        },
+        [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
+            tile<decltype(tokens)::value>(a, packed, r, rows, t0);
+        });
 }
 
 }  // namespace

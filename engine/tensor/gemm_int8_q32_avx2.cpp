@@ -179,32 +179,13 @@ void tile(const MatmulArgs& a, const InterleavedBlocks& p, std::int64_t r0, int 
 }
 
 template <int T, bool Signed>
-void tail_tokens(const MatmulArgs& a, const InterleavedBlocks& p, std::int64_t r0, int rows,
-                 std::int64_t t0, int left) {
-    if constexpr (T > 0) {
-        if (left == T) {
-            tile<T, Signed>(a, p, r0, rows, t0);
-            return;
-        }
-        tail_tokens<T - 1, Signed>(a, p, r0, rows, t0, left);
-    }
-}
-
-template <int T, bool Signed>
 void q32_gemm(const MatmulArgs& a) {
     thread_local InterleavedBlocks packed;
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    for (std::int64_t r = a.row_begin; r < a.row_end; r += kGroupRows) {
-        const int rows = static_cast<int>(min_of(kGroupRows, a.row_end - r));
-        packed.pack(a, r, rows);
-        const SpreadPrefetch next = next_group(a, r + rows, rows, w_end, T);
-        std::int64_t t0 = 0;
-        for (; t0 + T <= a.tokens; t0 += T) {
-            next.step(t0 / T);
-            tile<T, Signed>(a, packed, r, rows, t0);
-        }
-        tail_tokens<T - 1, Signed>(a, packed, r, rows, t0, static_cast<int>(a.tokens - t0));
-    }
+    for_lane_groups<T>(
+        a, kGroupRows, [&](std::int64_t r, int rows) { packed.pack(a, r, rows); },
+        [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
+            tile<decltype(tokens)::value, Signed>(a, packed, r, rows, t0);
+        });
 }
 
 }  // namespace

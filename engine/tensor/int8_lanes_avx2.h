@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "tensor/pack_simd256.h"
 
@@ -128,6 +129,39 @@ inline SpreadPrefetch next_group(const MatmulArgs& a, std::int64_t r, int rows,
     s.lines = ((bytes < left ? bytes : left) + 63) / 64;
     s.steps = a.tokens / tile_tokens > 0 ? a.tokens / tile_tokens : 1;
     return s;
+}
+
+// The loop every lane GEMM shares: the call's weight rows in groups of group_rows, each packed
+// once (pack(r, rows)) and then multiplied by every token, T at a time and a shorter tile at
+// the end (tile(std::integral_constant<int, N>, r, rows, t0) for N = T..1), the next group's
+// weights prefetched slice by slice meanwhile. Row groups outermost: a group's packed rows stay
+// in L2 while the call's tokens pass over them (matmul_rows blocks the tokens so that their
+// activations fit there too).
+template <int T, class Tile>
+void run_tail_tile(const Tile& tile, std::int64_t r, int rows, std::int64_t t0, int left) {
+    if constexpr (T > 0) {
+        if (left == T) {
+            tile(std::integral_constant<int, T>{}, r, rows, t0);
+            return;
+        }
+        run_tail_tile<T - 1>(tile, r, rows, t0, left);
+    }
+}
+
+template <int T, class Pack, class Tile>
+void for_lane_groups(const MatmulArgs& a, int group_rows, const Pack& pack, const Tile& tile) {
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    for (std::int64_t r = a.row_begin; r < a.row_end; r += group_rows) {
+        const int rows = static_cast<int>(a.row_end - r < group_rows ? a.row_end - r : group_rows);
+        pack(r, rows);
+        const SpreadPrefetch next = next_group(a, r + rows, rows, w_end, T);
+        std::int64_t t0 = 0;
+        for (; t0 + T <= a.tokens; t0 += T) {
+            next.step(t0 / T);
+            tile(std::integral_constant<int, T>{}, r, rows, t0);
+        }
+        run_tail_tile<T - 1>(tile, r, rows, t0, static_cast<int>(a.tokens - t0));
+    }
 }
 
 // Stores 8 lanes of results to out, only the first `valid` when the group is partial.
