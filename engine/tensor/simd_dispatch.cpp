@@ -200,16 +200,19 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     // prefill of a 2816-wide layer, 12-token blocks by the L2 rule, fell from 680 to 445 tok/s).
     //
     // The int8 GEMMs whose lanes are rows (AVX2: every quantized type; AVX-512: the K-quants)
-    // re-pack their weight rows for every block, so they get blocks twice as large, and they
-    // are sized by the bytes a kernel reads, not the whole stride (the Q8_32 rows also hold an
-    // interleaved copy for AVX-512). One thread, 1024 x 2816, 128 tokens (one block now, three
-    // before), as a ratio to the F16 panels beside it: Q4_K 1.34 -> 1.35-1.48 (AVX2),
-    // 1.40-1.48 -> 1.52-1.67 (AVX-512); Q8_0 on AVX2 1.03 -> 1.28-1.32.
+    // re-pack their weight rows for every block, and a tile reads only 6-8 tokens' activations
+    // at a time, from L3 as well as from L2 (16-32 rows of work per activation byte), so they
+    // take 4 MiB blocks, sized by the bytes a kernel reads rather than the whole stride (the
+    // Q8_32 rows also hold an interleaved copy for AVX-512). One thread, 128 tokens, Q4_K, as a
+    // ratio to the F16 panels beside it: 512 x 14336 (an 8B model's down projection) 0.91-0.94
+    // with 512 KiB blocks (24 tokens each) -> 1.23 (AVX-512), 1.07 -> 1.27 (AVX2); 512 x 8192
+    // 1.11 -> 1.26 and 1.21 -> 1.31; 1024 x 2816 1.47 -> 1.52-1.67 against 256 KiB blocks; no
+    // difference at 2816 x 1024.
     const SimdLevel level = active_simd_level();
     const bool lane_gemm =
         all.int8_gemm && (level == SimdLevel::Avx2 || (level == SimdLevel::Avx512 &&
                                                        acts.format() == ActivationFormat::Q8_256));
-    const std::size_t kActivationBlockBytes = std::size_t{lane_gemm ? 512u : 256u} << 10;
+    const std::size_t kActivationBlockBytes = std::size_t{lane_gemm ? 4096u : 256u} << 10;
     const std::size_t bytes_read =
         lane_gemm ? static_cast<std::size_t>(n) + static_cast<std::size_t>(n) / 4  // + scales, sums
                   : acts.row_stride();
