@@ -1,9 +1,10 @@
 #pragma once
-// Pieces shared by the AVX2 int8 prefill tiles whose 32-bit lanes are weight rows
-// (gemm_int8_avx2.cpp for the K-quants, gemm_int8_q32_avx2.cpp for the 32-blocks): weight rows
-// are interleaved 8 at a time, 4 bytes of each row side by side, and a token's 4 activation
-// bytes are broadcast to all 8 lanes. In an unnamed namespace like pack_simd256.h, so each
-// AVX2 file gets its own copy compiled for AVX2.
+// Pieces shared by the int8 prefill tiles whose 32-bit lanes are weight rows
+// (gemm_int8_avx2.cpp for the K-quants, gemm_int8_q32_avx2.cpp for the 32-blocks,
+// gemm_int8_avx512.cpp for the K-quants in 512-bit registers): weight rows are interleaved, 4
+// bytes of each row side by side, and a token's 4 activation bytes are broadcast to every lane.
+// AVX2 instructions only, in an unnamed namespace like pack_simd256.h, so each including file
+// gets its own copy compiled for its instruction set (AVX2 or AVX-512).
 #include <immintrin.h>
 
 #include <cstddef>
