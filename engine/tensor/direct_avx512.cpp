@@ -10,11 +10,8 @@
 // output equals plain decoding token for token; test_matmul smallBatchesMatchDecodeBitForBit).
 //
 // Compiled with AVX-512 F/BW/VL/DQ/VNNI and called only when the CPU has them.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's _mm512_undefined_*() trips -Wmaybe-uninitialized (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
+
 #include <immintrin.h>
 
 #include <cstddef>

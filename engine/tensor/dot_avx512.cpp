@@ -10,12 +10,8 @@
 // multiplies those by the sub-block's integer scale and accumulates int32 across the whole
 // 256-element super-block, so the float scale is applied once per super-block, not per
 // sub-block: two integer instructions per 64 weights and token.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's _mm512_undefined_*() (used inside cvtepi32_ps, cvtph_ps, permutexvar...) reads a
-// self-initialized variable and trips -Wmaybe-uninitialized (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
+
 #include <immintrin.h>
 
 #include "tensor/matmul_internal.h"
@@ -587,6 +583,12 @@ void run_gemv_q8_0(const MatmulArgs& a) {
 
 }  // namespace
 
+// K-quant products take the lane GEMM (gemm_int8_avx512.cpp) from this many tokens: below it,
+// packing 32 rows for a few 8-token tiles cost more than the row tile's own packing. Batched
+// decode, tok/s, lane GEMM against the row tile: 16 sequences 528-556 / 567-676, 32 sequences
+// 647-702 / 757-769, 64 sequences 763-860 / 715-828.
+constexpr std::int64_t kLaneGemmMinTokens = 48;
+
 bool matmul_avx512(const MatmulArgs& args) {
     // One token (or a few: a speculative verification chunk) reads each weight once, so the
     // blocks are decoded in registers rather than packed (direct_avx512.cpp).
@@ -631,11 +633,8 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q4_K:
         case Type::Q5_K:
         case Type::Q6_K:
-            // From 48 tokens: below, packing 32 rows for a few 8-token tiles cost more than the
-            // row tile's own packing. Batched decode, tok/s, lane GEMM against the row tile:
-            // 16 sequences 528-556 / 567-676, 32 sequences 647-702 / 757-769, 64 sequences
-            // 763-860 / 715-828.
-            if (args.int8_gemm && args.tokens >= 48 && gemm_int8_avx512(args)) return true;
+            if (args.int8_gemm && args.tokens >= kLaneGemmMinTokens && gemm_int8_avx512(args))
+                return true;
             run_k<KAvx512>(args);
             return true;
     }

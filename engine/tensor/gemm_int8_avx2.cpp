@@ -30,8 +30,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <new>
 
 #include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
@@ -80,7 +78,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                         reinterpret_cast<const __m256i*>(ub + (kGroupRows * g + kLanes * h) * 4));
 #pragma GCC unroll 6
                 for (int t = 0; t < T; ++t) {
-                    __m256i x = broadcast4(acts.q[t] + 256 * b + 4 * g);
+                    __m256i x = broadcast4<__m256i>(acts.q[t] + 256 * b + 4 * g);
                     keep_in_order(x);
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {

@@ -13,17 +13,12 @@
 // Bounds as in gemm_int8_avx2.cpp: pmaddubsw pairs within 2 * 63 * 127 < 2^15, each lane's
 // super-block sum within 64 * 4 * 63 * 127 * 128 < 2^31. Each output is computed in its own lane
 // in the same order whatever rows share its group, so a split of the rows gives the same bits.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12's _mm512_undefined_*() (inside cvtepi32_ps) reads a self-initialized variable and trips
-// -Wmaybe-uninitialized (GCC bug 105593, fixed in 13), as in dot_avx512.cpp.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
+
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
@@ -42,21 +37,6 @@ constexpr int kTileTokens = 8;
 constexpr int kSubBlocks = 16;
 
 using InterleavedRows = InterleavedKRows<kGroupRows>;
-
-// As keep_in_order (int8_lanes_avx2.h), for a 512-bit value.
-inline void keep_in_order512(__m512i& v) {
-#if defined(__GNUC__)
-    asm volatile("" : "+v"(v));
-#else
-    (void)v;
-#endif
-}
-
-inline __m512i broadcast4_512(const std::uint8_t* p) {
-    std::int32_t v;
-    std::memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
 
 // kRowRegs x 16 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
 template <int T>
@@ -89,13 +69,13 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                     w[h] = _mm512_load_si512(ub + (kGroupRows * g + kLanes512 * h) * 4);
 #pragma GCC unroll 12
                 for (int t = 0; t < T; ++t) {
-                    __m512i x = broadcast4_512(acts.q[t] + 256 * b + 4 * g);
-                    keep_in_order512(x);
+                    __m512i x = broadcast4<__m512i>(acts.q[t] + 256 * b + 4 * g);
+                    keep_in_order(x);
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {
                         __m512i sum =
                             _mm512_dpwssd_epi32(acc[h][t], _mm512_maddubs_epi16(w[h], x), sc[h]);
-                        keep_in_order512(sum);
+                        keep_in_order(sum);
                         acc[h][t] = sum;
                     }
                 }

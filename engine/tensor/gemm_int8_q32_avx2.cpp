@@ -139,7 +139,7 @@ void tile(const MatmulArgs& a, const InterleavedBlocks& p, std::int64_t r0, int 
                     ub + static_cast<std::size_t>(h) * InterleavedBlocks::kU + 32 * g));
 #pragma GCC unroll 6
             for (int t = 0; t < T; ++t) {
-                __m256i x = broadcast4(acts.q[t] + 32 * b + 4 * g);
+                __m256i x = broadcast4<__m256i>(acts.q[t] + 32 * b + 4 * g);
                 keep_in_order(x);
 #pragma GCC unroll 2
                 for (int h = 0; h < H; ++h) {

@@ -24,19 +24,26 @@ constexpr int kLanes = 8;  // weight rows per register
 // accumulators live that leaves no registers: it kept 11 of them on the stack (measured in the
 // generated code). An empty volatile asm on a value pins its place in the order, since volatile
 // asms are never moved across each other, so each token's work stays together.
-inline void keep_in_order(__m256i& v) {
+template <class V>  // __m256i, or __m512i in the AVX-512 tile
+inline void keep_in_order(V& v) {
 #if defined(__GNUC__)
-    asm volatile("" : "+x"(v));
+    asm volatile("" : "+v"(v));  // any vector register (xmm/ymm/zmm 0-31 where they exist)
 #else
     (void)v;
 #endif
 }
 
-// A token's 4 activation bytes at p in every 32-bit lane.
-inline __m256i broadcast4(const std::uint8_t* p) {
+// A token's 4 activation bytes at p in every 32-bit lane of a V (__m256i, or __m512i in the
+// AVX-512 tile; a template, so the AVX2 files never compile the 512-bit form).
+template <class V>
+inline V broadcast4(const std::uint8_t* p) {
     std::int32_t v;
     std::memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
+    if constexpr (sizeof(V) == 64) {
+        return _mm512_set1_epi32(v);
+    } else {
+        return _mm256_set1_epi32(v);
+    }
 }
 
 // 32 bytes of each of 8 rows (src + r * stride, 32-byte aligned) -> 8 vectors at dst + g *
