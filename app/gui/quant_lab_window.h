@@ -39,6 +39,9 @@ class QuantLabWindow : public QDialog {
     void setCalibrate(bool on);
     void setOutputDirectory(const QString& dir);
     bool running() const { return running_; }
+    // The thread the job runs on. A test that must cancel before the job's first step queues a
+    // blocker there first: start() and cancel() race the job thread otherwise.
+    QThread* jobThread() { return &thread_; }
     QTableWidget* table() const { return table_; }
     QString explanationHtml() const;
     QImage plot() const;

@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QPushButton>
+#include <QSemaphore>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableWidget>
@@ -170,8 +171,16 @@ class TestQuantLab : public QObject {
         w.setCalibrate(false);
         w.setOutputDirectory(out.path());
         QSignalSpy done(&w, &QuantLabWindow::runFinished);
+        // Hold the job thread until the cancel is in: without this, a busy 2-core machine can
+        // run the whole tiny quantization between start() and cancel() (it did in CI).
+        QSemaphore released;
+        QObject blocker;
+        blocker.moveToThread(w.jobThread());
+        QMetaObject::invokeMethod(
+            &blocker, [&released] { released.acquire(); }, Qt::QueuedConnection);
         w.start();
         w.cancel();
+        released.release();
         QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, 60000);
         QCOMPARE(done[0][0].toBool(), true);
         QVERIFY(!w.running());
