@@ -193,6 +193,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     // its own bytes first: the padding must be zero, since kernels read whole vectors past the
     // last element and rely on it contributing nothing.
     std::uint8_t* data = out.data_.get();
+    const bool simd = detail::quantize_rows_avx2_active();
     const std::int64_t groups = panels ? (rows + 15) / 16 : 0;
     auto prepare = [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) {
@@ -209,11 +210,19 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
                     if (un > 0) std::memcpy(row, xt, un * sizeof(float));
                     break;
                 case ActivationFormat::Q8_32:
-                    quantize_row_q8_32(xt, n, row, scale_off, sum_off);
-                    interleave_row_q8_32(row, n, row + inter_off);
+                    if (simd) {
+                        detail::quantize_row_q8_32_simd(xt, n, row, scale_off, sum_off, inter_off);
+                    } else {
+                        quantize_row_q8_32(xt, n, row, scale_off, sum_off);
+                        interleave_row_q8_32(row, n, row + inter_off);
+                    }
                     break;
                 case ActivationFormat::Q8_256:
-                    quantize_row_q8_256(xt, n, row, scale_off, sum_off);
+                    if (simd) {
+                        detail::quantize_row_q8_256_simd(xt, n, row, scale_off, sum_off);
+                    } else {
+                        quantize_row_q8_256(xt, n, row, scale_off, sum_off);
+                    }
                     break;
             }
         }

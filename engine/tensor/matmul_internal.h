@@ -85,4 +85,22 @@ void pack_q32_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, s
 void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std::uint8_t* u,
                 std::int16_t* sc16, float* d, float* coef16);
 
+// Activation rows to int8, the AVX2 forms of activation_quant.cpp's quantizers with the same
+// bytes (activation_quant_avx2.cpp): Q8_32's qs, d, sum and interleaved copy; Q8_256's qs, d and
+// sum16. Offsets are PreparedActivations' (matmul.h). The row's padding must be zero already.
+void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
+                             std::size_t scale_offset, std::size_t sum_offset,
+                             std::size_t interleaved_offset);
+void quantize_row_q8_256_avx2(const float* x, std::int64_t n, std::uint8_t* row,
+                              std::size_t scale_offset, std::size_t sum_offset);
+// Whether the active level (AVX2 or AVX-512) may run them (simd_dispatch.cpp; false in builds
+// without the x86 kernels, where they are not compiled).
+bool quantize_rows_avx2_active();
+// Calls them; only when quantize_rows_avx2_active().
+void quantize_row_q8_32_simd(const float* x, std::int64_t n, std::uint8_t* row,
+                             std::size_t scale_offset, std::size_t sum_offset,
+                             std::size_t interleaved_offset);
+void quantize_row_q8_256_simd(const float* x, std::int64_t n, std::uint8_t* row,
+                              std::size_t scale_offset, std::size_t sum_offset);
+
 }  // namespace tokenscope::tensor::detail

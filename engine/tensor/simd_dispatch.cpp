@@ -119,6 +119,35 @@ bool detail::uses_int8_gemm(Type type) {
 #endif
 }
 
+bool detail::quantize_rows_avx2_active() {
+#if defined(TOKENSCOPE_X86_KERNELS)
+    return active_simd_level() >= SimdLevel::Avx2;
+#else
+    return false;
+#endif
+}
+
+void detail::quantize_row_q8_32_simd(const float* x, std::int64_t n, std::uint8_t* row,
+                                     std::size_t scale_offset, std::size_t sum_offset,
+                                     std::size_t interleaved_offset) {
+#if defined(TOKENSCOPE_X86_KERNELS)
+    quantize_row_q8_32_avx2(x, n, row, scale_offset, sum_offset, interleaved_offset);
+#else
+    (void)x, (void)n, (void)row, (void)scale_offset, (void)sum_offset, (void)interleaved_offset;
+    throw InvalidArgument("no AVX2 activation quantizer in this build");
+#endif
+}
+
+void detail::quantize_row_q8_256_simd(const float* x, std::int64_t n, std::uint8_t* row,
+                                      std::size_t scale_offset, std::size_t sum_offset) {
+#if defined(TOKENSCOPE_X86_KERNELS)
+    quantize_row_q8_256_avx2(x, n, row, scale_offset, sum_offset);
+#else
+    (void)x, (void)n, (void)row, (void)scale_offset, (void)sum_offset;
+    throw InvalidArgument("no AVX2 activation quantizer in this build");
+#endif
+}
+
 namespace {
 void run_kernel(const detail::MatmulArgs& args) {
     switch (active_simd_level()) {

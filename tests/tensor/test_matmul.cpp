@@ -367,6 +367,7 @@ class TestMatmul : public QObject {
     void smallBatchesMatchDecodeBitForBit();
     void preparedActivationsAreReused();
     void parallelPreparationMatchesSerial();
+    void simdPreparationMatchesScalar();
     void emptyInputs();
     void rejectsMismatchedArguments();
 };
@@ -562,6 +563,48 @@ void TestMatmul::parallelPreparationMatchesSerial() {
                 const std::size_t panel_bytes =
                     static_cast<std::size_t>((rows + 15) / 16 * n * 16) * sizeof(float);
                 QVERIFY(std::memcmp(parallel.panels(), serial.panels(), panel_bytes) == 0);
+            }
+        }
+    }
+}
+
+// The AVX2 row quantizers (activation_quant_avx2.cpp) against the scalar ones, byte for byte:
+// qs, scales, sums, interleaved copy and padding. Rows hold what the rounding and clamping
+// must agree on: random values, an all-zero block, values that land exactly on .5 after
+// scaling (ties to even), one huge value that sends the rest of its block to 0, signed zeros,
+// a block with an infinity, and one ending in a NaN. Widths: one 32-block group, a partial interleave
+// group (n = 96, 1056) and several K super-blocks.
+void TestMatmul::simdPreparationMatchesScalar() {
+    LevelGuard guard;
+    if (detected_simd_level() == SimdLevel::Scalar) QSKIP("this CPU has no AVX2");
+    for (Type type : {Type::Q8_0, Type::Q4_K}) {
+        const std::vector<std::int64_t> widths = type == Type::Q8_0
+                                                     ? std::vector<std::int64_t>{32, 96, 1056}
+                                                     : std::vector<std::int64_t>{256, 768};
+        for (const std::int64_t n : widths) {
+            const std::int64_t rows = 6;
+            std::vector<float> x = random_activations(rows, n, 33);
+            for (std::int64_t k = 0; k < 32; ++k) {
+                x[static_cast<std::size_t>(n + k)] = 0.0f;                      // row 1: zero block
+                x[static_cast<std::size_t>(2 * n + k)] = 0.25f * (2 * k - 31);  // row 2
+                x[static_cast<std::size_t>(3 * n + k)] = k == 3 ? 1e30f : (k % 2 ? -0.0f : 1e-3f);
+            }
+            x[static_cast<std::size_t>(2 * n + 31)] = 63.5f;  // d = 0.5: x[k] / d = k - 15.5, ties
+            x[static_cast<std::size_t>(4 * n + 5)] = std::numeric_limits<float>::infinity();
+            // Row 5: a NaN as the block's last value, where the max reduction's operand order
+            // decides whether it is kept.
+            x[static_cast<std::size_t>(6 * n - 1)] = std::numeric_limits<float>::quiet_NaN();
+            PreparedActivations scalar, simd;
+            set_simd_level(SimdLevel::Scalar);
+            prepare_activations(type, x.data(), rows, n, scalar);
+            set_simd_level(SimdLevel::Avx2);
+            prepare_activations(type, x.data(), rows, n, simd);
+            QCOMPARE(simd.row_stride(), scalar.row_stride());
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const std::string what = std::string(type_name(type)) + " n=" + std::to_string(n) +
+                                         " row " + std::to_string(r);
+                QVERIFY2(std::memcmp(simd.row(r), scalar.row(r), scalar.row_stride()) == 0,
+                         what.c_str());
             }
         }
     }
