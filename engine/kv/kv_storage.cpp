@@ -99,32 +99,31 @@ void KvStorage::check(int layer, std::int64_t slot, int head, const char* what) 
     }
 }
 
-void KvStorage::write_part(Part part, std::int64_t first_row, const float* x) {
+void KvStorage::write_row(Part part, std::int64_t row, const float* x) {
     const int d = shape_.head_dim;
-    const int n = shape_.kv_heads * d;
-    std::byte* out = (part == Part::K ? k_values_ : v_values_) + first_row * row_value_bytes_;
+    std::byte* out = (part == Part::K ? k_values_ : v_values_) + row * row_value_bytes_;
     switch (shape_.type) {
         case ElementType::F32:
-            std::memcpy(out, x, static_cast<std::size_t>(n) * sizeof(float));
+            std::memcpy(out, x, static_cast<std::size_t>(d) * sizeof(float));
             break;
         case ElementType::F16:
-            kernels_->f32_to_f16(x, reinterpret_cast<std::uint16_t*>(out), n);
+            kernels_->f32_to_f16(x, reinterpret_cast<std::uint16_t*>(out), d);
             break;
-        case ElementType::Q8: {
-            float* scales = (part == Part::K ? k_scales_ : v_scales_) + first_row;
-            for (int h = 0; h < shape_.kv_heads; ++h) {
-                scales[h] = quantize_q8(x + h * d, reinterpret_cast<std::int8_t*>(out) + h * d, d);
-            }
+        case ElementType::Q8:
+            (part == Part::K ? k_scales_ : v_scales_)[row] =
+                quantize_q8(x, reinterpret_cast<std::int8_t*>(out), d);
             break;
-        }
     }
 }
 
 void KvStorage::write(int layer, std::int64_t slot, const float* k, const float* v) {
     check(layer, slot, 0, "write");
-    const std::int64_t first_row = row_index(layer, slot, 0);
-    write_part(Part::K, first_row, k);
-    write_part(Part::V, first_row, v);
+    const int d = shape_.head_dim;
+    for (int h = 0; h < shape_.kv_heads; ++h) {
+        const std::int64_t row = row_index(layer, slot, h);
+        write_row(Part::K, row, k + h * d);
+        write_row(Part::V, row, v + h * d);
+    }
 }
 
 float KvStorage::dot_k(int layer, std::int64_t slot, int head, const float* q) const {
@@ -221,6 +220,31 @@ void KvStorage::tile(Part part, int layer, int head, std::span<const std::int64_
     }
 }
 
+void KvStorage::prefetch(Part part, int layer, int head,
+                         std::span<const std::int64_t> slot_ids) const {
+#if defined(__GNUC__) || defined(__clang__)
+    constexpr std::int64_t kLine = 64;
+    for (const std::int64_t slot : slot_ids) {
+        const std::byte* row = values(part, row_index(layer, slot, head));
+        for (std::int64_t b = 0; b < row_value_bytes_; b += kLine) __builtin_prefetch(row + b);
+        if (shape_.type == ElementType::Q8) {
+            __builtin_prefetch((part == Part::K ? k_scales_ : v_scales_) +
+                               row_index(layer, slot, head));
+        }
+    }
+#else
+    (void)part, (void)layer, (void)head, (void)slot_ids;  // a hint only: nothing to do
+#endif
+}
+
+void KvStorage::prefetch_k(int layer, int head, std::span<const std::int64_t> slot_ids) const {
+    prefetch(Part::K, layer, head, slot_ids);
+}
+
+void KvStorage::prefetch_v(int layer, int head, std::span<const std::int64_t> slot_ids) const {
+    prefetch(Part::V, layer, head, slot_ids);
+}
+
 void KvStorage::k_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
                        Tile& tile) const {
     this->tile(Part::K, layer, head, slot_ids, buffer, tile);
@@ -258,20 +282,22 @@ void KvStorage::copy_block(const BlockCopy& copy) {
             copy.tokens, copy.src, copy.dst, shape_.num_blocks, bs));
     }
     if (copy.src == copy.dst || copy.tokens == 0) return;
-    // The slots of one block are consecutive, so per layer each part is one contiguous range.
-    const auto rows = static_cast<std::int64_t>(copy.tokens) * shape_.kv_heads;
+    // A block's slots are consecutive rows of each head, so per layer and head each part is one
+    // contiguous range.
+    const auto value_bytes = static_cast<std::size_t>(copy.tokens * row_value_bytes_);
+    const auto scale_bytes = static_cast<std::size_t>(copy.tokens) * sizeof(float);
     for (int layer = 0; layer < shape_.layers; ++layer) {
-        const std::int64_t src = row_index(layer, static_cast<std::int64_t>(copy.src) * bs, 0);
-        const std::int64_t dst = row_index(layer, static_cast<std::int64_t>(copy.dst) * bs, 0);
-        const auto value_bytes = static_cast<std::size_t>(rows * row_value_bytes_);
-        std::memcpy(k_values_ + dst * row_value_bytes_, k_values_ + src * row_value_bytes_,
-                    value_bytes);
-        std::memcpy(v_values_ + dst * row_value_bytes_, v_values_ + src * row_value_bytes_,
-                    value_bytes);
-        if (shape_.type == ElementType::Q8) {
-            const auto scale_bytes = static_cast<std::size_t>(rows) * sizeof(float);
-            std::memcpy(k_scales_ + dst, k_scales_ + src, scale_bytes);
-            std::memcpy(v_scales_ + dst, v_scales_ + src, scale_bytes);
+        for (int h = 0; h < shape_.kv_heads; ++h) {
+            const std::int64_t src = row_index(layer, static_cast<std::int64_t>(copy.src) * bs, h);
+            const std::int64_t dst = row_index(layer, static_cast<std::int64_t>(copy.dst) * bs, h);
+            std::memcpy(k_values_ + dst * row_value_bytes_, k_values_ + src * row_value_bytes_,
+                        value_bytes);
+            std::memcpy(v_values_ + dst * row_value_bytes_, v_values_ + src * row_value_bytes_,
+                        value_bytes);
+            if (shape_.type == ElementType::Q8) {
+                std::memcpy(k_scales_ + dst, k_scales_ + src, scale_bytes);
+                std::memcpy(v_scales_ + dst, v_scales_ + src, scale_bytes);
+            }
         }
     }
 }

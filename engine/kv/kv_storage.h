@@ -3,9 +3,12 @@
 // that KvCacheManager hands out (slot = block * block_size + offset). A device backend keeps
 // the same bookkeeping and its own device buffers instead of this class.
 //
-// Layout, per layer and separately for K and V: [slot][kv_head][head_dim] elements, so that
-// writing one token (all heads of a layer) touches one contiguous range. Q8 keeps the float
-// scales in their own [layer][slot][kv_head] arrays so that the int8 rows stay dense.
+// Layout, per layer and separately for K and V: [block][kv_head][slot in block][head_dim]
+// elements, so that one head's rows of a block are one contiguous range: attention reads a
+// head's keys in slot order, and the hardware prefetchers follow a contiguous stream where a
+// [slot][kv_head] layout made them stride over the other heads' rows (decode spent a tenth of
+// a step, at 128 cached tokens, waiting for those rows). Q8 keeps the float scales in their own
+// arrays, indexed like the rows, so that the int8 rows stay dense.
 // The memory is allocated zeroed and untouched, so an unused cache costs no resident memory.
 #include <cstddef>
 #include <cstdint>
@@ -73,6 +76,12 @@ class KvStorage {
                 Tile& tile) const;
     void v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
                 Tile& tile) const;
+    // Asks the CPU to start loading K (or V) [layer, slot_ids[i], head] into its caches, without
+    // waiting. Decode attention reads rows that the weight stream has evicted since they were
+    // written: one row at a time, each a DRAM round trip, the conversion had been a tenth of a
+    // decode step; prefetched a few tiles ahead, the loads overlap.
+    void prefetch_k(int layer, int head, std::span<const std::int64_t> slot_ids) const;
+    void prefetch_v(int layer, int head, std::span<const std::int64_t> slot_ids) const;
     // scores[r * stride + j] = q_r . K row j of the tile, for r < rows; q_r = q + r * head_dim.
     void tile_scores(const float* q, int rows, const Tile& k, float* scores,
                      std::int64_t stride) const;
@@ -106,17 +115,20 @@ class KvStorage {
 
     void check(int layer, std::int64_t slot, int head, const char* what) const;
     std::int64_t row_index(int layer, std::int64_t slot, int head) const {
-        return (static_cast<std::int64_t>(layer) * slots_ + slot) * shape_.kv_heads + head;
+        const std::int64_t bs = shape_.block_size;
+        const std::int64_t block = static_cast<std::int64_t>(layer) * shape_.num_blocks + slot / bs;
+        return (block * shape_.kv_heads + head) * bs + slot % bs;
     }
     const std::byte* values(Part part, std::int64_t row) const {
         return (part == Part::K ? k_values_ : v_values_) + row * row_value_bytes_;
     }
-    void write_part(Part part, std::int64_t first_row, const float* x);
+    void write_row(Part part, std::int64_t row, const float* x);
     void read(Part part, int layer, std::int64_t slot, int head, float* out) const;
     // Row `row` of `part` as floats into out (head_dim values).
     void convert(Part part, std::int64_t row, float* out) const;
     void tile(Part part, int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
               Tile& tile) const;
+    void prefetch(Part part, int layer, int head, std::span<const std::int64_t> slot_ids) const;
 
     CacheShape shape_;
     const detail::Kernels* kernels_;

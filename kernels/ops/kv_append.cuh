@@ -11,7 +11,8 @@ enum class ElementType;
 namespace tokenscope::cuda::ops {
 
 // Token t's K and V (k, v: [tokens][kv_heads * head_dim] floats, head-major) go to physical slot
-// slots[t] (device array of `tokens` int64) of ONE layer's cache. Layout as kv::KvStorage:
+// slots[t] (device array of `tokens` int64) of ONE layer's cache. Layout (the element
+// conversions are kv::KvStorage's; its CPU rows are ordered by block and head instead):
 // values [slot][kv_head][head_dim] of the element type (F32; F16 = IEEE half, round to nearest
 // even; Q8 = int8), Q8 scales [slot][kv_head] floats in k_scales / v_scales (ignored, may be
 // nullptr, for F32/F16). Q8 row: scale = max|x| / 127, q = round(x / scale) clamped to +-127; an

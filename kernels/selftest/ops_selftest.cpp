@@ -206,7 +206,8 @@ void check_elementwise(Rng& rng, std::vector<OpCheck>& out) {
     out.push_back(make_check("add_rows (bias)", "f32", rel_error(d_rows.download(), want_rows), kExact));
 }
 
-// Device cache of one layer with the KvStorage layout.
+// Device cache of one layer in kv_append's layout ([slot][kv_head][head_dim]); compared with
+// KvStorage through read_k / read_v, whose rows are ordered differently.
 struct DeviceCache {
     DeviceCache(const kv::CacheShape& shape)
         : slots(kv::capacity_tokens(shape)),
