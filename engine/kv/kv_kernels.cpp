@@ -2,6 +2,7 @@
 // runs. Compiled for the baseline instruction set: the CPU check happens here, before anything
 // in kv_kernels_avx2.cpp runs.
 #include "kv/kv_kernels.h"
+#include "tensor/matmul.h"
 
 #include "tensor/f16.h"
 #include "util/cpu_features.h"
@@ -93,6 +94,20 @@ const Kernels& scalar_kernels() {
 
 const Kernels& best_kernels() {
     static const Kernels& best = choose_best();
+#if defined(TOKENSCOPE_KV_AVX2)
+    static const Kernels avx512 = [] {
+        Kernels k = avx2_kernel_table();
+        k.name = "avx512+avx2+fma+f16c";
+        k.tile_scores = tile_scores_avx512;
+        k.tile_accumulate = tile_accumulate_avx512;
+        return k;
+    }();
+    const cpu::X86Features& f = cpu::x86_features();
+    if (&best != &kScalar && f.avx512f &&
+        tensor::active_simd_level() == tensor::SimdLevel::Avx512) {
+        return avx512;
+    }
+#endif
     return best;
 }
 

@@ -37,13 +37,20 @@ struct Kernels {
 
 // Portable C++ (kv_kernels.cpp).
 const Kernels& scalar_kernels();
-// The best table this CPU runs (kv_kernels.cpp).
+// The best table this CPU runs at the matmul kernels' active level (tensor::active_simd_level):
+// AVX-512 tiles only there, so TOKENSCOPE_SIMD=avx2 runs the whole AVX2 path (kv_kernels.cpp).
 const Kernels& best_kernels();
 
 #if defined(TOKENSCOPE_KV_AVX2)
 // AVX2 + FMA + F16C (kv_kernels_avx2.cpp, built on x86-64 with GCC or Clang only). Callers
 // must check the CPU first.
 const Kernels& avx2_kernel_table();
+// The two blocked-attention kernels for AVX-512 F (kv_kernels_avx512.cpp); the AVX-512 table is
+// the AVX2 one with these two. Callers must check the CPU first.
+void tile_scores_avx512(const float* q, int rows, const float* const* k, int keys, int n, float* s,
+                        std::int64_t s_stride);
+void tile_accumulate_avx512(const float* p, std::int64_t p_stride, int rows, const float* const* v,
+                            int keys, int n, float* out);
 #endif
 
 }  // namespace tokenscope::kv::detail

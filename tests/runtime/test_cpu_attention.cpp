@@ -15,15 +15,19 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "inspect/attention_capture.h"
 #include "kv/kv_storage.h"
 #include "runtime/cpu_attention.h"
 #include "runtime/thread_pool.h"
+#include "tensor/matmul.h"
 
 Q_DECLARE_METATYPE(tokenscope::kv::ElementType)
 Q_DECLARE_METATYPE(tokenscope::kv::KernelChoice)
+Q_DECLARE_METATYPE(tokenscope::tensor::SimdLevel)
 
 using namespace tokenscope;
 using kv::ElementType;
@@ -139,11 +143,19 @@ class TestCpuAttention : public QObject {
 void TestCpuAttention::matchesFloat64Reference_data() {
     QTest::addColumn<ElementType>("type");
     QTest::addColumn<KernelChoice>("kernels");
+    // The matmul level when the storage is made: Best follows it (AVX-512 tiles or AVX2).
+    QTest::addColumn<tensor::SimdLevel>("level");
     QTest::addColumn<int>("kv_heads");
     QTest::addColumn<int>("group");
     QTest::addColumn<int>("head_dim");
     QTest::addColumn<int>("window");
-    for (KernelChoice kc : {KernelChoice::Best, KernelChoice::Scalar}) {
+    std::vector<std::pair<KernelChoice, tensor::SimdLevel>> kernel_sets = {
+        {KernelChoice::Scalar, tensor::detected_simd_level()}};
+    if (tensor::detected_simd_level() >= tensor::SimdLevel::Avx2)
+        kernel_sets.push_back({KernelChoice::Best, tensor::SimdLevel::Avx2});
+    if (tensor::detected_simd_level() == tensor::SimdLevel::Avx512)
+        kernel_sets.push_back({KernelChoice::Best, tensor::SimdLevel::Avx512});
+    for (const auto& [kc, level] : kernel_sets) {
         for (ElementType t : {ElementType::F32, ElementType::F16, ElementType::Q8}) {
             for (int group : {1, 2, 4}) {
                 // 64: whole vectors; 20: one 16-column step and a masked tail of 4.
@@ -151,10 +163,11 @@ void TestCpuAttention::matchesFloat64Reference_data() {
                     // 7: a window shorter than the prefill, so that it cuts into blocks.
                     for (int window : {0, 7}) {
                         const int kv_heads = group == 4 ? 1 : 2;
-                        QTest::addRow("%s-%s-g%d-d%d-w%d", kv::element_type_name(t),
-                                      kc == KernelChoice::Best ? "best" : "scalar", group, d,
-                                      window)
-                            << t << kc << kv_heads << group << d << window;
+                        QTest::addRow(
+                            "%s-%s-g%d-d%d-w%d", kv::element_type_name(t),
+                            kc == KernelChoice::Best ? tensor::simd_level_name(level) : "scalar",
+                            group, d, window)
+                            << t << kc << level << kv_heads << group << d << window;
                     }
                 }
             }
@@ -165,6 +178,7 @@ void TestCpuAttention::matchesFloat64Reference_data() {
 void TestCpuAttention::matchesFloat64Reference() {
     QFETCH(ElementType, type);
     QFETCH(KernelChoice, kernels);
+    QFETCH(tensor::SimdLevel, level);
     QFETCH(int, kv_heads);
     QFETCH(int, group);
     QFETCH(int, head_dim);
@@ -172,7 +186,15 @@ void TestCpuAttention::matchesFloat64Reference() {
     // A 37-token prefill from 0, a decode step at 20, a prefill continuing at 5, one of 16
     // tokens continuing at 50, and a decode step at 0 (a single key).
     const std::vector<Sequence> seqs = {{0, 37}, {20, 1}, {5, 9}, {50, 16}, {0, 1}};
+    struct LevelGuard {
+        ~LevelGuard() { tensor::set_simd_level(tensor::detected_simd_level()); }
+    } guard;
+    tensor::set_simd_level(level);
     const Fixture f(seqs, kv_heads, group, head_dim, window, type, kernels);
+    if (kernels == KernelChoice::Best) {
+        const bool wide = level == tensor::SimdLevel::Avx512;
+        QCOMPARE(std::string(f.storage.kernel_name()).rfind("avx512", 0) == 0, wide);
+    }
     const int heads = f.layer.heads;
     const auto hd = static_cast<std::int64_t>(head_dim);
 
