@@ -84,6 +84,46 @@ void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64
     });
 }
 
+void CpuBackend::matmuls(std::initializer_list<MatmulJob> jobs, const float* x,
+                         std::int64_t tokens) {
+    const MatmulJob* first = jobs.begin();
+    const tensor::ActivationFormat format = tensor::activation_format_for(first->w->type);
+    for (const MatmulJob& j : jobs) {
+        if (tensor::activation_format_for(j.w->type) != format || j.w->cols != first->w->cols) {
+            bool same = false;
+            for (const MatmulJob& k : jobs) {
+                matmul(*k.w, x, tokens, k.y, same);
+                same = true;
+            }
+            return;
+        }
+    }
+    // The first matrix prepares; the others would reuse it in matmul() as well.
+    tensor::prepare_activations(
+        first->w->type, x, tokens, first->w->cols, prepared_,
+        [this](std::int64_t count, const std::function<void(std::int64_t, std::int64_t)>& body) {
+            pool_.parallel_for(count, 8, body);
+        });
+    // The chunks each matrix would get from matmul(), all in one hand-out.
+    row_chunks_.clear();
+    int index = 0;
+    for (const MatmulJob& j : jobs) {
+        const std::int64_t grain = row_grain(j.w->rows, pool_.size());
+        for (std::int64_t b = 0; b < j.w->rows; b += grain)
+            row_chunks_.push_back({index, b, std::min(j.w->rows, b + grain)});
+        ++index;
+    }
+    pool_.parallel_for(static_cast<std::int64_t>(row_chunks_.size()), 1,
+                       [&](std::int64_t begin, std::int64_t end) {
+                           for (std::int64_t i = begin; i < end; ++i) {
+                               const RowChunk& c = row_chunks_[static_cast<std::size_t>(i)];
+                               const MatmulJob& j = first[c.job];
+                               tensor::matmul_rows(j.w->type, j.w->data, j.w->cols, c.begin, c.end,
+                                                   prepared_, j.y, j.w->rows);
+                           }
+                       });
+}
+
 void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutputs& out) {
     const auto& c = config_;
     const std::int64_t T = batch.total_tokens();
@@ -161,9 +201,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         observe(li, MatmulSite::AttnQ, L.wq, xn_.data(), T);
         observe(li, MatmulSite::AttnK, L.wk, xn_.data(), T);
         observe(li, MatmulSite::AttnV, L.wv, xn_.data(), T);
-        matmul(L.wq, xn_.data(), T, q_.data());
-        matmul(L.wk, xn_.data(), T, k_.data(), /*same_input=*/true);
-        matmul(L.wv, xn_.data(), T, v_.data(), /*same_input=*/true);
+        matmuls({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), T);
 
         const bool neox = c.rope_style == model::RopeStyle::NeoX;
         const RopeTable& rope = c.uses_window(l) ? rope_local_ : rope_global_;
@@ -211,8 +249,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
 
         observe(li, MatmulSite::FfnGate, L.w_gate, xn_.data(), T);
         observe(li, MatmulSite::FfnUp, L.w_up, xn_.data(), T);
-        matmul(L.w_gate, xn_.data(), T, gate_.data());
-        matmul(L.w_up, xn_.data(), T, up_.data(), /*same_input=*/true);
+        matmuls({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xn_.data(), T);
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t i = b; i < e; ++i) {
                 float* g = gate_.data() + i * c.ffn_length;

@@ -3,6 +3,7 @@
 // weights read in their file format by the SIMD kernels of tensor/matmul.h, K/V in the paged
 // cache (kv::KvStorage), work split over a thread pool.
 #include <memory>
+#include <initializer_list>
 #include <vector>
 
 #include "kv/kv_storage.h"
@@ -54,6 +55,14 @@ private:
     // same format (q/k/v and gate/up share their input; preparing runs on one thread).
     void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                 bool same_input = false);
+    // Several matrices over the same input (q/k/v, gate/up), each y = W x as matmul() computes
+    // it, in one parallel_for: one wait for the slowest thread instead of one per matrix. Falls
+    // back to one matmul() per matrix when their weight types take different activation formats.
+    struct MatmulJob {
+        const model::WeightMatrix* w;
+        float* y;
+    };
+    void matmuls(std::initializer_list<MatmulJob> jobs, const float* x, std::int64_t tokens);
     void observe(int layer, MatmulSite site, const model::WeightMatrix& w, const float* x, std::int64_t tokens) {
         if (observer_) observer_->on_matmul(layer, site, w, x, tokens);
     }
@@ -69,6 +78,12 @@ private:
     std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
     CpuAttention attention_;  // and its per-thread scratch
     tensor::PreparedActivations prepared_;
+    // matmuls()' work items: rows [begin, end) of jobs[job].
+    struct RowChunk {
+        int job;
+        std::int64_t begin, end;
+    };
+    std::vector<RowChunk> row_chunks_;
     // Per token of the current batch.
     std::vector<std::int64_t> token_pos_, token_slot_;
     // Per chunk: the physical slots of positions [0, start_pos + tokens).
