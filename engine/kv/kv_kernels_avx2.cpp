@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kv/kv_kernels.h"
+#include "kv/tile_row_groups.h"
 
 namespace tokenscope::kv::detail {
 
@@ -246,25 +247,10 @@ void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* 
 
 void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                      int keys, int n, float* out) {
-    int r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        accumulate_rows<4>(p + r * p_stride, p_stride, v, keys, n, out + r * n);
-    }
-    const float* pr = p + r * p_stride;
-    float* o = out + r * n;
-    switch (rows - r) {
-        case 3:
-            accumulate_rows<3>(pr, p_stride, v, keys, n, o);
-            break;
-        case 2:
-            accumulate_rows<2>(pr, p_stride, v, keys, n, o);
-            break;
-        case 1:
-            accumulate_rows<1>(pr, p_stride, v, keys, n, o);
-            break;
-        default:
-            break;
-    }
+    for_row_groups(rows, [&](int r, auto count) {
+        accumulate_rows<decltype(count)::value>(p + r * p_stride, p_stride, v, keys, n,
+                                                out + static_cast<std::int64_t>(r) * n);
+    });
 }
 
 constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16, f16_to_f32,  dot_f32,

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kv/kv_kernels.h"
+#include "kv/tile_row_groups.h"
 
 namespace tokenscope::kv::detail {
 
@@ -156,26 +157,10 @@ void tile_scores_avx512(const float* q, int rows, const float* const* k, int key
 
 void tile_accumulate_avx512(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                             int keys, int n, float* out) {
-    int r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        accumulate_rows<4>(p + r * p_stride, p_stride, v, keys, n,
-                           out + static_cast<std::int64_t>(r) * n);
-    }
-    const float* pr = p + r * p_stride;
-    float* o = out + static_cast<std::int64_t>(r) * n;
-    switch (rows - r) {
-        case 3:
-            accumulate_rows<3>(pr, p_stride, v, keys, n, o);
-            break;
-        case 2:
-            accumulate_rows<2>(pr, p_stride, v, keys, n, o);
-            break;
-        case 1:
-            accumulate_rows<1>(pr, p_stride, v, keys, n, o);
-            break;
-        default:
-            break;
-    }
+    for_row_groups(rows, [&](int r, auto count) {
+        accumulate_rows<decltype(count)::value>(p + r * p_stride, p_stride, v, keys, n,
+                                                out + static_cast<std::int64_t>(r) * n);
+    });
 }
 
 }  // namespace tokenscope::kv::detail
