@@ -122,14 +122,10 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
 
 void k_gemm(const MatmulArgs& a) {
     thread_local InterleavedRows packed;
-    for_lane_groups<kTileTokens>(
-        a, kGroupRows,
-        [&](std::int64_t r, int rows) {
-            packed.pack(a.type, a.weights, a.row_bytes, a.n, r, rows);
-        },
-        [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-            tile<decltype(tokens)::value>(a, packed, r, rows, t0);
-        });
+    for_lane_groups<kTileTokens>(a, kGroupRows, packed,
+                                 [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
+                                     tile<decltype(tokens)::value>(a, packed, r, rows, t0);
+                                 });
 }
 
 }  // namespace

@@ -121,14 +121,10 @@ bool gemm_int8_avx512(const MatmulArgs& a) {
             return false;
     }
     thread_local InterleavedRows packed;
-    for_lane_groups<kTileTokens>(
-        a, kGroupRows,
-        [&](std::int64_t r, int rows) {
-            packed.pack(a.type, a.weights, a.row_bytes, a.n, r, rows);
-        },
-        [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-            tile<decltype(tokens)::value>(a, packed, r, rows, t0);
-        });
+    for_lane_groups<kTileTokens>(a, kGroupRows, packed,
+                                 [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
+                                     tile<decltype(tokens)::value>(a, packed, r, rows, t0);
+                                 });
     return true;
 }
 

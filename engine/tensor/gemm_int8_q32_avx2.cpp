@@ -181,11 +181,10 @@ void tile(const MatmulArgs& a, const InterleavedBlocks& p, std::int64_t r0, int 
 template <int T, bool Signed>
 void q32_gemm(const MatmulArgs& a) {
     thread_local InterleavedBlocks packed;
-    for_lane_groups<T>(
-        a, kGroupRows, [&](std::int64_t r, int rows) { packed.pack(a, r, rows); },
-        [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-            tile<decltype(tokens)::value, Signed>(a, packed, r, rows, t0);
-        });
+    for_lane_groups<T>(a, kGroupRows, packed,
+                       [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
+                           tile<decltype(tokens)::value, Signed>(a, packed, r, rows, t0);
+                       });
 }
 
 }  // namespace

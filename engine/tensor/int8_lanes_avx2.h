@@ -140,10 +140,10 @@ inline SpreadPrefetch next_group(const MatmulArgs& a, std::int64_t r, int rows,
 }
 
 // The loop every lane GEMM shares: the call's weight rows in groups of group_rows, each packed
-// once (pack(r, rows)) and then multiplied by every token, T at a time and a shorter tile at
-// the end (tile(std::integral_constant<int, N>, r, rows, t0) for N = T..1), the next group's
-// weights prefetched slice by slice meanwhile. Row groups outermost: a group's packed rows stay
-// in L2 while the call's tokens pass over them (matmul_rows blocks the tokens so that their
+// once (packed.pack(a, r, rows)) and then multiplied by every token, T at a time and a shorter
+// tile at the end (tile(std::integral_constant<int, N>, r, rows, t0) for N = T..1), the next
+// group's weights prefetched slice by slice meanwhile. Row groups outermost: a group's packed rows
+// stay in L2 while the call's tokens pass over them (matmul_rows blocks the tokens so that their
 // activations fit there too).
 template <int T, class Tile>
 void run_tail_tile(const Tile& tile, std::int64_t r, int rows, std::int64_t t0, int left) {
@@ -156,12 +156,12 @@ void run_tail_tile(const Tile& tile, std::int64_t r, int rows, std::int64_t t0, 
     }
 }
 
-template <int T, class Pack, class Tile>
-void for_lane_groups(const MatmulArgs& a, int group_rows, const Pack& pack, const Tile& tile) {
+template <int T, class Packed, class Tile>
+void for_lane_groups(const MatmulArgs& a, int group_rows, Packed& packed, const Tile& tile) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r = a.row_begin; r < a.row_end; r += group_rows) {
         const int rows = static_cast<int>(a.row_end - r < group_rows ? a.row_end - r : group_rows);
-        pack(r, rows);
+        packed.pack(a, r, rows);
         const SpreadPrefetch next = next_group(a, r + rows, rows, w_end, T);
         std::int64_t t0 = 0;
         for (; t0 + T <= a.tokens; t0 += T) {
@@ -202,9 +202,9 @@ struct InterleavedKRows {
     float* d = nullptr;
     float* coef = nullptr;
 
-    void pack(Type type, const std::uint8_t* weights, std::size_t row_bytes, std::int64_t n_elems,
-              std::int64_t r0, int rows) {
-        nb = n_elems / 256;
+    // Rows [r0, r0 + rows) of the call's weights.
+    void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
+        nb = a.n / 256;
         const auto n = static_cast<std::size_t>(nb);
         // pack_k_simd's arrays for 8 rows at a time: u, sc16, coef, d.
         const std::size_t row_u = n * 256, row_sc = n * 128, row_c = n * 16;
@@ -223,9 +223,9 @@ struct InterleavedKRows {
             if (here < kLanes) std::memset(tu, 0, tmp_bytes);  // missing rows: all zero
             for (int r = 0; r < here; ++r) {
                 const auto i = static_cast<std::size_t>(r);
-                pack_k_simd(type,
-                            weights + static_cast<std::size_t>(r0 + kLanes * s + r) * row_bytes, nb,
-                            tu + i * row_u, tsc + i * row_sc, td + i * n, tc + i * row_c);
+                pack_k_simd(a.type,
+                            a.weights + static_cast<std::size_t>(r0 + kLanes * s + r) * a.row_bytes,
+                            nb, tu + i * row_u, tsc + i * row_sc, td + i * n, tc + i * row_c);
             }
             const auto lane0 = static_cast<std::size_t>(kLanes * s);
             for (std::size_t b = 0; b < n; ++b) {
