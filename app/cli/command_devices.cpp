@@ -18,6 +18,7 @@ int run_devices(int argc, char** argv, int first) {
     const cpu::X86Features& cpu_features = cpu::x86_features();  // all false off x86-64
     const bool avx2 = cpu_features.avx2 && cpu_features.fma;
     const bool avx512 = cpu_features.avx512f && cpu_features.avx512bw;
+    const cpu::X86Model& model = cpu::x86_model();
     JsonWriter json;
     json.begin_object();
     json.key("cpu").begin_object();
@@ -26,6 +27,12 @@ int run_devices(int argc, char** argv, int first) {
     json.key("avx512").value(avx512);
     // The level the matmul kernels run at: the best the CPU has, unless TOKENSCOPE_SIMD caps it.
     json.key("kernels").value(tensor::simd_level_name(tensor::active_simd_level()));
+    // The cache level the decode kernels prefetch weights into (by CPU model, or
+    // TOKENSCOPE_PREFETCH).
+    json.key("weight_prefetch").value(tensor::weight_prefetch_name(tensor::weight_prefetch()));
+    json.key("vendor").value(model.amd ? "amd" : model.intel ? "intel" : "other");
+    json.key("family").value(static_cast<std::uint64_t>(model.family));
+    json.key("model").value(static_cast<std::uint64_t>(model.model));
     json.end_object();
     json.key("cuda").begin_object();
     const runtime::GpuPluginStatus& plugin = runtime::gpu_plugin();
@@ -58,9 +65,12 @@ int run_devices(int argc, char** argv, int first) {
         return 0;
     }
     const bool capped = tensor::active_simd_level() != tensor::detected_simd_level();
-    std::printf("CPU: %u threads, SIMD: %s%s%s\n", threads, avx512 ? "AVX-512" : (avx2 ? "AVX2" : "scalar"),
+    std::printf("CPU: %u threads, SIMD: %s%s%s; %s family 0x%X model 0x%X, weight prefetch into %s\n",
+                threads, avx512 ? "AVX-512" : (avx2 ? "AVX2" : "scalar"),
                 capped ? "; kernels capped by TOKENSCOPE_SIMD at " : "",
-                capped ? tensor::simd_level_name(tensor::active_simd_level()) : "");
+                capped ? tensor::simd_level_name(tensor::active_simd_level()) : "",
+                model.amd ? "AMD" : model.intel ? "Intel" : "CPU", model.family, model.model,
+                tensor::weight_prefetch_name(tensor::weight_prefetch()));
     if (!plugin.plugin) {
         std::printf("CUDA: not available: %s\n", plugin.problem.c_str());
         return 0;

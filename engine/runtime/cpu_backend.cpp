@@ -47,8 +47,9 @@ CpuBackend::CpuBackend(const model::ModelConfig& config, const model::ModelWeigh
       pool_(threads),
       rope_global_(inverse_frequencies(config.rope_dims, config.rope_freq_base, weights.rope_freq_factors)),
       rope_local_(inverse_frequencies(config.rope_dims, config.rope_freq_base_local, weights.rope_freq_factors)) {
-    spdlog::info("cpu backend: {} threads, matmul kernels {}, kv kernels {}", pool_.size(),
-                 tensor::simd_level_name(tensor::active_simd_level()), storage_.kernel_name());
+    spdlog::info("cpu backend: {} threads, matmul kernels {} (weight prefetch {}), kv kernels {}",
+                 pool_.size(), tensor::simd_level_name(tensor::active_simd_level()),
+                 tensor::weight_prefetch_name(tensor::weight_prefetch()), storage_.kernel_name());
 }
 
 std::string CpuBackend::name() const {

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "tensor/type.h"
+#include "tensor/weight_prefetch.h"
 
 namespace tokenscope::tensor {
 

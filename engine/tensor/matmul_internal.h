@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "tensor/type.h"
+#include "tensor/weight_prefetch.h"
 
 namespace tokenscope::tensor::detail {
 

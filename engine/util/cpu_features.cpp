@@ -11,11 +11,28 @@
 #if defined(TOKENSCOPE_CPU_FEATURES_FROM_CPUID)
 #include <immintrin.h>  // _xgetbv
 #include <intrin.h>     // __cpuidex
+#elif defined(TOKENSCOPE_X86_64) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>  // __get_cpuid
 #endif
 
 namespace tokenscope::cpu {
 
 namespace detail {
+
+X86Model decode_model(std::uint32_t vendor_ebx, std::uint32_t vendor_edx, std::uint32_t vendor_ecx,
+                      std::uint32_t leaf1_eax) {
+    X86Model m;
+    // The vendor string's bytes in register order, little-endian: "Auth" = 0x68747541, etc.
+    m.amd = vendor_ebx == 0x68747541u && vendor_edx == 0x69746e65u && vendor_ecx == 0x444d4163u;
+    m.intel = vendor_ebx == 0x756e6547u && vendor_edx == 0x49656e69u && vendor_ecx == 0x6c65746eu;
+    const std::uint32_t base_family = (leaf1_eax >> 8) & 0xFu;
+    const std::uint32_t base_model = (leaf1_eax >> 4) & 0xFu;
+    m.family = base_family == 0xFu ? base_family + ((leaf1_eax >> 20) & 0xFFu) : base_family;
+    m.model = base_family == 0x6u || base_family == 0xFu
+                  ? base_model | (((leaf1_eax >> 16) & 0xFu) << 4)
+                  : base_model;
+    return m;
+}
 
 X86Features decode_cpuid(const CpuidWords& w) {
     constexpr std::uint32_t kFma = 1u << 12, kOsxsave = 1u << 27, kF16c = 1u << 29;  // leaf 1 ECX
@@ -103,6 +120,34 @@ X86Features detect() {
 const X86Features& x86_features() {
     static const X86Features features = detect();
     return features;
+}
+
+const X86Model& x86_model() {
+    static const X86Model model = [] {
+        std::uint32_t r[4] = {};  // EAX, EBX, ECX, EDX
+#if defined(TOKENSCOPE_CPU_FEATURES_FROM_CPUID)
+        int v[4] = {};
+        __cpuidex(v, 0, 0);
+        for (int i = 0; i < 4; ++i) r[i] = static_cast<std::uint32_t>(v[i]);
+        const std::uint32_t max_leaf = r[0], ebx = r[1], ecx = r[2], edx = r[3];
+        std::uint32_t eax1 = 0;
+        if (max_leaf >= 1) {
+            __cpuidex(v, 1, 0);
+            eax1 = static_cast<std::uint32_t>(v[0]);
+        }
+        return detail::decode_model(ebx, edx, ecx, eax1);
+#elif defined(TOKENSCOPE_X86_64) && (defined(__GNUC__) || defined(__clang__))
+        if (!__get_cpuid(0, &r[0], &r[1], &r[2], &r[3])) return X86Model{};
+        const std::uint32_t max_leaf = r[0], ebx = r[1], ecx = r[2], edx = r[3];
+        std::uint32_t eax1 = 0;
+        if (max_leaf >= 1 && __get_cpuid(1, &r[0], &r[1], &r[2], &r[3])) eax1 = r[0];
+        return detail::decode_model(ebx, edx, ecx, eax1);
+#else
+        (void)r;
+        return X86Model{};
+#endif
+    }();
+    return model;
 }
 
 }  // namespace tokenscope::cpu

@@ -42,6 +42,18 @@ struct X86Features {
 // This machine's, detected once (thread-safe). All false on a CPU that is not x86-64.
 const X86Features& x86_features();
 
+// Vendor and family/model as CPUID leaf 1 reports them (with the extended fields folded in),
+// for tuning choices that differ between microarchitectures of the same instruction set
+// (the weight prefetch level, tensor::weight_prefetch_level). AMD family 0x19 is Zen 3/Zen 4,
+// 0x1A Zen 5. All zero/false on a CPU that is not x86-64.
+struct X86Model {
+    bool amd = false;
+    bool intel = false;
+    std::uint32_t family = 0;
+    std::uint32_t model = 0;
+};
+const X86Model& x86_model();
+
 namespace detail {
 
 // The CPUID and XCR0 words the features come from.
@@ -56,6 +68,12 @@ struct CpuidWords {
 // A feature counts only when the OS saves its registers: the AVX ones need XCR0's SSE and YMM
 // state, the AVX-512 ones also the opmask, ZMM0-15 upper halves and ZMM16-31 state.
 X86Features decode_cpuid(const CpuidWords& words);
+
+// Leaf 0's vendor words (EBX, EDX, ECX: "AuthenticAMD" is "Auth" "enti" "cAMD") and leaf 1's
+// EAX: family = base family, plus the extended family when the base is 0xF; model = base model,
+// with the extended model as its high nibble when the family is 6 or 0xF and above.
+X86Model decode_model(std::uint32_t vendor_ebx, std::uint32_t vendor_edx, std::uint32_t vendor_ecx,
+                      std::uint32_t leaf1_eax);
 
 }  // namespace detail
 

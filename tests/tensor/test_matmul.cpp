@@ -46,6 +46,7 @@
 #include "tensor/f16.h"
 #include "tensor/matmul.h"
 #include "tensor/type.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 using tokenscope::InvalidArgument;
@@ -365,6 +366,7 @@ class TestMatmul : public QObject {
     void manyRowGroupsMatchReference();
     void subRangeWritesOnlyItsRowsAtTheStride();
     void smallBatchesMatchDecodeBitForBit();
+    void prefetchLevelsChangeNoResult();
     void preparedActivationsAreReused();
     void parallelPreparationMatchesSerial();
     void simdPreparationMatchesScalar();
@@ -527,6 +529,61 @@ void TestMatmul::smallBatchesMatchDecodeBitForBit() {
             }
         }
     }
+}
+
+// The weight prefetch level (tensor/weight_prefetch.h) is a speed choice only: every level
+// gives the same bytes, for decode, a small batch and prefill, on every instruction set, over
+// a sub-range of rows long enough that the prefetch runs into the range's end, where it is
+// clipped. (A prefetch never faults, so no test can see a stray one; this checks results.)
+// And the default follows the CPU (AMD family 0x19 prefetches into L2) unless the environment
+// overrides it.
+void TestMatmul::prefetchLevelsChangeNoResult() {
+    LevelGuard guard;
+    struct PrefetchGuard {
+        ~PrefetchGuard() { reset_weight_prefetch(); }
+    } prefetch_guard;
+    if (qEnvironmentVariableIsEmpty("TOKENSCOPE_PREFETCH")) {
+        const tokenscope::cpu::X86Model& m = tokenscope::cpu::x86_model();
+        const WeightPrefetch want =
+            m.amd && m.family == 0x19 ? WeightPrefetch::L2 : WeightPrefetch::L1;
+        QCOMPARE(default_weight_prefetch(), want);
+    }
+    QCOMPARE(weight_prefetch(), default_weight_prefetch());
+    for (Type type : {Type::F16, Type::Q8_0, Type::Q4_1, Type::Q4_K, Type::Q6_K}) {
+        const std::int64_t n = 1024, rows = 96;  // 96 rows: 96 KiB of Q8_0, 192 KiB of F16
+        const Bytes w = random_weights(type, rows, n, 33);
+        for (SimdLevel level : supported_levels()) {
+            set_simd_level(level);
+            for (std::int64_t tokens : {1, 3, 20}) {
+                const std::vector<float> x =
+                    random_activations(tokens, n, static_cast<std::uint32_t>(tokens + 50));
+                PreparedActivations acts;
+                prepare_activations(type, x.data(), tokens, n, acts);
+                std::vector<float> base(static_cast<std::size_t>(tokens * rows));
+                set_weight_prefetch(WeightPrefetch::L1);
+                // Rows 10..90 of 96.
+                matmul_rows(type, w.data(), n, 10, 90, acts, base.data(), rows);
+                for (WeightPrefetch p : {WeightPrefetch::None, WeightPrefetch::L2}) {
+                    set_weight_prefetch(p);
+                    QCOMPARE(weight_prefetch(), p);
+                    std::vector<float> out(base.size());
+                    matmul_rows(type, w.data(), n, 10, 90, acts, out.data(), rows);
+                    bool same = true;
+                    for (std::int64_t t = 0; t < tokens; ++t) {
+                        same = same &&
+                               std::memcmp(out.data() + t * rows + 10, base.data() + t * rows + 10,
+                                           80 * sizeof(float)) == 0;
+                    }
+                    const std::string what = std::string(type_name(type)) + " " +
+                                             simd_level_name(level) + " " + std::to_string(tokens) +
+                                             " tokens, prefetch " + weight_prefetch_name(p);
+                    QVERIFY2(same, (what + ": differs from prefetch l1").c_str());
+                }
+            }
+        }
+    }
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, set_weight_prefetch(static_cast<WeightPrefetch>(7)));
+    QCOMPARE(std::string(weight_prefetch_name(WeightPrefetch::L2)), std::string("l2"));
 }
 
 void TestMatmul::preparedActivationsAreReused() {

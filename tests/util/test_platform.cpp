@@ -166,6 +166,60 @@ class TestPlatform : public QObject {
 #endif
     }
 
+    // Vendor, family and model from CPUID words of real parts. The EAX values are composed by
+    // hand from the documented fields (stepping 3:0, model 7:4, family 11:8, extended model
+    // 19:16, extended family 27:20) for parts whose family/model /proc/cpuinfo reported on
+    // our dev machines: AMD EPYC Zen 4 (family 25 = 0x19, model 17 = 0x11), Zen 3 (0x19,
+    // model 1), Zen 5 (0x1A, model 2), Intel Sapphire Rapids (family 6, model 143 = 0x8F).
+    void decodeVendorFamilyModel() {
+        constexpr std::uint32_t kAuth = 0x68747541, kEnti = 0x69746e65, kCamd = 0x444d4163;
+        constexpr std::uint32_t kGenu = 0x756e6547, kInei = 0x49656e69, kNtel = 0x6c65746e;
+        // Zen 4: ext family 0xA (0xF + 0xA = 0x19), ext model 1, base model 1, stepping 1.
+        cpu::X86Model m = cpu::detail::decode_model(kAuth, kEnti, kCamd, 0x00A10F11u);
+        QVERIFY(m.amd && !m.intel);
+        QCOMPARE(m.family, 0x19u);
+        QCOMPARE(m.model, 0x11u);
+        m = cpu::detail::decode_model(kAuth, kEnti, kCamd, 0x00A00F11u);  // Zen 3, model 1
+        QCOMPARE(m.family, 0x19u);
+        QCOMPARE(m.model, 0x01u);
+        m = cpu::detail::decode_model(kAuth, kEnti, kCamd, 0x00B00F20u);  // Zen 5, model 2
+        QCOMPARE(m.family, 0x1Au);
+        QCOMPARE(m.model, 0x02u);
+        // Intel family 6: the extended family is not added, the extended model is.
+        m = cpu::detail::decode_model(kGenu, kInei, kNtel, 0x000806F8u);
+        QVERIFY(m.intel && !m.amd);
+        QCOMPARE(m.family, 6u);
+        QCOMPARE(m.model, 0x8Fu);
+        // Another vendor, and a family below 6 whose extended fields must be ignored.
+        m = cpu::detail::decode_model(0x746e6543, 0x48727561, 0x736c7561, 0x00FF0543u);
+        QVERIFY(!m.amd && !m.intel);
+        QCOMPARE(m.family, 5u);
+        QCOMPARE(m.model, 4u);
+    }
+
+    // This machine's model as the engine reads it equals what the kernel reports in
+    // /proc/cpuinfo (an independent decoding of the same CPUID words).
+    void modelAgreesWithProcCpuinfo() {
+        QFile info("/proc/cpuinfo");
+        if (!info.open(QIODevice::ReadOnly)) QSKIP("no /proc/cpuinfo (not Linux)");
+        int family = -1, model = -1;
+        QString vendor;
+        for (const QByteArray& raw : info.readAll().split('\n')) {
+            const QString line = QString::fromLatin1(raw);
+            const QString value = line.section(':', 1).trimmed();
+            if (line.startsWith("vendor_id") && vendor.isEmpty()) vendor = value;
+            if (line.startsWith("cpu family") && family < 0) family = value.toInt();
+            if (line.startsWith("model\t") && model < 0) model = value.toInt();
+        }
+        if (family < 0 || model < 0) QSKIP("/proc/cpuinfo has no x86 family/model lines");
+        const cpu::X86Model& m = cpu::x86_model();
+        qInfo("this CPU: %s family 0x%X model 0x%X", qPrintable(vendor), m.family, m.model);
+        QCOMPARE(m.amd, vendor == "AuthenticAMD");
+        QCOMPARE(m.intel, vendor == "GenuineIntel");
+        QCOMPARE(static_cast<int>(m.family), family);
+        QCOMPARE(static_cast<int>(m.model), model);
+    }
+
     void mulOverflowMatchesTheBuiltin() {
         using I = std::int64_t;
         using U = std::uint64_t;
