@@ -119,8 +119,11 @@ inline void prefetch_lines(const std::uint8_t* p, std::size_t from, std::size_t 
 #if defined(__GNUC__) || defined(__clang__)
         __builtin_prefetch(p + o, 0, Locality);  // 3: prefetcht0, 2: prefetcht1
 #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
-        _mm_prefetch(reinterpret_cast<const char*>(p + o),
-                     Locality == 3 ? _MM_HINT_T0 : _MM_HINT_T1);
+        if constexpr (Locality == 3) {
+            _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+        } else {
+            _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T1);
+        }
 #endif
     }
 }
