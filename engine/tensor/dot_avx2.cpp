@@ -392,12 +392,13 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     for (std::int64_t b = 0; b < nb; ++b) {
         constexpr std::size_t kBlockBytes = kFifth ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
         const std::uint8_t* blk = row + static_cast<std::size_t>(b) * kBlockBytes;
-        std::uint8_t sc[8], m[8];
-        q4_k_scales_mins(blk + 4, sc, m);
-        std::uint64_t m8;
-        std::memcpy(&m8, m, 8);
-        const __m256 mins =
-            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m8))));
+        const Q4KScalesMins sm = q4_k_scales_mins_words(blk + 4);
+        // The eight scales as int16 in both 128-bit lanes: one vpshufb spreads any of them
+        // over a vector (a broadcast from a general register took two or three uops).
+        const __m256i sc16 = _mm256_broadcastsi128_si256(
+            _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sm.sc))));
+        const __m256 mins = _mm256_cvtepi32_ps(
+            _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sm.m))));
         const __m256 mins_d = _mm256_mul_ps(mins, _mm256_set1_ps(half_to_float(blk + 2)));
         const float d = half_to_float(blk);
         __m256i isum[T];
@@ -426,8 +427,10 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
                 lo = _mm256_or_si256(lo, bit_to(qh, 2 * c, 4));
                 hi = _mm256_or_si256(hi, bit_to(qh, 2 * c + 1, 4));
             }
-            const __m256i sc_lo = _mm256_set1_epi16(sc[2 * c]);
-            const __m256i sc_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+            const __m256i sc_lo =
+                _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(0x0100 + 0x0202 * 2 * c));
+            const __m256i sc_hi =
+                _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(0x0100 + 0x0202 * (2 * c + 1)));
 #pragma GCC unroll 4
             for (int t = 0; t < T; ++t) {
                 const std::uint8_t* x = acts.q[t] + 256 * b;

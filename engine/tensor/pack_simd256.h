@@ -180,9 +180,14 @@ inline void fill_sc16_per16(std::int16_t* sc16, __m256i scales16) {
 // The 12 scale bytes (layout: tensor/kquant_scales.h) are unpacked as three little-endian
 // words: sc[0..3] and m[0..3] are the low 6 bits of bytes 0-3 and 4-7; sc[4..7] and m[4..7]
 // take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from bits 6-7 of
-// bytes 0-3 and 4-7. Four byte-parallel word operations give all sixteen at once.
-inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8],
-                             std::uint8_t (&m)[8]) {
+// bytes 0-3 and 4-7. Four byte-parallel word operations give all sixteen at once, returned
+// in two general registers so that no stack copy sits between them and the vector unit.
+struct Q4KScalesMins {
+    std::uint64_t sc;  // sc[s] in byte s
+    std::uint64_t m;   // m[s] in byte s
+};
+
+inline Q4KScalesMins q4_k_scales_mins_words(const std::uint8_t* scales) {
     std::uint32_t w[3];
     std::memcpy(w, scales, 12);
     constexpr std::uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
@@ -190,10 +195,7 @@ inline void q4_k_scales_mins(const std::uint8_t* scales, std::uint8_t (&sc)[8],
     const std::uint32_t m_lo = w[1] & kLow6;
     const std::uint32_t sc_hi = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
     const std::uint32_t m_hi = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
-    std::memcpy(sc, &sc_lo, 4);
-    std::memcpy(sc + 4, &sc_hi, 4);
-    std::memcpy(m, &m_lo, 4);
-    std::memcpy(m + 4, &m_hi, 4);
+    return {sc_lo | std::uint64_t{sc_hi} << 32, m_lo | std::uint64_t{m_hi} << 32};
 }
 
 // Bit `bit` of each byte of v moved to bit `to` (other bits 0). The 16-bit shifts move bits
