@@ -10,6 +10,7 @@
 
 #include "tensor/matmul.h"
 #include "tensor/matmul_internal.h"
+#include "tensor/matmul_tiling.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
 
@@ -250,6 +251,7 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
         static_cast<std::int64_t>(kActivationBlockBytes / std::max<std::size_t>(1, bytes_read)) /
             12 * 12);
     if (all.tokens >= detail::kPanelMinTokensInternal) block = std::max<std::int64_t>(block, 24);
+    if (all.tokens < detail::kPanelMinTokensInternal) detail::prefetch_call_head(all);
     for (std::int64_t t0 = 0; t0 < all.tokens;) {
         detail::MatmulArgs args = all;
         args.acts = all.acts + static_cast<std::size_t>(t0) * all.act_stride;
