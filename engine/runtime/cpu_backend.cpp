@@ -15,10 +15,12 @@ namespace {
 
 // base^(-2i / rope_dims), divided by the file's per-pair factors when it has them (Llama 3.x
 // rope_freqs: long wavelengths slowed down by up to the scaling factor).
-std::vector<float> inverse_frequencies(std::int64_t rope_dims, double base, const std::vector<float>& factors) {
+std::vector<float> inverse_frequencies(std::int64_t rope_dims, double base,
+                                       const std::vector<float>& factors) {
     std::vector<float> inv(static_cast<std::size_t>(rope_dims / 2));
     for (std::size_t i = 0; i < inv.size(); ++i) {
-        const double f = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+        const double f =
+            std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
         inv[i] = static_cast<float>(factors.empty() ? f : f / static_cast<double>(factors[i]));
     }
     return inv;
@@ -32,8 +34,15 @@ void grow(std::vector<T>& v, std::int64_t n) {
 // Rows per parallel_for chunk for a matrix of `rows` rows: enough chunks for balance across
 // threads, each a multiple of 24 rows so the SIMD kernels run whole tiles (2, 4 and 8 rows
 // for one token, 6 for the AVX2 prefill panels: a 64-row chunk left a padded 4-row tile).
-std::int64_t row_grain(std::int64_t rows, int threads) {
-    const std::int64_t target = std::max<std::int64_t>(24, rows / (threads * 8));
+// Prefill takes 8 chunks per thread. Decode takes 2: it streams the weights from memory, and
+// every chunk starts a new stream whose first lines arrive by demand misses, so the small
+// matrices of 135M-270M models lost much of their time to chunk starts. Decode at 128 cached
+// tokens, 2 threads, Zen 4, chunks per thread 8 / 3 / 2 / 1 alternated, tok/s: SmolLM2
+// 160-177 / 170-196 / 205-213 / 176-211, Gemma 3 270M 81-109 / 90-103 / 101-102 / 82-85; one
+// chunk per thread leaves nothing to balance a thread that was descheduled.
+std::int64_t row_grain(std::int64_t rows, int threads, std::int64_t tokens) {
+    const int chunks_per_thread = tokens < tensor::kPanelMinTokens ? 2 : 8;
+    const std::int64_t target = std::max<std::int64_t>(24, rows / (threads * chunks_per_thread));
     return (target + 23) / 24 * 24;
 }
 
@@ -45,8 +54,10 @@ CpuBackend::CpuBackend(const model::ModelConfig& config, const model::ModelWeigh
       weights_(weights),
       storage_(cache_shape),
       pool_(threads),
-      rope_global_(inverse_frequencies(config.rope_dims, config.rope_freq_base, weights.rope_freq_factors)),
-      rope_local_(inverse_frequencies(config.rope_dims, config.rope_freq_base_local, weights.rope_freq_factors)) {
+      rope_global_(
+          inverse_frequencies(config.rope_dims, config.rope_freq_base, weights.rope_freq_factors)),
+      rope_local_(inverse_frequencies(config.rope_dims, config.rope_freq_base_local,
+                                      weights.rope_freq_factors)) {
     spdlog::info("cpu backend: {} threads, matmul kernels {} (weight prefetch {}), kv kernels {}",
                  pool_.size(), tensor::simd_level_name(tensor::active_simd_level()),
                  tensor::weight_prefetch_name(tensor::weight_prefetch()), storage_.kernel_name());
@@ -70,16 +81,17 @@ BackendMemory CpuBackend::memory() const {
 
 void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                         bool same_input) {
-    if (!same_input || prepared_.format() != tensor::activation_format_for(w.type) || prepared_.n() != w.cols ||
-        prepared_.rows() != tokens) {
+    if (!same_input || prepared_.format() != tensor::activation_format_for(w.type) ||
+        prepared_.n() != w.cols || prepared_.rows() != tokens) {
         // Rows in chunks of 8: a decode step's single row stays on this thread.
         tensor::prepare_activations(
             w.type, x, tokens, w.cols, prepared_,
-            [this](std::int64_t count, const std::function<void(std::int64_t, std::int64_t)>& body) {
+            [this](std::int64_t count,
+                   const std::function<void(std::int64_t, std::int64_t)>& body) {
                 pool_.parallel_for(count, 8, body);
             });
     }
-    const std::int64_t grain = row_grain(w.rows, pool_.size());
+    const std::int64_t grain = row_grain(w.rows, pool_.size(), tokens);
     pool_.parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
         tensor::matmul_rows(w.type, w.data, w.cols, begin, end, prepared_, y, w.rows);
     });
@@ -109,7 +121,7 @@ void CpuBackend::matmuls(std::initializer_list<MatmulJob> jobs, const float* x,
     row_chunks_.clear();
     int index = 0;
     for (const MatmulJob& j : jobs) {
-        const std::int64_t grain = row_grain(j.w->rows, pool_.size());
+        const std::int64_t grain = row_grain(j.w->rows, pool_.size(), tokens);
         for (std::int64_t b = 0; b < j.w->rows; b += grain)
             row_chunks_.push_back({index, b, std::min(j.w->rows, b + grain)});
         ++index;
@@ -144,17 +156,19 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         const std::int64_t end = chunk.start_pos + static_cast<std::int64_t>(chunk.tokens.size());
         if (kv.num_tokens(chunk.seq) < end) {
             throw InvalidArgument("forward: sequence " + std::to_string(chunk.seq) + " has " +
-                                  std::to_string(kv.num_tokens(chunk.seq)) + " cache slots, the chunk needs " +
-                                  std::to_string(end));
+                                  std::to_string(kv.num_tokens(chunk.seq)) +
+                                  " cache slots, the chunk needs " + std::to_string(end));
         }
         auto& slots = chunk_slots_[ci];
         slots.resize(static_cast<std::size_t>(end));
-        for (std::int64_t p = 0; p < end; ++p) slots[static_cast<std::size_t>(p)] = kv.slot(chunk.seq, static_cast<int>(p));
+        for (std::int64_t p = 0; p < end; ++p)
+            slots[static_cast<std::size_t>(p)] = kv.slot(chunk.seq, static_cast<int>(p));
         longest = std::max(longest, end);
         attention_chunks_[ci] = {t, static_cast<std::int64_t>(chunk.tokens.size()), chunk.start_pos,
                                  slots, chunk.capture};
         for (std::size_t i = 0; i < chunk.tokens.size(); ++i, ++t) {
-            token_pos_[static_cast<std::size_t>(t)] = chunk.start_pos + static_cast<std::int64_t>(i);
+            token_pos_[static_cast<std::size_t>(t)] =
+                chunk.start_pos + static_cast<std::int64_t>(i);
             token_slot_[static_cast<std::size_t>(t)] =
                 slots[static_cast<std::size_t>(chunk.start_pos) + i];
         }
@@ -181,11 +195,13 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
     for (const auto& chunk : batch.chunks) {
         for (std::int32_t token : chunk.tokens) {
             if (token < 0 || token >= c.vocab_size) {
-                throw InvalidArgument("forward: token id " + std::to_string(token) + " out of range (vocabulary has " +
+                throw InvalidArgument("forward: token id " + std::to_string(token) +
+                                      " out of range (vocabulary has " +
                                       std::to_string(c.vocab_size) + ")");
             }
             float* row = x_.data() + t * width;
-            tensor::dequantize_row(weights_.token_embedding.type, weights_.token_embedding.row(token), row, width);
+            tensor::dequantize_row(weights_.token_embedding.type,
+                                   weights_.token_embedding.row(token), row, width);
             if (c.embedding_scale != 1.0f) ops::scale(row, c.embedding_scale, width);
             ++t;
         }
@@ -195,7 +211,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         const model::LayerWeights& L = weights_.layers[static_cast<std::size_t>(l)];
         pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
             for (std::int64_t i = b; i < e; ++i) {
-                ops::rms_norm(x_.data() + i * width, L.attn_norm.data(), xn_.data() + i * width, width, c.norm_eps);
+                ops::rms_norm(x_.data() + i * width, L.attn_norm.data(), xn_.data() + i * width,
+                              width, c.norm_eps);
             }
         });
         const int li = static_cast<int>(l);
@@ -223,8 +240,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
                     if (c.qk_norm) ops::rms_norm(head, L.k_norm.data(), head, hd, c.norm_eps);
                     ops::rope(head, c.rope_dims, rope.cos(i), rope.sin(i), neox);
                 }
-                storage_.write(static_cast<int>(l), token_slot_[static_cast<std::size_t>(i)], k_.data() + i * c.kv_dim(),
-                               v_.data() + i * c.v_dim());
+                storage_.write(static_cast<int>(l), token_slot_[static_cast<std::size_t>(i)],
+                               k_.data() + i * c.kv_dim(), v_.data() + i * c.v_dim());
             }
         });
 
@@ -244,7 +261,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
                 float* p = proj_.data() + i * width;
                 if (c.post_norms) ops::rms_norm(p, L.post_attn_norm.data(), p, width, c.norm_eps);
                 ops::add(x_.data() + i * width, p, width);
-                ops::rms_norm(x_.data() + i * width, L.ffn_norm.data(), xn_.data() + i * width, width, c.norm_eps);
+                ops::rms_norm(x_.data() + i * width, L.ffn_norm.data(), xn_.data() + i * width,
+                              width, c.norm_eps);
             }
         });
 
@@ -281,7 +299,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
     for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
         const SeqChunk& chunk = batch.chunks[ci];
         const auto n = static_cast<std::int64_t>(chunk.tokens.size());
-        if (chunk.logits != LogitsWanted::None && n > 0) out.first_row[ci] = static_cast<std::int64_t>(rows.size());
+        if (chunk.logits != LogitsWanted::None && n > 0)
+            out.first_row[ci] = static_cast<std::int64_t>(rows.size());
         if (chunk.logits == LogitsWanted::All) {
             for (std::int64_t i = 0; i < n; ++i) rows.push_back(t + i);
         } else if (chunk.logits == LogitsWanted::Last && n > 0) {
@@ -293,8 +312,8 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
     out.logits.resize(static_cast<std::size_t>(R * c.vocab_size));
     if (R == 0) return;
     for (std::int64_t r = 0; r < R; ++r) {
-        ops::rms_norm(x_.data() + rows[static_cast<std::size_t>(r)] * width, weights_.output_norm.data(),
-                      xn_.data() + r * width, width, c.norm_eps);
+        ops::rms_norm(x_.data() + rows[static_cast<std::size_t>(r)] * width,
+                      weights_.output_norm.data(), xn_.data() + r * width, width, c.norm_eps);
     }
     observe(-1, MatmulSite::Output, weights_.output, xn_.data(), R);
     matmul(weights_.output, xn_.data(), R, out.logits.data());
