@@ -1,8 +1,11 @@
-// Prefill (16 tokens and more) for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) on AVX-512 (BW +
+// Prefill (48 tokens and more) for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) on AVX-512 (BW +
 // VNNI): the tile of gemm_int8_avx2.cpp in 512-bit registers. 32-bit lanes are weight rows, 16 per
 // register (InterleavedKRows, int8_lanes_avx2.h); a token's 4 activation bytes are broadcast to
-// every lane; vpmaddubsw multiplies 4 elements of 16 rows and vpdpwssd applies the sub-block
-// scale and accumulates, two instructions per 64 multiply-adds.
+// every lane. vpdpbusd sums 4 products per lane into a sub-block's partial sum (four of them
+// cover its 16 elements), and one vpmulld by the lane's sub-block scale adds it to the
+// super-block's sum: 6 instructions per 16 x 16 multiply-adds. The AVX2 form, vpmaddubsw and
+// then vpdpwssd with the scale, took 8 (Q4_K 2816 x 1024 x 128 tokens, one thread, Zen 4,
+// alternated: 170-172 -> 244-258 GFLOP/s; Q6_K 163 -> 250).
 //
 // Why not the row tile (KAvx512 in dot_avx512.cpp, lanes along k, 4 rows x 3 tokens): each of its
 // outputs needs its own float update per super-block and a horizontal sum at the end, and it
@@ -10,9 +13,10 @@
 // float update is one vector per 16 outputs. TOKENSCOPE_INT8_GEMM=0 brings the row tile back,
 // to compare.
 //
-// Bounds as in gemm_int8_avx2.cpp: pmaddubsw pairs within 2 * 63 * 127 < 2^15, each lane's
-// super-block sum within 64 * 4 * 63 * 127 * 128 < 2^31. Each output is computed in its own lane
-// in the same order whatever rows share its group, so a split of the rows gives the same bits.
+// Bounds: a sub-block's partial sum is at most 16 * 63 * 128 in magnitude (unsigned elements
+// up to 63, activations within [-128, 127]), times a scale within [-128, 127], 16 sub-blocks a
+// super-block: 16 * 16 * 63 * 128 * 128 < 2^31. Each output is computed in its own lane in the
+// same order whatever rows share its group, so a split of the rows gives the same bits.
 #include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
 
 #include <immintrin.h>
@@ -31,9 +35,8 @@ namespace {
 constexpr int kLanes512 = 16;  // rows per register
 constexpr int kRowRegs = 2;    // registers of rows per tile: 32 rows
 constexpr int kGroupRows = kLanes512 * kRowRegs;
-// 2 x 8 = 16 accumulators of the 32 registers; 2 x 6 and 2 x 12 measured within the noise of it
-// (Q4_K, 128 tokens, one thread: 1.60-1.81x the F16 panels' speed for all three).
-constexpr int kTileTokens = 8;
+// 2 x 6 = 12 accumulators and 12 sub-block sums of the 32 registers.
+constexpr int kTileTokens = 6;
 constexpr int kSubBlocks = 16;
 
 using InterleavedRows = InterleavedKRows<kGroupRows>;
@@ -58,9 +61,13 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
         const std::int16_t* sb = p.sc + bi * (InterleavedRows::kSc / 2);
 #pragma GCC unroll 1
         for (int j = 0; j < kSubBlocks; ++j) {
-            __m512i sc[H];
-            for (int h = 0; h < H; ++h)
-                sc[h] = _mm512_load_si512(sb + (kGroupRows * j + kLanes512 * h) * 2);
+            // The sub-block's 16 products per lane by four vpdpbusd, then its scale by one
+            // vpmulld: 6 instructions per 16 x 16 multiply-adds where vpmaddubsw + vpdpwssd
+            // took 8.
+            __m512i part[H][T];
+            for (int h = 0; h < H; ++h) {
+                for (int t = 0; t < T; ++t) part[h][t] = _mm512_setzero_si512();
+            }
 #pragma GCC unroll 4
             for (int gg = 0; gg < 4; ++gg) {
                 const int g = 4 * j + gg;
@@ -73,12 +80,19 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                     keep_in_order(x);
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {
-                        __m512i sum =
-                            _mm512_dpwssd_epi32(acc[h][t], _mm512_maddubs_epi16(w[h], x), sc[h]);
+                        __m512i sum = _mm512_dpbusd_epi32(part[h][t], w[h], x);
                         keep_in_order(sum);
-                        acc[h][t] = sum;
+                        part[h][t] = sum;
                     }
                 }
+            }
+            for (int h = 0; h < H; ++h) {
+                // The packer stores each lane's scale as an int16 pair: the low one,
+                // sign-extended, is the lane's int32 scale.
+                const __m512i pair = _mm512_load_si512(sb + (kGroupRows * j + kLanes512 * h) * 2);
+                const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);
+                for (int t = 0; t < T; ++t)
+                    acc[h][t] = _mm512_add_epi32(acc[h][t], _mm512_mullo_epi32(part[h][t], sc));
             }
         }
         for (int h = 0; h < H; ++h) {
