@@ -1,4 +1,4 @@
-// Prefill (48 tokens and more) for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) on AVX-512 (BW +
+// Prefill (32 tokens and more) for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) on AVX-512 (BW +
 // VNNI): the tile of gemm_int8_avx2.cpp in 512-bit registers. 32-bit lanes are weight rows, 16 per
 // register (InterleavedKRows, int8_lanes_avx2.h); a token's 4 activation bytes are broadcast to
 // every lane. vpdpbusd sums 4 products per lane into a sub-block's partial sum (four of them
