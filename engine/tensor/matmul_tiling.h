@@ -128,43 +128,39 @@ inline void prefetch_lines(const std::uint8_t* p, std::size_t from, std::size_t 
     }
 }
 
-// Prefetches [p + kPrefetchAhead, p + kPrefetchAhead + bytes) line by line, but nothing from
-// `end` on (the end of this call's rows: the bytes after belong to another thread's chunk).
-// p < end. Offsets rather than pointers, since p + kPrefetchAhead may lie past the weights.
-inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end) {
-    const auto left = static_cast<std::size_t>(end - p);
-    const std::size_t stop = kPrefetchAhead + bytes < left ? kPrefetchAhead + bytes : left;
+// [p + from, p + stop) line by line into the cache level weight_prefetch() names.
+inline void prefetch_weights(const std::uint8_t* p, std::size_t from, std::size_t stop) {
     switch (weight_prefetch()) {
         case WeightPrefetch::L1:
-            prefetch_lines<3>(p, kPrefetchAhead, stop);
+            prefetch_lines<3>(p, from, stop);
             break;
         case WeightPrefetch::L2:
-            prefetch_lines<2>(p, kPrefetchAhead, stop);
+            prefetch_lines<2>(p, from, stop);
             break;
         case WeightPrefetch::None:
             break;
     }
 }
 
+// Prefetches [p + kPrefetchAhead, p + kPrefetchAhead + bytes) line by line, but nothing from
+// `end` on (the end of this call's rows: the bytes after belong to another thread's chunk).
+// p < end. Offsets rather than pointers, since p + kPrefetchAhead may lie past the weights.
+inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end) {
+    const auto left = static_cast<std::size_t>(end - p);
+    const std::size_t stop = kPrefetchAhead + bytes < left ? kPrefetchAhead + bytes : left;
+    prefetch_weights(p, kPrefetchAhead, stop);
+}
+
 // The first kPrefetchAhead bytes of a call's rows, asked for at once. The kernels prefetch
 // kPrefetchAhead ahead of the row they read, so without this the head of every call is read
-// by demand misses and the hardware prefetcher alone; a decode step hands each thread a dozen
-// or more row chunks per matrix (16 per matrix, for balance), and for the small matrices of a
-// 135M model a chunk is 17-40 KiB, so that head was a large share of every chunk.
+// by demand misses and the hardware prefetcher alone. A decode step makes one call per row
+// chunk (CpuBackend's row_grain: 2 per thread and matrix; it was 8 when this was added), and
+// for the small matrices of a 135M model a chunk is a few tens of KiB, so that head was a
+// large share of it.
 inline void prefetch_call_head(const MatmulArgs& a) {
     const std::uint8_t* begin = a.weights + static_cast<std::size_t>(a.row_begin) * a.row_bytes;
     const auto bytes = static_cast<std::size_t>(a.row_end - a.row_begin) * a.row_bytes;
-    const std::size_t stop = bytes < kPrefetchAhead ? bytes : kPrefetchAhead;
-    switch (weight_prefetch()) {
-        case WeightPrefetch::L1:
-            prefetch_lines<3>(begin, 0, stop);
-            break;
-        case WeightPrefetch::L2:
-            prefetch_lines<2>(begin, 0, stop);
-            break;
-        case WeightPrefetch::None:
-            break;
-    }
+    prefetch_weights(begin, 0, bytes < kPrefetchAhead ? bytes : kPrefetchAhead);
 }
 
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {

@@ -176,7 +176,8 @@ inline void fill_sc16_per16(std::int16_t* sc16, __m256i scales16) {
     }
 }
 
-// Q4_K / Q5_K sub-block scales and mins (shared by the direct kernels and the int8 GEMM).
+// Q4_K / Q5_K sub-block scales and mins (shared by the direct kernels and the int8 GEMMs'
+// packer, pack_q4_k_scales; the byte-wise form is scale_min_k4 in kquant_scales.h).
 // The 12 scale bytes (layout: tensor/kquant_scales.h) are unpacked as three little-endian
 // words: sc[0..3] and m[0..3] are the low 6 bits of bytes 0-3 and 4-7; sc[4..7] and m[4..7]
 // take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from bits 6-7 of
@@ -188,8 +189,7 @@ struct Q4KScalesMins {
 };
 
 inline Q4KScalesMins q4_k_scales_mins_words(const std::uint8_t* scales) {
-    std::uint32_t w[3];
-    std::memcpy(w, scales, 12);
+    const std::uint32_t w[3] = {load_le32(scales), load_le32(scales + 4), load_le32(scales + 8)};
     constexpr std::uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
     const std::uint32_t sc_lo = w[0] & kLow6;
     const std::uint32_t m_lo = w[1] & kLow6;
@@ -313,22 +313,11 @@ inline void pack_q4_k_scales(const BlockQ4_K* blk, std::int16_t* sc16, float* d,
                   offsetof(BlockQ4_K, dmin) == offsetof(BlockQ5_K, dmin));
     *d = half_to_float(blk->d);
     const float dmin = half_to_float(blk->dmin);
-    // The 8 6-bit scales and mins, 4 per 32-bit word at once (the byte-wise form is
-    // scale_min_k4); per-byte shifts stay inside their byte thanks to the masks.
-    const std::uint32_t w0 = load_le32(blk->scales);
-    const std::uint32_t w1 = load_le32(blk->scales + 4);
-    const std::uint32_t w2 = load_le32(blk->scales + 8);
-    const std::uint64_t sc8 =
-        (w0 & 0x3F3F3F3Fu) |
-        static_cast<std::uint64_t>((w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4)) << 32;
-    const std::uint64_t m8 =
-        (w1 & 0x3F3F3F3Fu) |
-        static_cast<std::uint64_t>(((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4))
-            << 32;
-    fill_sc16_per32(sc16, _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+    const Q4KScalesMins sm = q4_k_scales_mins_words(blk->scales);
+    fill_sc16_per32(sc16, _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sm.sc))));
     // coef of each 16: -dmin * m of its 32-element sub-block, so each min twice.
     const __m256 mins = _mm256_mul_ps(
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m8)))),
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sm.m)))),
         _mm256_set1_ps(-dmin));
     _mm256_storeu_ps(c, _mm256_permutevar8x32_ps(mins, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
     _mm256_storeu_ps(c + 8,
