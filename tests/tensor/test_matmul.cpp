@@ -40,6 +40,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tensor/block_layouts.h"
@@ -366,6 +367,7 @@ class TestMatmul : public QObject {
     void manyRowGroupsMatchReference();
     void subRangeWritesOnlyItsRowsAtTheStride();
     void smallBatchesMatchDecodeBitForBit();
+    void halfPrefillEqualsF32OfTheSameValues();
     void prefetchLevelsChangeNoResult();
     void preparedActivationsAreReused();
     void parallelPreparationMatchesSerial();
@@ -528,6 +530,49 @@ void TestMatmul::smallBatchesMatchDecodeBitForBit() {
                                              std::to_string(t) + " of " + std::to_string(tokens);
                     QVERIFY2(same, (what + ": the batch differs from the token alone").c_str());
                 }
+            }
+        }
+    }
+}
+
+// AVX-512 prefill of F16/BF16 weights widens each tile of rows to f32 once and runs the F32
+// tile over it (dot_avx512.cpp, run_f_widened). Widening a half is exact, so the result must
+// equal, bit for bit, the F32 kernel's on an F32 matrix holding the same values: a lost or
+// shifted element, a wrong row stride in the buffer or a tail that is not zeroed shows as a
+// difference. Shapes: rows that leave a partial 4-row tile, n with a tail under 16, and token
+// counts that leave partial 5-token tiles and cross the 24-token blocks of matmul_rows.
+void TestMatmul::halfPrefillEqualsF32OfTheSameValues() {
+    if (detected_simd_level() < SimdLevel::Avx512) QSKIP("this CPU has no AVX-512 kernels");
+    LevelGuard guard;
+    set_simd_level(SimdLevel::Avx512);
+    for (Type type : {Type::F16, Type::BF16}) {
+        for (const auto& [rows, n, tokens] :
+             {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 1000, 16},
+              {13, 2821, 37},
+              {4, 64, 131}}) {
+            const Bytes half = random_weights(type, rows, n, 77);
+            std::vector<float> wide(static_cast<std::size_t>(rows * n));
+            for (std::size_t i = 0; i < wide.size(); ++i) {
+                std::uint16_t h;
+                std::memcpy(&h, half.data() + 2 * i, 2);
+                wide[i] = type == Type::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            }
+            const std::vector<float> x = random_activations(tokens, n, 5);
+            PreparedActivations acts_half, acts_wide;
+            prepare_activations(type, x.data(), tokens, n, acts_half);
+            prepare_activations(Type::F32, x.data(), tokens, n, acts_wide);
+            std::vector<float> got(static_cast<std::size_t>(tokens * rows));
+            std::vector<float> want(got.size());
+            matmul_rows(type, half.data(), n, 0, rows, acts_half, got.data(), rows);
+            matmul_rows(Type::F32, wide.data(), n, 0, rows, acts_wide, want.data(), rows);
+            for (std::size_t o = 0; o < got.size(); ++o) {
+                const std::string what = std::string(type_name(type)) + " " + std::to_string(rows) +
+                                         " x " + std::to_string(n) + " x " +
+                                         std::to_string(tokens) + " output " + std::to_string(o);
+                QVERIFY2(std::memcmp(&got[o], &want[o], sizeof(float)) == 0,
+                         (what + ": " + std::to_string(got[o]) + " against the F32 kernel's " +
+                          std::to_string(want[o]))
+                             .c_str());
             }
         }
     }
