@@ -32,18 +32,23 @@ void grow(std::vector<T>& v, std::int64_t n) {
 }
 
 // Rows per parallel_for chunk for a matrix of `rows` rows: enough chunks for balance across
-// threads, each a multiple of 24 rows so the SIMD kernels run whole tiles (2, 4 and 8 rows
-// for one token, 6 for the AVX2 prefill panels: a 64-row chunk left a padded 4-row tile).
+// threads, each a multiple of the rows the kernel multiplies at once (tensor::matmul_row_multiple:
+// 24 for the row tiles of decode and the F16 panels, 16 or 32 for the int8 prefill GEMMs, whose
+// lanes are rows), so that no chunk ends in a partial tile. With 24 for everything a 1024-row
+// matrix came in 72-row chunks, which the AVX-512 lane GEMM ran as three 32-row groups (a 72-row
+// call took as long as a 96-row one: 0.158-0.160 ms against 0.124-0.127 ms for 64 rows, Q4_K,
+// 1024 wide, 128 tokens, one thread, Intel Xeon family 6 model 0xCF).
 // Prefill takes 8 chunks per thread. Decode takes 2: it streams the weights from memory, and
 // every chunk starts a new stream whose first lines arrive by demand misses, so the small
 // matrices of 135M-270M models lost much of their time to chunk starts. Decode at 128 cached
 // tokens, 2 threads, Zen 4, chunks per thread 8 / 3 / 2 / 1 alternated, tok/s: SmolLM2
 // 160-177 / 170-196 / 205-213 / 176-211, Gemma 3 270M 81-109 / 90-103 / 101-102 / 82-85; one
 // chunk per thread leaves nothing to balance a thread that was descheduled.
-std::int64_t row_grain(std::int64_t rows, int threads, std::int64_t tokens) {
+std::int64_t row_grain(tensor::Type type, std::int64_t rows, int threads, std::int64_t tokens) {
     const int chunks_per_thread = tokens < tensor::kPanelMinTokens ? 2 : 8;
-    const std::int64_t target = std::max<std::int64_t>(24, rows / (threads * chunks_per_thread));
-    return (target + 23) / 24 * 24;
+    const std::int64_t multiple = tensor::matmul_row_multiple(type, tokens);
+    const std::int64_t target = std::max(multiple, rows / (threads * chunks_per_thread));
+    return (target + multiple - 1) / multiple * multiple;
 }
 
 }  // namespace
@@ -91,7 +96,7 @@ void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64
                 pool_.parallel_for(count, 8, body);
             });
     }
-    const std::int64_t grain = row_grain(w.rows, pool_.size(), tokens);
+    const std::int64_t grain = row_grain(w.type, w.rows, pool_.size(), tokens);
     pool_.parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
         tensor::matmul_rows(w.type, w.data, w.cols, begin, end, prepared_, y, w.rows);
     });
@@ -121,7 +126,7 @@ void CpuBackend::matmuls(std::initializer_list<MatmulJob> jobs, const float* x,
     row_chunks_.clear();
     int index = 0;
     for (const MatmulJob& j : jobs) {
-        const std::int64_t grain = row_grain(j.w->rows, pool_.size(), tokens);
+        const std::int64_t grain = row_grain(j.w->type, j.w->rows, pool_.size(), tokens);
         for (std::int64_t b = 0; b < j.w->rows; b += grain)
             row_chunks_.push_back({index, b, std::min(j.w->rows, b + grain)});
         ++index;

@@ -659,7 +659,8 @@ void run_gemv_q8_0(const MatmulArgs& a) {
 // 32 / 16, two rounds, tok/s): prefill of 32 tokens 482-628 / 703-789 / 596-791, 32 sequences
 // decoding 469-484 / 578-613 / 555-572, 16 sequences 398-471 / 427-507 / 399-426; Gemma 3 270M
 // 16 sequences 290-314 / 287-310 / 270, 32 sequences 326-341 / 351-362 / 275-337.
-constexpr std::int64_t kLaneGemmMinTokens = 32;
+static_assert(kLaneGemmMinTokensAvx512 == 32, "the measurements above are for 32");
+constexpr std::int64_t kLaneGemmMinTokens = kLaneGemmMinTokensAvx512;
 
 bool matmul_avx512(const MatmulArgs& args) {
     // One token (or a few: a speculative verification chunk) reads each weight once, so the

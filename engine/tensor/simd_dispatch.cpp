@@ -120,6 +120,30 @@ bool detail::uses_int8_gemm(Type type) {
 #endif
 }
 
+std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
+    // The decode and small-batch kernels read 1-8 rows at a time, the f32/F16 tiles 2 or 4, the
+    // AVX2 F16 panels 6: 24 keeps all of those whole.
+    constexpr std::int64_t kTiles = 24;
+#if defined(TOKENSCOPE_X86_KERNELS)
+    if (tokens < detail::kPanelMinTokensInternal || !detail::uses_int8_gemm(weight_type))
+        return kTiles;
+    switch (active_simd_level()) {
+        case SimdLevel::Avx2:
+            return detail::kLaneGroupRowsAvx2;  // every quantized type's prefill is a lane GEMM
+        case SimdLevel::Avx512:
+            return activation_format_for(weight_type) == ActivationFormat::Q8_256 &&
+                           tokens >= detail::kLaneGemmMinTokensAvx512
+                       ? detail::kLaneGroupRowsAvx512
+                       : kTiles;
+        default:
+            return kTiles;
+    }
+#else
+    (void)weight_type, (void)tokens;
+    return kTiles;
+#endif
+}
+
 bool detail::quantize_rows_avx2_active() {
 #if defined(TOKENSCOPE_X86_KERNELS)
     return active_simd_level() >= SimdLevel::Avx2;

@@ -368,6 +368,7 @@ class TestMatmul : public QObject {
     void subRangeWritesOnlyItsRowsAtTheStride();
     void smallBatchesMatchDecodeBitForBit();
     void halfPrefillEqualsF32OfTheSameValues();
+    void rowMultipleSplitsGiveTheSameBits();
     void prefetchLevelsChangeNoResult();
     void preparedActivationsAreReused();
     void parallelPreparationMatchesSerial();
@@ -573,6 +574,48 @@ void TestMatmul::halfPrefillEqualsF32OfTheSameValues() {
                          (what + ": " + std::to_string(got[o]) + " against the F32 kernel's " +
                           std::to_string(want[o]))
                              .c_str());
+            }
+        }
+    }
+}
+
+// matmul_row_multiple: the engine cuts a matmul's rows between threads at multiples of it. At
+// every level it must keep the kernels' row groups whole (the 4-row tiles, the AVX2 panels'
+// 6 rows, the lane GEMMs' 16 or 32 rows: a lane GEMM at a chunk end computes a partial group in
+// full), and a split there must give the bits of one call over all rows.
+void TestMatmul::rowMultipleSplitsGiveTheSameBits() {
+    LevelGuard guard;
+    for (SimdLevel level : supported_levels()) {
+        set_simd_level(level);
+        for (Type type : {Type::F16, Type::Q8_0, Type::Q4_1, Type::Q4_K, Type::Q6_K}) {
+            const std::int64_t n = 512;
+            for (std::int64_t tokens : {1, 5, 20, 40}) {
+                const std::int64_t m = matmul_row_multiple(type, tokens);
+                const std::string what = std::string(type_name(type)) + " " +
+                                         simd_level_name(level) + " " + std::to_string(tokens) +
+                                         " tokens: multiple " + std::to_string(m);
+                QVERIFY2(m > 0 && m % 8 == 0 && (m % 6 == 0 || m % 16 == 0), what.c_str());
+                const bool lane_gemm = tokens >= kPanelMinTokens && level != SimdLevel::Scalar &&
+                                       activation_format_for(type) != ActivationFormat::F32 &&
+                                       !std::getenv("TOKENSCOPE_INT8_GEMM");
+                if (lane_gemm && level == SimdLevel::Avx2) QVERIFY2(m % 16 == 0, what.c_str());
+                if (lane_gemm && level == SimdLevel::Avx512 && tokens >= 32 &&
+                    activation_format_for(type) == ActivationFormat::Q8_256) {
+                    QVERIFY2(m % 32 == 0, what.c_str());
+                }
+                const std::int64_t rows = 3 * m + 5;
+                const Bytes w = random_weights(type, rows, n, 91);
+                const std::vector<float> x = random_activations(tokens, n, 17);
+                PreparedActivations acts;
+                prepare_activations(type, x.data(), tokens, n, acts);
+                std::vector<float> whole(static_cast<std::size_t>(tokens * rows));
+                std::vector<float> split(whole.size(), -1.0f);
+                matmul_rows(type, w.data(), n, 0, rows, acts, whole.data(), rows);
+                for (std::int64_t r = 0; r < rows; r += m)
+                    matmul_rows(type, w.data(), n, r, std::min(rows, r + m), acts, split.data(),
+                                rows);
+                QVERIFY2(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0,
+                         (what + ": chunks at the multiple differ from one call").c_str());
             }
         }
     }
