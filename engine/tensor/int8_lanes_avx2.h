@@ -46,15 +46,8 @@ inline V broadcast4(const std::uint8_t* p) {
     }
 }
 
-// 32 bytes of each of 8 rows (src + r * stride, 32-byte aligned) -> 8 vectors at dst + g *
-// dst_stride (32-byte aligned), vector g holding bytes 4g..4g+3 of rows 0..7 in lanes 0..7: an
-// 8 x 8 transpose of 32-bit words.
-inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::uint8_t* dst,
-                              std::size_t dst_stride) {
-    __m256i r[8];
-    for (int i = 0; i < 8; ++i)
-        r[i] = _mm256_load_si256(
-            reinterpret_cast<const __m256i*>(src + static_cast<std::size_t>(i) * stride));
+// An 8 x 8 transpose of 32-bit words: out[g] holds word g of r[0..7] in lanes 0..7.
+inline void transpose_words8(const __m256i (&r)[8], __m256i (&out)[8]) {
     __m256i t[8], q[8];
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
@@ -67,13 +60,23 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
         q[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
     }
     for (int i = 0; i < 4; ++i) {
-        _mm256_store_si256(
-            reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(i) * dst_stride),
-            _mm256_permute2x128_si256(q[i], q[i + 4], 0x20));
-        _mm256_store_si256(
-            reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(i + 4) * dst_stride),
-            _mm256_permute2x128_si256(q[i], q[i + 4], 0x31));
+        out[i] = _mm256_permute2x128_si256(q[i], q[i + 4], 0x20);
+        out[i + 4] = _mm256_permute2x128_si256(q[i], q[i + 4], 0x31);
     }
+}
+
+// 32 bytes of each of 8 rows (src + r * stride, 32-byte aligned) -> 8 vectors at dst + g *
+// dst_stride (32-byte aligned), vector g holding bytes 4g..4g+3 of rows 0..7 in lanes 0..7.
+inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::uint8_t* dst,
+                              std::size_t dst_stride) {
+    __m256i r[8], out[8];
+    for (int i = 0; i < 8; ++i)
+        r[i] = _mm256_load_si256(
+            reinterpret_cast<const __m256i*>(src + static_cast<std::size_t>(i) * stride));
+    transpose_words8(r, out);
+    for (int g = 0; g < 8; ++g)
+        _mm256_store_si256(
+            reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
 // A 64-byte aligned scratch buffer that only grows (one per thread and kernel).
@@ -205,6 +208,10 @@ struct InterleavedKRows {
     // Rows [r0, r0 + rows) of the call's weights.
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 256;
+        if (a.type == Type::Q4_K) {
+            pack_q4_k(a, r0, rows);
+            return;
+        }
         const auto n = static_cast<std::size_t>(nb);
         // pack_k_simd's arrays for 8 rows at a time: u, sc16, coef, d.
         const std::size_t row_u = n * 256, row_sc = n * 128, row_c = n * 16;
@@ -260,6 +267,93 @@ struct InterleavedKRows {
     }
 
   private:
+    // Q4_K straight from the blocks into the interleaved layout, the same bytes as the general
+    // path above (pack_k_simd into per-row arrays, then interleaved): 32 bytes of nibbles of 8
+    // rows are transposed as loaded and split after (low nibbles are one 32-element sub-block,
+    // high nibbles the next), and each row's 16 scale words and offsets come from its 12 scale
+    // bytes in registers, where the general path wrote 256 bytes of repeated scales per block
+    // and gathered 16 words back out of them. Q4_K is most of a Q4_K_M file's rows.
+    void pack_q4_k(const MatmulArgs& a, std::int64_t r0, int rows) {
+        const auto n = static_cast<std::size_t>(nb);
+        u = buffer_.get(n * (kU + kSc + kD + kCoef));
+        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
+        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
+        coef = d + n * kD / sizeof(float);
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        const __m256i pair_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+        const __m256i pair_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+        for (int s = 0; s < R / kLanes; ++s) {
+            const int here = rows - kLanes * s < kLanes ? rows - kLanes * s : kLanes;
+            const auto lane0 = static_cast<std::size_t>(kLanes * s);
+            const std::uint8_t* row[kLanes];
+            for (int i = 0; i < kLanes; ++i) {
+                row[i] = i < here ? a.weights +
+                                        static_cast<std::size_t>(r0 + kLanes * s + i) * a.row_bytes
+                                  : nullptr;  // missing rows: all zero
+            }
+            for (std::size_t b = 0; b < n; ++b) {
+                const std::size_t off = b * sizeof(BlockQ4_K);
+                for (int q = 0; q < 4; ++q) {
+                    __m256i r[kLanes], v[kLanes];
+                    for (int i = 0; i < kLanes; ++i) {
+                        r[i] = row[i] ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                            row[i] + off + offsetof(BlockQ4_K, qs) + 32 * q))
+                                      : _mm256_setzero_si256();
+                    }
+                    transpose_words8(r, v);
+                    // Chunk 2q: low nibbles, chunk 2q + 1: high nibbles; group g = 8 chunk + gg.
+                    for (int gg = 0; gg < 8; ++gg) {
+                        auto* lo = reinterpret_cast<__m256i*>(
+                            u + b * kU + static_cast<std::size_t>(8 * (2 * q) + gg) * R * 4 +
+                            4 * lane0);
+                        auto* hi = reinterpret_cast<__m256i*>(
+                            u + b * kU + static_cast<std::size_t>(8 * (2 * q + 1) + gg) * R * 4 +
+                            4 * lane0);
+                        _mm256_store_si256(lo, _mm256_and_si256(v[gg], low4));
+                        _mm256_store_si256(hi, _mm256_and_si256(_mm256_srli_epi16(v[gg], 4), low4));
+                    }
+                }
+                // Per row: 16 words (sub-block j's scale twice as int16, pmaddwd's operand) and
+                // 16 offsets -dmin * m, j covering elements 16j..16j+15 (so each 32-element
+                // sub-block's scale and min twice), as pack_q4_k_scales makes them.
+                alignas(32) std::int32_t words[kLanes][16];
+                alignas(32) float mins[kLanes][16];
+                for (int i = 0; i < kLanes; ++i) {
+                    if (!row[i]) {
+                        std::memset(words[i], 0, sizeof(words[i]));
+                        std::memset(mins[i], 0, sizeof(mins[i]));
+                        d[b * R + lane0 + static_cast<std::size_t>(i)] = 0.0f;
+                        continue;
+                    }
+                    const auto* blk = reinterpret_cast<const BlockQ4_K*>(row[i] + off);
+                    const Q4KScalesMins sm = q4_k_scales_mins_words(blk->scales);
+                    const __m256i s32 =
+                        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sm.sc)));
+                    const __m256i pairs = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(words[i]),
+                                       _mm256_permutevar8x32_epi32(pairs, pair_lo));
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(words[i] + 8),
+                                       _mm256_permutevar8x32_epi32(pairs, pair_hi));
+                    const __m256 m = _mm256_mul_ps(
+                        _mm256_cvtepi32_ps(
+                            _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sm.m)))),
+                        _mm256_set1_ps(-half_to_float(blk->dmin)));
+                    _mm256_store_ps(mins[i], _mm256_permutevar8x32_ps(m, pair_lo));
+                    _mm256_store_ps(mins[i] + 8, _mm256_permutevar8x32_ps(m, pair_hi));
+                    d[b * R + lane0 + static_cast<std::size_t>(i)] = half_to_float(blk->d);
+                }
+                auto* sb = reinterpret_cast<std::uint8_t*>(sc + b * kSc / 2);
+                auto* cb = reinterpret_cast<std::uint8_t*>(coef + b * kCoef / 4);
+                for (std::size_t half = 0; half < 2; ++half) {
+                    interleave_rows32(reinterpret_cast<const std::uint8_t*>(words) + 32 * half, 64,
+                                      sb + (8 * half * R + lane0) * 4, R * 4);
+                    interleave_rows32(reinterpret_cast<const std::uint8_t*>(mins) + 32 * half, 64,
+                                      cb + (8 * half * R + lane0) * 4, R * 4);
+                }
+            }
+        }
+    }
+
     ScratchBuffer buffer_;
 };
 

@@ -369,6 +369,7 @@ class TestMatmul : public QObject {
     void smallBatchesMatchDecodeBitForBit();
     void halfPrefillEqualsF32OfTheSameValues();
     void rowMultipleSplitsGiveTheSameBits();
+    void q4kLanePackerEqualsTheGeneralOne();
     void prefetchLevelsChangeNoResult();
     void preparedActivationsAreReused();
     void parallelPreparationMatchesSerial();
@@ -616,6 +617,55 @@ void TestMatmul::rowMultipleSplitsGiveTheSameBits() {
                                 rows);
                 QVERIFY2(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0,
                          (what + ": chunks at the multiple differ from one call").c_str());
+            }
+        }
+    }
+}
+
+// The int8 lane GEMMs pack Q4_K rows with their own packer (InterleavedKRows::pack_q4_k in
+// int8_lanes_avx2.h) and Q5_K rows with the general one. A Q5_K block whose fifth bits are all
+// zero holds the same values as the Q4_K block with its scales and nibbles, and both packers
+// must then give the same packed bytes, so the products must agree bit for bit: a nibble in the
+// wrong group or a scale word or offset for the wrong sub-block shows as a difference (offsets
+// of the wrong sub-blocks fail it). Rows 45 (a 32-row group and a partial one, 8-row slices
+// missing) and 16 (AVX2: one full group), token counts through the lane GEMMs and their tails.
+void TestMatmul::q4kLanePackerEqualsTheGeneralOne() {
+    LevelGuard guard;
+    const std::int64_t n = 768;
+    for (SimdLevel level : supported_levels()) {
+        set_simd_level(level);
+        for (std::int64_t rows : {45, 16}) {
+            const Bytes q4 = random_weights(Type::Q4_K, rows, n, 123);
+            const std::int64_t blocks = rows * n / 256;
+            Bytes q5(static_cast<std::size_t>(blocks) * sizeof(BlockQ5_K));
+            for (std::int64_t b = 0; b < blocks; ++b) {
+                const auto* from = reinterpret_cast<const BlockQ4_K*>(q4.data()) + b;
+                auto* to = reinterpret_cast<BlockQ5_K*>(q5.data()) + b;
+                std::memcpy(to->d, from->d, sizeof(to->d));
+                std::memcpy(to->dmin, from->dmin, sizeof(to->dmin));
+                std::memcpy(to->scales, from->scales, sizeof(to->scales));
+                std::memset(to->qh, 0, sizeof(to->qh));
+                std::memcpy(to->qs, from->qs, sizeof(to->qs));
+            }
+            for (std::int64_t tokens : {16, 23, 32, 37, 64}) {
+                const std::vector<float> x = random_activations(tokens, n, 29);
+                PreparedActivations acts4, acts5;
+                prepare_activations(Type::Q4_K, x.data(), tokens, n, acts4);
+                prepare_activations(Type::Q5_K, x.data(), tokens, n, acts5);
+                std::vector<float> got4(static_cast<std::size_t>(tokens * rows));
+                std::vector<float> got5(got4.size());
+                matmul_rows(Type::Q4_K, q4.data(), n, 0, rows, acts4, got4.data(), rows);
+                matmul_rows(Type::Q5_K, q5.data(), n, 0, rows, acts5, got5.data(), rows);
+                for (std::size_t o = 0; o < got4.size(); ++o) {
+                    const std::string what = std::string(simd_level_name(level)) + " " +
+                                             std::to_string(rows) + " rows x " +
+                                             std::to_string(tokens) + " tokens, output " +
+                                             std::to_string(o);
+                    QVERIFY2(std::memcmp(&got4[o], &got5[o], sizeof(float)) == 0,
+                             (what + ": Q4_K " + std::to_string(got4[o]) + ", Q5_K " +
+                              std::to_string(got5[o]))
+                                 .c_str());
+                }
             }
         }
     }
