@@ -499,7 +499,14 @@ void run_f_widened(const MatmulArgs& a) {
             }
             t.w[i] = reinterpret_cast<const std::uint8_t*>(dst);
         }
-        run_f_tokens<K>(a, r0, rows, t);
+        for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
+            const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
+            for (int j = 0; j < toks; ++j) {
+                t.a[j] = reinterpret_cast<const float*>(act_row(a, t0 + j));
+            }
+            call_tile<K, FTile<MR, MT>, MR>(rows, toks, t);
+            store_results(a, r0, rows, t0, toks, true, t.res);
+        }
     }
 }
 

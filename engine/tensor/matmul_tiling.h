@@ -307,22 +307,6 @@ void run_k(const MatmulArgs& a) {
     }
 }
 
-// Every token of the call against the rows t.w holds (rows r0 .. r0 + rows - 1), K's tiles of
-// K::kTokens tokens and a shorter one at the end; the results go to a.out.
-template <class K>
-void run_f_tokens(const MatmulArgs& a, std::int64_t r0, int rows, FTile<K::kRows, K::kTokens>& t) {
-    constexpr int MR = K::kRows;
-    constexpr int MT = K::kTokens;
-    for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
-        const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
-        for (int j = 0; j < toks; ++j) {
-            t.a[j] = reinterpret_cast<const float*>(act_row(a, t0 + j));
-        }
-        call_tile<K, FTile<MR, MT>, MR>(rows, toks, t);
-        store_results(a, r0, rows, t0, toks, true, t.res);
-    }
-}
-
 // K: kRows, kTokens, tile<R, T>(FTile&) for one weight type. Rows are not packed: a float
 // row is already what the kernel multiplies, and F16/BF16 convert in a register.
 template <class K>
@@ -338,7 +322,14 @@ void run_f(const MatmulArgs& a) {
             t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
             prefetch_ahead(t.w[i], a.row_bytes, w_end);
         }
-        run_f_tokens<K>(a, r0, rows, t);
+        for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
+            const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
+            for (int j = 0; j < toks; ++j) {
+                t.a[j] = reinterpret_cast<const float*>(act_row(a, t0 + j));
+            }
+            call_tile<K, FTile<MR, MT>, MR>(rows, toks, t);
+            store_results(a, r0, rows, t0, toks, true, t.res);
+        }
     }
 }
 
