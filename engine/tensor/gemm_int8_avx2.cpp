@@ -50,7 +50,10 @@ constexpr int kSubBlocks = 16;  // 16-element sub-blocks (one scale each)
 using InterleavedRows = InterleavedKRows<kGroupRows>;
 
 // kRowRegs x 8 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
-template <int T>
+// kPairedOffsets (Q4_K, Q5_K): the offset terms come in equal pairs (one min per 32-element
+// sub-block, stored for each half), so they are applied to the activation sums of 32 elements,
+// 8 multiply-adds per super-block and output instead of 16.
+template <int T, bool kPairedOffsets>
 void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
           std::int64_t t0) {
     constexpr int H = kRowRegs;
@@ -93,6 +96,18 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                 }
             }
         }
+        // The activation sums the offset terms multiply: of 16 elements, or of 32 (pairs).
+        constexpr int kSums = kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
+        alignas(32) float pair_sums[kPairedOffsets ? T : 1][8];
+        if constexpr (kPairedOffsets) {
+            for (int t = 0; t < T; ++t) {
+                const float* s16 = acts.s[t] + 16 * b;
+                const __m256 sums = _mm256_hadd_ps(_mm256_loadu_ps(s16), _mm256_loadu_ps(s16 + 8));
+                // hadd leaves [0+1, 2+3, 8+9, 10+11 | 4+5, 6+7, 12+13, 14+15].
+                _mm256_store_ps(pair_sums[t], _mm256_permutevar8x32_ps(
+                                                  sums, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7)));
+            }
+        }
         for (int h = 0; h < H; ++h) {
             const __m256 dw = _mm256_load_ps(p.d + bi * kGroupRows + kLanes * h);
             const float* c = p.coef + bi * (InterleavedRows::kCoef / 4) + kLanes * h;
@@ -100,14 +115,16 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                 const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(acts.d[t] + b));
                 f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
             }
-            // Tokens innermost: T independent chains of 16 multiply-adds instead of one chain
-            // at a time, which left the loop waiting on FMA latency (a fifth of the tile's
-            // time, measured with perf).
-            for (int j = 0; j < kSubBlocks; ++j) {
-                const __m256 cj = _mm256_load_ps(c + kGroupRows * j);
-                for (int t = 0; t < T; ++t)
-                    f[h][t] =
-                        _mm256_fmadd_ps(cj, _mm256_broadcast_ss(acts.s[t] + 16 * b + j), f[h][t]);
+            // Tokens innermost: T independent chains of multiply-adds instead of one chain at a
+            // time, which left the loop waiting on FMA latency (a fifth of the tile's time,
+            // measured with perf).
+            for (int j = 0; j < kSums; ++j) {
+                const int sub = kPairedOffsets ? 2 * j : j;
+                const __m256 cj = _mm256_load_ps(c + kGroupRows * sub);
+                for (int t = 0; t < T; ++t) {
+                    const float* sum = kPairedOffsets ? &pair_sums[t][j] : acts.s[t] + 16 * b + j;
+                    f[h][t] = _mm256_fmadd_ps(cj, _mm256_broadcast_ss(sum), f[h][t]);
+                }
             }
         }
     }
@@ -120,24 +137,27 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
     }
 }
 
+template <bool kPairedOffsets>
 void k_gemm(const MatmulArgs& a) {
     thread_local InterleavedRows packed;
-    for_lane_groups<kTileTokens>(a, kGroupRows, packed,
-                                 [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-                                     tile<decltype(tokens)::value>(a, packed, r, rows, t0);
-                                 });
+    for_lane_groups<kTileTokens>(
+        a, kGroupRows, packed, [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
+            tile<decltype(tokens)::value, kPairedOffsets>(a, packed, r, rows, t0);
+        });
 }
 
 }  // namespace
 
 bool gemm_int8_avx2(const MatmulArgs& args) {
     switch (args.type) {
-        case Type::Q2_K:
-        case Type::Q3_K:
         case Type::Q4_K:
         case Type::Q5_K:
+            k_gemm<true>(args);
+            return true;
+        case Type::Q2_K:
+        case Type::Q3_K:
         case Type::Q6_K:
-            k_gemm(args);
+            k_gemm<false>(args);
             return true;
         default:
             return false;

@@ -42,7 +42,10 @@ constexpr int kSubBlocks = 16;
 using InterleavedRows = InterleavedKRows<kGroupRows>;
 
 // kRowRegs x 16 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
-template <int T>
+// kPairedOffsets (Q4_K, Q5_K): the offset terms come in equal pairs (one min per 32-element
+// sub-block), applied to the activation sums of 32 elements: 8 multiply-adds per super-block
+// and output instead of 16 (gemm_int8_avx2.cpp).
+template <int T, bool kPairedOffsets>
 void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
           std::int64_t t0) {
     constexpr int H = kRowRegs;
@@ -95,6 +98,17 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                     acc[h][t] = _mm512_add_epi32(acc[h][t], _mm512_mullo_epi32(part[h][t], sc));
             }
         }
+        constexpr int kSums = kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
+        alignas(32) float pair_sums[kPairedOffsets ? T : 1][8];
+        if constexpr (kPairedOffsets) {
+            for (int t = 0; t < T; ++t) {
+                const float* s16 = acts.s[t] + 16 * b;
+                const __m256 sums = _mm256_hadd_ps(_mm256_loadu_ps(s16), _mm256_loadu_ps(s16 + 8));
+                // hadd leaves [0+1, 2+3, 8+9, 10+11 | 4+5, 6+7, 12+13, 14+15].
+                _mm256_store_ps(pair_sums[t], _mm256_permutevar8x32_ps(
+                                                  sums, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7)));
+            }
+        }
         for (int h = 0; h < H; ++h) {
             const __m512 dw = _mm512_load_ps(p.d + bi * kGroupRows + kLanes512 * h);
             const float* c = p.coef + bi * (InterleavedRows::kCoef / 4) + kLanes512 * h;
@@ -103,10 +117,13 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                 f[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
             }
             // Tokens innermost: T independent chains (see gemm_int8_avx2.cpp).
-            for (int j = 0; j < kSubBlocks; ++j) {
-                const __m512 cj = _mm512_load_ps(c + kGroupRows * j);
-                for (int t = 0; t < T; ++t)
-                    f[h][t] = _mm512_fmadd_ps(cj, _mm512_set1_ps(acts.s[t][16 * b + j]), f[h][t]);
+            for (int j = 0; j < kSums; ++j) {
+                const int sub = kPairedOffsets ? 2 * j : j;
+                const __m512 cj = _mm512_load_ps(c + kGroupRows * sub);
+                for (int t = 0; t < T; ++t) {
+                    const float sum = kPairedOffsets ? pair_sums[t][j] : acts.s[t][16 * b + j];
+                    f[h][t] = _mm512_fmadd_ps(cj, _mm512_set1_ps(sum), f[h][t]);
+                }
             }
         }
     }
@@ -135,10 +152,17 @@ bool gemm_int8_avx512(const MatmulArgs& a) {
             return false;
     }
     thread_local InterleavedRows packed;
-    for_lane_groups<kTileTokens>(a, kGroupRows, packed,
-                                 [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-                                     tile<decltype(tokens)::value>(a, packed, r, rows, t0);
-                                 });
+    auto run = [&]<bool kPaired>() {
+        for_lane_groups<kTileTokens>(
+            a, kGroupRows, packed, [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
+                tile<decltype(tokens)::value, kPaired>(a, packed, r, rows, t0);
+            });
+    };
+    if (a.type == Type::Q4_K || a.type == Type::Q5_K) {
+        run.template operator()<true>();
+    } else {
+        run.template operator()<false>();
+    }
     return true;
 }
 
