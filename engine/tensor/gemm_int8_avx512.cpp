@@ -101,13 +101,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
         constexpr int kSums = kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
         alignas(32) float pair_sums[kPairedOffsets ? T : 1][8];
         if constexpr (kPairedOffsets) {
-            for (int t = 0; t < T; ++t) {
-                const float* s16 = acts.s[t] + 16 * b;
-                const __m256 sums = _mm256_hadd_ps(_mm256_loadu_ps(s16), _mm256_loadu_ps(s16 + 8));
-                // hadd leaves [0+1, 2+3, 8+9, 10+11 | 4+5, 6+7, 12+13, 14+15].
-                _mm256_store_ps(pair_sums[t], _mm256_permutevar8x32_ps(
-                                                  sums, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7)));
-            }
+            for (int t = 0; t < T; ++t) sums_of_pairs16(acts.s[t] + 16 * b, pair_sums[t]);
         }
         for (int h = 0; h < H; ++h) {
             const __m512 dw = _mm512_load_ps(p.d + bi * kGroupRows + kLanes512 * h);

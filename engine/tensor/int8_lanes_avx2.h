@@ -33,6 +33,14 @@ inline void keep_in_order(V& v) {
 #endif
 }
 
+// out[j] = s16[2j] + s16[2j + 1] for j < 8: the activation sums of 32 elements from those of
+// 16, for the K-quants whose offsets cover 32 (Q4_K, Q5_K). out is 32-byte aligned.
+inline void sums_of_pairs16(const float* s16, float* out) {
+    const __m256 sums = _mm256_hadd_ps(_mm256_loadu_ps(s16), _mm256_loadu_ps(s16 + 8));
+    // hadd leaves [0+1, 2+3, 8+9, 10+11 | 4+5, 6+7, 12+13, 14+15].
+    _mm256_store_ps(out, _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7)));
+}
+
 // A token's 4 activation bytes at p in every 32-bit lane of a V (__m256i, or __m512i in the
 // AVX-512 tile; a template, so the AVX2 files never compile the 512-bit form).
 template <class V>
