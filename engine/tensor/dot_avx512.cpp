@@ -14,11 +14,10 @@
 
 #include <immintrin.h>
 
-#include <new>
-
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
 #include "tensor/pack_simd256.h"
+#include "tensor/scratch_buffer.h"
 
 namespace tokenscope::tensor::detail {
 
@@ -457,37 +456,14 @@ struct FAvx512 {
 template <Type W>
 void run_f_widened(const MatmulArgs& a) {
     using K = FAvx512<Type::F32>;
-    constexpr int MR = K::kRows;
-    constexpr int MT = K::kTokens;
     // One row tile, rows 64-byte aligned (n rounded up to 16 floats).
-    struct Buffer {
-        float* data = nullptr;
-        std::size_t floats = 0;
-        Buffer() = default;
-        Buffer(const Buffer&) = delete;
-        Buffer& operator=(const Buffer&) = delete;
-        ~Buffer() {
-            if (data) ::operator delete[](data, std::align_val_t{64});
-        }
-        float* get(std::size_t n) {
-            if (n > floats) {
-                if (data) ::operator delete[](data, std::align_val_t{64});
-                data =
-                    static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64}));
-                floats = n;
-            }
-            return data;
-        }
-    };
-    thread_local Buffer buffer;
+    thread_local ScratchBuffer buffer;
     const std::int64_t stride = (a.n + 15) / 16 * 16;
-    float* wide = buffer.get(static_cast<std::size_t>(MR * stride));
-    FTile<MR, MT> t;
-    t.n = a.n;
+    auto* wide = reinterpret_cast<float*>(
+        buffer.get(static_cast<std::size_t>(K::kRows * stride) * sizeof(float)));
     const std::int64_t full = a.n / 16 * 16;
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
-        const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
+    run_f_rows<K>(a, [&](std::int64_t r0, int rows, FTile<K::kRows, K::kTokens>& t) {
         for (int i = 0; i < rows; ++i) {
             const std::uint8_t* src = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
             prefetch_ahead(src, a.row_bytes, w_end);
@@ -499,15 +475,7 @@ void run_f_widened(const MatmulArgs& a) {
             }
             t.w[i] = reinterpret_cast<const std::uint8_t*>(dst);
         }
-        for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
-            const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
-            for (int j = 0; j < toks; ++j) {
-                t.a[j] = reinterpret_cast<const float*>(act_row(a, t0 + j));
-            }
-            call_tile<K, FTile<MR, MT>, MR>(rows, toks, t);
-            store_results(a, r0, rows, t0, toks, true, t.res);
-        }
-    }
+    });
 }
 
 // Decode and small batches (under kPanelMinTokensInternal tokens) of F16/BF16 weights: one row
@@ -651,17 +619,6 @@ void run_gemv_q8_0(const MatmulArgs& a) {
 
 }  // namespace
 
-// K-quant products take the lane GEMM (gemm_int8_avx512.cpp) from this many tokens: below it,
-// packing 32 rows for a few token tiles costs more than the row tile's own packing. With the
-// vpmaddubsw lane GEMM the line was at 48 (batched decode, tok/s, lane GEMM against the row
-// tile: 16 sequences 528-556 / 567-676, 32 sequences 647-702 / 757-769, 64 sequences 763-860 /
-// 715-828, Zen 5). The vpdpbusd form moved it to 32 (Zen 4, 246M Q4_K, 2 threads, line at 48 /
-// 32 / 16, two rounds, tok/s): prefill of 32 tokens 482-628 / 703-789 / 596-791, 32 sequences
-// decoding 469-484 / 578-613 / 555-572, 16 sequences 398-471 / 427-507 / 399-426; Gemma 3 270M
-// 16 sequences 290-314 / 287-310 / 270, 32 sequences 326-341 / 351-362 / 275-337.
-static_assert(kLaneGemmMinTokensAvx512 == 32, "the measurements above are for 32");
-constexpr std::int64_t kLaneGemmMinTokens = kLaneGemmMinTokensAvx512;
-
 bool matmul_avx512(const MatmulArgs& args) {
     // One token (or a few: a speculative verification chunk) reads each weight once, so the
     // blocks are decoded in registers rather than packed (direct_avx512.cpp).
@@ -706,7 +663,7 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q4_K:
         case Type::Q5_K:
         case Type::Q6_K:
-            if (args.int8_gemm && args.tokens >= kLaneGemmMinTokens && gemm_int8_avx512(args))
+            if (args.int8_gemm && args.tokens >= kLaneGemmMinTokensAvx512 && gemm_int8_avx512(args))
                 return true;
             run_k<KAvx512>(args);
             return true;

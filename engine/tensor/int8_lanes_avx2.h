@@ -10,10 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <new>
 #include <type_traits>
 
 #include "tensor/pack_simd256.h"
+#include "tensor/scratch_buffer.h"
 
 namespace tokenscope::tensor::detail {
 namespace {
@@ -86,33 +86,6 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
         _mm256_store_si256(
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
-
-// A 64-byte aligned scratch buffer that only grows (one per thread and kernel).
-class ScratchBuffer {
-  public:
-    ScratchBuffer() = default;
-    ScratchBuffer(const ScratchBuffer&) = delete;
-    ScratchBuffer& operator=(const ScratchBuffer&) = delete;
-    ~ScratchBuffer() { release(); }
-
-    std::uint8_t* get(std::size_t bytes) {
-        if (bytes > capacity_) {
-            release();
-            data_ = static_cast<std::uint8_t*>(::operator new[](bytes, std::align_val_t{64}));
-            capacity_ = bytes;
-        }
-        return data_;
-    }
-
-  private:
-    void release() {
-        if (data_) ::operator delete[](data_, std::align_val_t{64});
-        data_ = nullptr;
-        capacity_ = 0;
-    }
-    std::uint8_t* data_ = nullptr;
-    std::size_t capacity_ = 0;
-};
 
 // Prefetches the next row group's weights into L2 a slice at a time while the current group's
 // token tiles run: step(i) of `steps` requests the i-th slice. Requested all at once just

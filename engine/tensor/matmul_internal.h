@@ -63,7 +63,14 @@ bool gemm_int8_avx512(const MatmulArgs& args);
 // (matmul_row_multiple in matmul.h).
 constexpr std::int64_t kLaneGroupRowsAvx2 = 16;
 constexpr std::int64_t kLaneGroupRowsAvx512 = 32;
-// AVX-512 K-quant products take the lane GEMM from this many tokens (dot_avx512.cpp says why).
+// AVX-512 K-quant products take the lane GEMM (gemm_int8_avx512.cpp) from this many tokens: below
+// it, packing 32 rows for a few token tiles costs more than the row tile's own packing. With the
+// vpmaddubsw lane GEMM the line was at 48 (batched decode, tok/s, lane GEMM against the row
+// tile: 16 sequences 528-556 / 567-676, 32 sequences 647-702 / 757-769, 64 sequences 763-860 /
+// 715-828, Zen 5). The vpdpbusd form moved it to 32 (Zen 4, 246M Q4_K, 2 threads, line at 48 /
+// 32 / 16, two rounds, tok/s): prefill of 32 tokens 482-628 / 703-789 / 596-791, 32 sequences
+// decoding 469-484 / 578-613 / 555-572, 16 sequences 398-471 / 427-507 / 399-426; Gemma 3 270M
+// 16 sequences 290-314 / 287-310 / 270, 32 sequences 326-341 / 351-362 / 275-337.
 constexpr std::int64_t kLaneGemmMinTokensAvx512 = 32;
 // Whether AVX2 prefill (kPanelMinTokensInternal tokens or more) of `type` takes one of
 // the int8 GEMMs instead of the f32 panels (which prepare_activations then does not build), and

@@ -95,12 +95,15 @@ void call_tile(int rows, int toks, Tile& t) {
     call_tile_tokens<K, Tile, R, K::kTokens>(toks, t);
 }
 
+// rows <= MR and toks <= MT always; the loops say so as well, since GCC 12 lost that bound when
+// the row tile was set up by a callback (run_f_rows) and warned of reads past res
+// (-Warray-bounds). The extra comparison is against a constant.
 template <int MR, int MT>
 void store_results(const MatmulArgs& a, std::int64_t r0, int rows, std::int64_t t0, int toks,
                    bool first_chunk, const float (&res)[MR][MT]) {
-    for (int j = 0; j < toks; ++j) {
+    for (int j = 0; j < toks && j < MT; ++j) {
         float* o = a.out + (t0 + j) * a.out_stride + r0;
-        for (int i = 0; i < rows; ++i) o[i] = first_chunk ? res[i][j] : o[i] + res[i][j];
+        for (int i = 0; i < rows && i < MR; ++i) o[i] = first_chunk ? res[i][j] : o[i] + res[i][j];
     }
 }
 
@@ -307,21 +310,18 @@ void run_k(const MatmulArgs& a) {
     }
 }
 
-// K: kRows, kTokens, tile<R, T>(FTile&) for one weight type. Rows are not packed: a float
-// row is already what the kernel multiplies, and F16/BF16 convert in a register.
-template <class K>
-void run_f(const MatmulArgs& a) {
+// The loop of the f32/F16/BF16 row tiles: rows outermost, K::kRows at a time; set_rows(r0, rows,
+// t) points t.w at them (the weight rows themselves, or a widened copy), then every token of the
+// call runs over them. K: kRows, kTokens, tile<R, T>(FTile&).
+template <class K, class SetRows>
+void run_f_rows(const MatmulArgs& a, SetRows&& set_rows) {
     constexpr int MR = K::kRows;
     constexpr int MT = K::kTokens;
     FTile<MR, MT> t;
     t.n = a.n;
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
         const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
-        for (int i = 0; i < rows; ++i) {
-            t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
-            prefetch_ahead(t.w[i], a.row_bytes, w_end);
-        }
+        set_rows(r0, rows, t);
         for (std::int64_t t0 = 0; t0 < a.tokens; t0 += MT) {
             const int toks = static_cast<int>(min_of(MT, a.tokens - t0));
             for (int j = 0; j < toks; ++j) {
@@ -331,6 +331,19 @@ void run_f(const MatmulArgs& a) {
             store_results(a, r0, rows, t0, toks, true, t.res);
         }
     }
+}
+
+// K: kRows, kTokens, tile<R, T>(FTile&) for one weight type. Rows are not packed: a float
+// row is already what the kernel multiplies, and F16/BF16 convert in a register.
+template <class K>
+void run_f(const MatmulArgs& a) {
+    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    run_f_rows<K>(a, [&](std::int64_t r0, int rows, FTile<K::kRows, K::kTokens>& t) {
+        for (int i = 0; i < rows; ++i) {
+            t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
+            prefetch_ahead(t.w[i], a.row_bytes, w_end);
+        }
+    });
 }
 
 }  // namespace

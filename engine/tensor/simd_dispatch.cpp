@@ -120,28 +120,27 @@ bool detail::uses_int8_gemm(Type type) {
 #endif
 }
 
+namespace {
+// Whether prefill (kPanelMinTokensInternal tokens or more) of `type` at `level` goes to one of
+// the int8 GEMMs whose lanes are weight rows: at AVX2 every quantized type, at AVX-512 the
+// K-quants (from kLaneGemmMinTokensAvx512 tokens; matmul_avx512 checks the count per block).
+bool lane_gemm_prefill(Type type, bool int8_gemm, SimdLevel level) {
+    return int8_gemm &&
+           (level == SimdLevel::Avx2 || (level == SimdLevel::Avx512 &&
+                                         activation_format_for(type) == ActivationFormat::Q8_256));
+}
+}  // namespace
+
 std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
     // The decode and small-batch kernels read 1-8 rows at a time, the f32/F16 tiles 2 or 4, the
     // AVX2 F16 panels 6: 24 keeps all of those whole.
     constexpr std::int64_t kTiles = 24;
-#if defined(TOKENSCOPE_X86_KERNELS)
-    if (tokens < detail::kPanelMinTokensInternal || !detail::uses_int8_gemm(weight_type))
+    const SimdLevel level = active_simd_level();
+    if (tokens < detail::kPanelMinTokensInternal ||
+        !lane_gemm_prefill(weight_type, detail::uses_int8_gemm(weight_type), level))
         return kTiles;
-    switch (active_simd_level()) {
-        case SimdLevel::Avx2:
-            return detail::kLaneGroupRowsAvx2;  // every quantized type's prefill is a lane GEMM
-        case SimdLevel::Avx512:
-            return activation_format_for(weight_type) == ActivationFormat::Q8_256 &&
-                           tokens >= detail::kLaneGemmMinTokensAvx512
-                       ? detail::kLaneGroupRowsAvx512
-                       : kTiles;
-        default:
-            return kTiles;
-    }
-#else
-    (void)weight_type, (void)tokens;
-    return kTiles;
-#endif
+    if (level == SimdLevel::Avx2) return detail::kLaneGroupRowsAvx2;
+    return tokens >= detail::kLaneGemmMinTokensAvx512 ? detail::kLaneGroupRowsAvx512 : kTiles;
 }
 
 bool detail::quantize_rows_avx2_active() {
@@ -263,9 +262,7 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     // 1.11 -> 1.26 and 1.21 -> 1.31; 1024 x 2816 1.47 -> 1.52-1.67 against 256 KiB blocks; no
     // difference at 2816 x 1024.
     const SimdLevel level = active_simd_level();
-    const bool lane_gemm =
-        all.int8_gemm && (level == SimdLevel::Avx2 || (level == SimdLevel::Avx512 &&
-                                                       acts.format() == ActivationFormat::Q8_256));
+    const bool lane_gemm = lane_gemm_prefill(weight_type, all.int8_gemm, level);
     const std::size_t kActivationBlockBytes = std::size_t{lane_gemm ? 4096u : 256u} << 10;
     const std::size_t bytes_read =
         lane_gemm ? static_cast<std::size_t>(n) + static_cast<std::size_t>(n) / 4  // + scales, sums
