@@ -282,105 +282,187 @@ struct FAvx2Small {
     }
 };
 
-// Decode (one token) and small batches (2-15 tokens: a speculative verification chunk, a short
-// prompt) over 32-block weights without the packed copy: each block is decoded in registers
-// once and multiplied at once for T tokens, so the weights are read once and nothing is
-// written and read back (for one token the packing pass cost about as much as the dot
-// products). Same sums as the packed path: d * d_a * sum(q * q_a) + coef * s_a per block.
-// Every token runs the same operations in the same order for any T, so a token's result in a
-// batch is bit-identical to its decode step (speculative decoding's greedy output then equals
-// plain decoding token for token).
-template <Type W, int T>
-void q32_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+// Q8_0 for decode (one token) and small batches (2-15 tokens: a speculative verification chunk,
+// a short prompt) without the packed copy: each block is loaded once and multiplied at once for
+// T tokens, so the weights are read once and nothing is written and read back (for one token the
+// packing pass cost about as much as the dot products). Same sums as the packed path:
+// d * d_a * sum(q * q_a) per block. Every token runs the same operations in the same order for
+// any T, so a token's result in a batch is bit-identical to its decode step (speculative
+// decoding's greedy output then equals plain decoding token for token).
+template <int T>
+void q8_0_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
-    const std::size_t bb = a.row_bytes / static_cast<std::size_t>(nb);
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
     const __m256i ones = _mm256_set1_epi16(1);
-    // The weight half of maddubs (Q8_0: |w|, the sign goes onto the activations).
-    auto decode = [&](const std::uint8_t* blk, __m256i& w) {
-        if constexpr (W == Type::Q8_0) {
-            w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-            return _mm256_abs_epi8(w);
-        } else if constexpr (W == Type::Q4_0) {
-            return split_nibbles16(blk + 2);
-        } else if constexpr (W == Type::Q4_1) {
-            return split_nibbles16(blk + 4);
-        } else if constexpr (W == Type::Q5_0) {
-            return _mm256_or_si256(split_nibbles16(blk + 6), fifth_bits(load_le32(blk + 2)));
-        } else {
-            return _mm256_or_si256(split_nibbles16(blk + 8), fifth_bits(load_le32(blk + 4)));
-        }
-    };
-    // The int32 block sum of the products of one decoded weight block and token t's block b.
+    // The int32 block sum of the products of block b (|w| and w) with token t's block b; the
+    // sign goes onto the activations.
     auto block_dot = [&](__m256i u, __m256i w, int t, std::int64_t b) {
         const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(acts.q[t] + 32 * b));
-        const __m256i pairs = W == Type::Q8_0 ? _mm256_maddubs_epi16(u, _mm256_sign_epi8(x, w))
-                                              : _mm256_maddubs_epi16(u, x);
-        return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+        return _mm256_cvtepi32_ps(
+            _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(x, w)), ones));
     };
-    // Q4_0 / Q5_0 store q + offset; Q4_1 / Q5_1 a min m; Q8_0 is signed already.
-    constexpr float kOffset = W == Type::Q4_0 ? 8.0f : W == Type::Q5_0 ? 16.0f : 0.0f;
-    constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
     // Two accumulators per token so consecutive blocks do not wait on one FMA chain.
     __m256 acc0[T], acc1[T];
-    float corr0[T], corr1[T];
-    for (int t = 0; t < T; ++t) {
-        acc0[t] = acc1[t] = _mm256_setzero_ps();
-        corr0[t] = corr1[t] = 0.0f;
-    }
+    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
     std::int64_t b = 0;
     for (; b + 1 < nb; b += 2) {
-        const std::uint8_t* b0 = row + static_cast<std::size_t>(b) * bb;
-        const std::uint8_t* b1 = b0 + bb;
+        const std::uint8_t* b0 = row + static_cast<std::size_t>(b) * sizeof(BlockQ8_0);
+        const std::uint8_t* b1 = b0 + sizeof(BlockQ8_0);
         const float d0 = half_to_float(b0), d1 = half_to_float(b1);
-        __m256i w0 = _mm256_setzero_si256(), w1 = _mm256_setzero_si256();
-        const __m256i u0 = decode(b0, w0), u1 = decode(b1, w1);
-        const float m0 = kHasMin ? half_to_float(b0 + 2) : 0.0f;
-        const float m1 = kHasMin ? half_to_float(b1 + 2) : 0.0f;
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2));
+        const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
             acc0[t] = _mm256_fmadd_ps(block_dot(u0, w0, t, b), _mm256_set1_ps(d0 * acts.d[t][b]),
                                       acc0[t]);
             acc1[t] = _mm256_fmadd_ps(block_dot(u1, w1, t, b + 1),
                                       _mm256_set1_ps(d1 * acts.d[t][b + 1]), acc1[t]);
-            if constexpr (kHasMin) {
-                corr0[t] += m0 * acts.s[t][b];
-                corr1[t] += m1 * acts.s[t][b + 1];
-            } else if constexpr (kOffset != 0.0f) {
-                corr0[t] -= kOffset * d0 * acts.s[t][b];
-                corr1[t] -= kOffset * d1 * acts.s[t][b + 1];
-            }
         }
     }
     if (b < nb) {
-        const std::uint8_t* b0 = row + static_cast<std::size_t>(b) * bb;
+        const std::uint8_t* b0 = row + static_cast<std::size_t>(b) * sizeof(BlockQ8_0);
         const float d0 = half_to_float(b0);
-        __m256i w0 = _mm256_setzero_si256();
-        const __m256i u0 = decode(b0, w0);
-        const float m0 = kHasMin ? half_to_float(b0 + 2) : 0.0f;
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+        const __m256i u0 = _mm256_abs_epi8(w0);
         for (int t = 0; t < T; ++t) {
             acc0[t] = _mm256_fmadd_ps(block_dot(u0, w0, t, b), _mm256_set1_ps(d0 * acts.d[t][b]),
                                       acc0[t]);
-            if constexpr (kHasMin) {
-                corr0[t] += m0 * acts.s[t][b];
-            } else if constexpr (kOffset != 0.0f) {
-                corr0[t] -= kOffset * d0 * acts.s[t][b];
+        }
+    }
+    for (int t = 0; t < T; ++t)
+        a.out[(t0 + t) * a.out_stride + r] = hsum(_mm256_add_ps(acc0[t], acc1[t]));
+}
+
+// The heads (first 4 bytes: d, then m where the format has one) of up to 8 consecutive blocks of
+// kBlockBytes bytes as floats, lane i = block i; lanes past `count` are zero. Four heads go into
+// an xmm with scalar loads (AVX2 has no word permute across 128-byte windows, and vpgatherdd
+// costs more than these eight loads on Intel and Zen), one byte shuffle per xmm separates the d
+// and m halves, and one vcvtph2ps per vector converts eight.
+template <std::size_t kBlockBytes>
+struct Heads8 {
+    __m256 d;
+    __m256 m;  // the second half-float of each head: Q4_1 / Q5_1's min, garbage otherwise
+    // The heads of blocks first .. first + 3, each clamped to the group's last block when the
+    // group is not full.
+    template <bool kFull>
+    static __m128i four(const std::uint8_t* group, int first, int last) {
+        auto head = [&](int i) {
+            const int b = kFull || first + i < last ? first + i : last;
+            return static_cast<int>(load_le32(group + static_cast<std::size_t>(b) * kBlockBytes));
+        };
+        __m128i v = _mm_cvtsi32_si128(head(0));
+        v = _mm_insert_epi32(v, head(1), 1);
+        v = _mm_insert_epi32(v, head(2), 2);
+        return _mm_insert_epi32(v, head(3), 3);
+    }
+    Heads8(const std::uint8_t* group, int count) {
+        // The row's last group may hold fewer than 8 blocks: its lanes past count repeat the
+        // last head, so nothing past the row is read. They need no clearing: the activations'
+        // scales and sums are zero there. (An aligned array filled by scalar stores instead
+        // stalled on store forwarding: a sixth of a 576-wide row's time.)
+        __m128i lo, hi;
+        if (count == 8) {
+            lo = four<true>(group, 0, 7);
+            hi = four<true>(group, 4, 7);
+        } else {
+            lo = four<false>(group, 0, count - 1);
+            hi = four<false>(group, 4, count - 1);
+        }
+        // Words 0, 2, 4, 6 (the d halves) to the low 8 bytes, 1, 3, 5, 7 (m) to the high.
+        const __m128i split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+        lo = _mm_shuffle_epi8(lo, split);
+        hi = _mm_shuffle_epi8(hi, split);
+        d = _mm256_cvtph_ps(_mm_unpacklo_epi64(lo, hi));
+        m = _mm256_cvtph_ps(_mm_unpackhi_epi64(lo, hi));
+    }
+};
+
+// Q4_0, Q4_1, Q5_0, Q5_1 for decode and small batches (as q8_0_direct_row: the blocks read in
+// place, the same per-token arithmetic for any T). One block per 256-bit vector in element
+// order: a broadcast of the 16 nibble bytes, shifted by 4 in the upper half only (vpsrlvq), gives
+// elements 0-15 in the low half and 16-31 in the high one after the mask, so the activations
+// load as they are. The heads of 8 blocks are converted at once (Heads8) and their d * d_a
+// scales reach each block by a broadcast load; the offset (8 or 16) or min term is
+// sum_b coef_b * s_a(b), one fma per 8 blocks. The form of direct_avx512.cpp's q32_row without
+// VNNI. Before it, decoding each block's d and m separately (scalar vcvtph2ps, a scalar fma for
+// the min) took half of the kernel's instructions: 1536 x 576 Q4_1, one token, one thread, in
+// cache, took 0.103 ms (5.4 GB/s of weights) on an Intel Xeon (family 6 model 0xCF).
+template <Type W, int T>
+void q32_nibble_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+    const TokenRows<T> acts(a, t0);
+    const std::int64_t nb = a.n / 32;
+    constexpr std::size_t bb = W == Type::Q4_0   ? sizeof(BlockQ4_0)
+                               : W == Type::Q4_1 ? sizeof(BlockQ4_1)
+                               : W == Type::Q5_0 ? sizeof(BlockQ5_0)
+                                                 : sizeof(BlockQ5_1);
+    constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
+    constexpr bool kFifth = W == Type::Q5_0 || W == Type::Q5_1;
+    constexpr float kOffset = W == Type::Q4_0 ? 8.0f : W == Type::Q5_0 ? 16.0f : 0.0f;
+    constexpr std::size_t kNibbles = W == Type::Q4_0   ? 2
+                                     : W == Type::Q4_1 ? 4
+                                     : W == Type::Q5_0 ? 6
+                                                       : 8;
+    const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i nibble_shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    const __m256i ones = _mm256_set1_epi16(1);
+    // Two accumulators per token so consecutive blocks do not wait on one FMA chain.
+    __m256 acc0[T], acc1[T], corr[T];
+    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = corr[t] = _mm256_setzero_ps();
+    for (std::int64_t g = 0; g < nb; g += 8) {
+        const int count = static_cast<int>(nb - g < 8 ? nb - g : 8);
+        const std::uint8_t* gb = row + static_cast<std::size_t>(g) * bb;
+        const Heads8<bb> heads(gb, count);
+        // coef_b: Q4_1 / Q5_1 the min m; Q4_0 / Q5_0 -offset * d. The activations' scales and
+        // sums are zero-padded to 16 blocks, so lanes past count add nothing.
+        const __m256 coef = kHasMin ? heads.m : _mm256_mul_ps(heads.d, _mm256_set1_ps(-kOffset));
+        // Each block's d * d_a reaches its FMA as a broadcast load from this copy: a load port
+        // instead of a vpermps and the index vector it needs on the shuffle port.
+        alignas(32) float scale[T][8];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+            corr[t] = _mm256_fmadd_ps(coef, _mm256_loadu_ps(acts.s[t] + g), corr[t]);
+            _mm256_store_ps(scale[t], _mm256_mul_ps(heads.d, _mm256_loadu_ps(acts.d[t] + g)));
+        }
+        auto block = [&](int i, __m256* acc) __attribute__((always_inline)) {
+            const std::uint8_t* blk = gb + bb * static_cast<std::size_t>(i);
+            const __m256i both = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kNibbles)));
+            __m256i w = _mm256_and_si256(_mm256_srlv_epi64(both, nibble_shift), low4);
+            if constexpr (kFifth) w = _mm256_or_si256(w, fifth_bits(load_le32(blk + kNibbles - 4)));
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                const __m256i x =
+                    _mm256_load_si256(reinterpret_cast<const __m256i*>(acts.q[t] + 32 * (g + i)));
+                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcast_ss(&scale[t][i]),
+                                         acc[t]);
             }
+        };
+        if (count == 8) {
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i += 2) {
+                block(i, acc0);
+                block(i + 1, acc1);
+            }
+        } else {
+            for (int i = 0; i < count; ++i) block(i, (i & 1) ? acc1 : acc0);
         }
     }
     for (int t = 0; t < T; ++t) {
         a.out[(t0 + t) * a.out_stride + r] =
-            hsum(_mm256_add_ps(acc0[t], acc1[t])) + corr0[t] + corr1[t];
+            hsum(_mm256_add_ps(_mm256_add_ps(acc0[t], acc1[t]), corr[t]));
     }
 }
 
-// Q4_K without the packed copy, as q32_direct_row does for 32-blocks. Per super-block: d * d_a *
+// Q4_K without the packed copy, as q8_0_direct_row does for Q8_0. Per super-block: d * d_a *
 // sum_s sc[s] * sum(q * q_a) - dmin * sum_s m[s] * s_a(s), where s_a(s) adds the activation sums of
 // the two 16-element halves of sub-block s.
 //
 // Q4_K (and, with kFifth, Q5_K: the same header and scales, 32 bytes of fifth bits before the
-// nibbles) for T tokens, one row; the same per-token arithmetic for any T (see q32_direct_row).
+// nibbles) for T tokens, one row; the same per-token arithmetic for any T (see q8_0_direct_row).
 template <bool kFifth, int T>
 void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
@@ -502,8 +584,10 @@ void direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         q4_k_direct_row<W == Type::Q5_K, T>(a, r, t0);
     } else if constexpr (W == Type::Q6_K || W == Type::Q3_K || W == Type::Q2_K) {
         k16_direct_row<W, T>(a, r, t0);
+    } else if constexpr (W == Type::Q8_0) {
+        q8_0_direct_row<T>(a, r, t0);
     } else {
-        q32_direct_row<W, T>(a, r, t0);
+        q32_nibble_direct_row<W, T>(a, r, t0);
     }
 }
 
