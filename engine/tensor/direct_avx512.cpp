@@ -255,6 +255,61 @@ void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             corr[t] = _mm512_fmadd_ps(coef, _mm512_loadu_ps(acts.s[t] + g), corr[t]);
             scale[t] = _mm512_mul_ps(wd, _mm512_loadu_ps(acts.d[t] + g));
         }
+        if constexpr (!kFifth) {
+            if (count == 16) {
+                // A full group of Q4_0 / Q4_1 with blocks in the 32-bit lanes, lane l = block l,
+                // over the activations' interleaved copy (64-byte word v holds word v of the
+                // group's 16 blocks): four vectors of four blocks (block i + 4k in 128-bit lane
+                // k) and a 4 x 4 transpose of words within the lanes give word j of all 16
+                // blocks in block order; its low nibbles are elements 4j..4j+3 (activation word
+                // j), its high nibbles 16+4j.. (word 4 + j). Eight vpdpbusd then sum each
+                // block's 32 products in its lane, and the scales apply in one FMA per 16 blocks
+                // instead of a vpermps and an FMA per pair. 1536 x 576 Q4_1, one thread, in
+                // cache: see docs/benchmarks.md (thirteenth pass).
+                auto nibbles = [&](int i) {
+                    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                        gb + bb * static_cast<std::size_t>(i) + kNibbles));
+                };
+                auto quad = [&](int i) {
+                    __m512i v = _mm512_castsi128_si512(nibbles(i));
+                    v = _mm512_inserti32x4(v, nibbles(i + 4), 1);
+                    v = _mm512_inserti32x4(v, nibbles(i + 8), 2);
+                    return _mm512_inserti32x4(v, nibbles(i + 12), 3);
+                };
+                const __m512i r0 = quad(0), r1 = quad(1), r2 = quad(2), r3 = quad(3);
+                const __m512i t01lo = _mm512_unpacklo_epi32(r0, r1);
+                const __m512i t01hi = _mm512_unpackhi_epi32(r0, r1);
+                const __m512i t23lo = _mm512_unpacklo_epi32(r2, r3);
+                const __m512i t23hi = _mm512_unpackhi_epi32(r2, r3);
+                const __m512i word[4] = {
+                    _mm512_unpacklo_epi64(t01lo, t23lo), _mm512_unpackhi_epi64(t01lo, t23lo),
+                    _mm512_unpacklo_epi64(t01hi, t23hi), _mm512_unpackhi_epi64(t01hi, t23hi)};
+                __m512i u[8];
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) {
+                    u[j] = _mm512_and_si512(word[j], low4);
+                    u[j + 4] = _mm512_and_si512(_mm512_srli_epi16(word[j], 4), low4);
+                }
+                const std::size_t x_offset =
+                    a.act_interleaved_offset + static_cast<std::size_t>(g / 16) * 512;
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    const std::uint8_t* x = acts.q[t] + x_offset;
+                    // Two chains of four, so the adds do not wait on one vpdpbusd chain.
+                    __m512i even = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], load512(x));
+                    __m512i odd =
+                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], load512(x + 64));
+#pragma GCC unroll 4
+                    for (int v = 2; v < 8; v += 2) {
+                        even = _mm512_dpbusd_epi32(even, u[v], load512(x + 64 * v));
+                        odd = _mm512_dpbusd_epi32(odd, u[v + 1], load512(x + 64 * (v + 1)));
+                    }
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
+                                             scale[t], acc[t]);
+                }
+                continue;
+            }
+        }
         // Blocks 2q and 2q + 1 of the group; kPair false: a lone last block, whose upper half
         // is zero against activations that are zero there (padding), so it adds nothing.
         auto blocks = [&]<bool kPair>(int q) __attribute__((always_inline)) {
