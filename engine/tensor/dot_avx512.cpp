@@ -14,6 +14,7 @@
 
 #include <immintrin.h>
 
+#include "tensor/block_heads_avx512.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
 #include "tensor/pack_simd256.h"
@@ -553,14 +554,27 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     __m512 acc[T], corr[T], scales[T];
     for (int t = 0; t < T; ++t) acc[t] = corr[t] = _mm512_setzero_ps();
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const BlockHeads<34> heads;
     for (std::int64_t g = 0; g < nb; g += 16) {
         const int count = static_cast<int>(min_of(16, nb - g));
         const std::uint8_t* blk = row + g * 34;
         // The first token group brings the row in (later groups find it in L1).
         if (t0 == 0) prefetch_ahead(blk, static_cast<std::size_t>(count) * 34, end);
-        alignas(32) std::uint16_t h[16] = {};
-        for (int l = 0; l < count; ++l) h[l] = load_half_bits(blk + 34 * l);
-        const __m512 wd = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+        // The blocks' d: a full group collects them by scalar stores into an array loaded as
+        // a vector, whose wait on store forwarding its 8 pairs hide; four windows of word
+        // permutes (BlockHeads) cost more there (2048 x 2048, one token, one thread, in cache,
+        // Intel Xeon 0xCF: 0.156-0.161 ms against 0.200). A row's last, partial group has too
+        // little work to hide the wait and takes the permutes: 49152 x 576 (SmolLM2's output, 18
+        // blocks a row) 1.98-2.00 -> 1.64-1.73 ms, 262144 x 640 (Gemma 3's) 14.6-15.2 -> 13.6-14.4
+        // ms.
+        __m512 wd;
+        if (count == 16) {
+            alignas(32) std::uint16_t h[16];
+            for (int l = 0; l < 16; ++l) h[l] = load_half_bits(blk + 34 * l);
+            wd = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+        } else {
+            wd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads.load(blk, count)));
+        }
         // The activation scale and sum arrays are zero-padded to whole vectors of 16.
         for (int t = 0; t < T; ++t) {
             corr[t] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(acts.s[t] + g), corr[t]);
