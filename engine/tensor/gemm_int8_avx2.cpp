@@ -53,7 +53,7 @@ using InterleavedRows = InterleavedKRows<kGroupRows>;
 // kPairedOffsets (Q4_K, Q5_K): the offset terms come in equal pairs (one min per 32-element
 // sub-block, stored for each half), so they are applied to the activation sums of 32 elements,
 // 8 multiply-adds per super-block and output instead of 16.
-template <int T, bool kPairedOffsets>
+template <int T, bool kPairedOffsets, int kWords>
 void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
           std::int64_t t0) {
     constexpr int H = kRowRegs;
@@ -72,24 +72,36 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
         const std::int16_t* sb = p.sc + bi * (InterleavedRows::kSc / 2);
 #pragma GCC unroll 1
         for (int j = 0; j < kSubBlocks; ++j) {
-#pragma GCC unroll 4
-            for (int gg = 0; gg < 4; ++gg) {
+            // kWords words of the sub-block at a time: their vpmaddubsw results add in int16
+            // before the scale's vpmaddwd, one vpmaddwd per kWords words instead of one per
+            // word on the multiply ports. A pair of products is at most 2 * 63 * 127 = 16002
+            // for Q6_K's 6-bit codes (two words: 32004) and 2 * 31 * 127 = 7874 for Q5_K's
+            // (four words, the whole sub-block: 31496).
+#pragma GCC unroll 2
+            for (int gg = 0; gg < 4; gg += kWords) {
                 const int g = 4 * j + gg;
-                __m256i w[H];
-                for (int h = 0; h < H; ++h)
-                    w[h] = _mm256_load_si256(
-                        reinterpret_cast<const __m256i*>(ub + (kGroupRows * g + kLanes * h) * 4));
+                __m256i w[kWords][H];
+                for (int v = 0; v < kWords; ++v) {
+                    for (int h = 0; h < H; ++h)
+                        w[v][h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(
+                            ub + (kGroupRows * (g + v) + kLanes * h) * 4));
+                }
 #pragma GCC unroll 6
                 for (int t = 0; t < T; ++t) {
-                    __m256i x = broadcast4<__m256i>(acts.q[t] + 256 * b + 4 * g);
-                    keep_in_order(x);
+                    __m256i x[kWords];
+                    for (int v = 0; v < kWords; ++v) {
+                        x[v] = broadcast4<__m256i>(acts.q[t] + 256 * b + 4 * (g + v));
+                        keep_in_order(x[v]);
+                    }
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {
                         const auto* s = reinterpret_cast<const __m256i*>(
                             sb + (kGroupRows * j + kLanes * h) * 2);
+                        __m256i pairs = _mm256_maddubs_epi16(w[0][h], x[0]);
+                        for (int v = 1; v < kWords; ++v)
+                            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[v][h], x[v]));
                         __m256i sum = _mm256_add_epi32(
-                            acc[h][t],
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(w[h], x), _mm256_load_si256(s)));
+                            acc[h][t], _mm256_madd_epi16(pairs, _mm256_load_si256(s)));
                         keep_in_order(sum);
                         acc[h][t] = sum;
                     }
@@ -131,12 +143,12 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
     }
 }
 
-template <bool kPairedOffsets>
+template <bool kPairedOffsets, int kWords>
 void k_gemm(const MatmulArgs& a) {
     thread_local InterleavedRows packed;
     for_lane_groups<kTileTokens>(
         a, kGroupRows, packed, [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-            tile<decltype(tokens)::value, kPairedOffsets>(a, packed, r, rows, t0);
+            tile<decltype(tokens)::value, kPairedOffsets, kWords>(a, packed, r, rows, t0);
         });
 }
 
@@ -146,12 +158,14 @@ bool gemm_int8_avx2(const MatmulArgs& args) {
     switch (args.type) {
         case Type::Q4_K:
         case Type::Q5_K:
-            k_gemm<true>(args);
+            k_gemm<true, 4>(args);
             return true;
         case Type::Q2_K:
         case Type::Q3_K:
+            k_gemm<false, 4>(args);
+            return true;
         case Type::Q6_K:
-            k_gemm<false>(args);
+            k_gemm<false, 2>(args);
             return true;
         default:
             return false;

@@ -162,6 +162,28 @@ std::string first_bit_difference(const std::vector<float>& a, const std::vector<
     return {};
 }
 
+// Weights whose quantized codes sit at the top of their range: in every 16 elements one anchor
+// of -32/31 and fifteen ones (odd rows negated). The symmetric formats map the value of largest
+// magnitude, the anchor, to the bottom of their range (Q6_K: -32, Q4_0: -8), which puts the ones
+// at the top (Q6_K: 31, so the stored code is 63); the formats with a min (Q4_1, Q4_K) code the
+// ones at their maximum as well. With activations all equal (int8 127 everywhere) the kernels'
+// integer sums reach their largest values: a kernel that adds vpmaddubsw results of several
+// words in int16 past what the codes allow overflows here, not on random inputs (Q6_K's packed
+// codes reach 63 with this pattern, where a plain 0/1 pattern only reached 32).
+Bytes saturated_weights(Type type, std::int64_t rows, std::int64_t n) {
+    std::vector<float> w(static_cast<std::size_t>(rows * n));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t k = 0; k < n; ++k)
+            w[static_cast<std::size_t>(r * n + k)] =
+                (k % 16 == 0 ? -32.0f / 31.0f : 1.0f) * (r % 2 ? -1.0f : 1.0f);
+    }
+    const std::size_t rb = row_bytes(type, n);
+    Bytes bytes(rb * static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r)
+        quantize_row(type, w.data() + r * n, bytes.data() + r * rb, n);
+    return bytes;
+}
+
 std::vector<float> random_activations(std::int64_t tokens, std::int64_t n, std::uint32_t seed) {
     Random rng(seed);
     std::vector<float> x(static_cast<std::size_t>(tokens * n));
@@ -223,6 +245,8 @@ struct Case {
     std::int64_t n;
     std::int64_t tokens;
     bool quantized_from_floats;
+    // Inputs at the ends of every integer range instead of random ones (saturated_weights).
+    bool saturated = false;
 };
 
 std::string describe(const Case& c, SimdLevel level) {
@@ -235,9 +259,12 @@ std::string describe(const Case& c, SimdLevel level) {
 std::string check_case(const Case& c, double* worst_vector_rel_error) {
     const std::uint32_t seed =
         static_cast<std::uint32_t>(c.n * 131 + c.tokens * 7 + static_cast<int>(c.type));
-    const Bytes w = c.quantized_from_floats ? quantized_weights(c.type, c.rows, c.n, seed)
-                                            : random_weights(c.type, c.rows, c.n, seed);
-    const std::vector<float> x = random_activations(c.tokens, c.n, seed + 1);
+    const Bytes w = c.saturated               ? saturated_weights(c.type, c.rows, c.n)
+                    : c.quantized_from_floats ? quantized_weights(c.type, c.rows, c.n, seed)
+                                              : random_weights(c.type, c.rows, c.n, seed);
+    const std::vector<float> x =
+        c.saturated ? std::vector<float>(static_cast<std::size_t>(c.tokens * c.n), 1.0f)
+                    : random_activations(c.tokens, c.n, seed + 1);
     const std::size_t rb = row_bytes(c.type, c.n);
 
     std::vector<double> wd(static_cast<std::size_t>(c.rows * c.n));
@@ -376,6 +403,7 @@ class TestMatmul : public QObject {
     void matchesFloat64Reference_data();
     void matchesFloat64Reference();
     void quantizedFromFloatsMatchesReference();
+    void saturatedCodesMatchReference();
     void manyRowGroupsMatchReference();
     void subRangeWritesOnlyItsRowsAtTheStride();
     void smallBatchesMatchDecodeBitForBit();
@@ -463,6 +491,20 @@ void TestMatmul::quantizedFromFloatsMatchesReference() {
             QVERIFY2(failure.empty(), failure.c_str());
         }
         qInfo("%s: relative error vs exact activations %.4f", type_name(type), worst);
+    }
+}
+
+// Every kernel at the ends of its integer ranges (saturated_weights): one token and 7 (the
+// decode kernels), 37 (the prefill GEMMs).
+void TestMatmul::saturatedCodesMatchReference() {
+    for (Type type : kAllTypes) {
+        if (activation_format_for(type) == ActivationFormat::F32) continue;
+        const std::int64_t n = traits(type).block_size == 256 ? 2048 : 640;
+        for (std::int64_t tokens : {1, 7, 37}) {
+            double worst = 0;
+            const std::string failure = check_case({type, 13, n, tokens, true, true}, &worst);
+            QVERIFY2(failure.empty(), failure.c_str());
+        }
     }
 }
 
