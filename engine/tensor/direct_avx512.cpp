@@ -17,6 +17,7 @@
 #include <cstddef>
 
 #include "tensor/block_heads_avx512.h"
+#include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
 #include "tensor/pack_simd256.h"
@@ -229,20 +230,9 @@ void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
                     v = _mm512_inserti32x4(v, nibbles(i + 8), 2);
                     return _mm512_inserti32x4(v, nibbles(i + 12), 3);
                 };
-                const __m512i r0 = quad(0), r1 = quad(1), r2 = quad(2), r3 = quad(3);
-                const __m512i t01lo = _mm512_unpacklo_epi32(r0, r1);
-                const __m512i t01hi = _mm512_unpackhi_epi32(r0, r1);
-                const __m512i t23lo = _mm512_unpacklo_epi32(r2, r3);
-                const __m512i t23hi = _mm512_unpackhi_epi32(r2, r3);
-                const __m512i word[4] = {
-                    _mm512_unpacklo_epi64(t01lo, t23lo), _mm512_unpackhi_epi64(t01lo, t23lo),
-                    _mm512_unpacklo_epi64(t01hi, t23hi), _mm512_unpackhi_epi64(t01hi, t23hi)};
+                const __m512i quads[4] = {quad(0), quad(1), quad(2), quad(3)};
                 __m512i u[8];
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j) {
-                    u[j] = _mm512_and_si512(word[j], low4);
-                    u[j + 4] = _mm512_and_si512(_mm512_srli_epi16(word[j], 4), low4);
-                }
+                nibble_words(quads, u);
                 const std::size_t x_offset =
                     a.act_interleaved_offset + static_cast<std::size_t>(g / 16) * 512;
 #pragma GCC unroll 4

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 
+#include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
 #include "tensor/pack_simd256.h"
@@ -336,10 +337,11 @@ void q8_0_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 }
 
 // The heads (first 4 bytes: d, then m where the format has one) of up to 8 consecutive blocks of
-// kBlockBytes bytes as floats, lane i = block i; lanes past `count` are zero. Four heads go into
-// an xmm with scalar loads (AVX2 has no word permute across 128-byte windows, and vpgatherdd
-// costs more than these eight loads on Intel and Zen), one byte shuffle per xmm separates the d
-// and m halves, and one vcvtph2ps per vector converts eight.
+// kBlockBytes bytes as floats, lane i = block i; lanes past `count` repeat the last block's head
+// (see the constructor). Four heads go into an xmm by a scalar load and three vpinsrd (AVX2 has
+// no word permute across 128-byte windows as block_heads_avx512.h uses, and a vpgatherdd was a
+// third of a Q4_1 row's time on Zen 4 there), one byte shuffle per xmm separates the d and m
+// halves, and one vcvtph2ps per vector converts eight.
 template <std::size_t kBlockBytes>
 struct Heads8 {
     __m256 d;
@@ -495,7 +497,6 @@ void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[T], acc1[T], corr[T];
     for (int t = 0; t < T; ++t) acc[t] = acc1[t] = corr[t] = _mm256_setzero_ps();
@@ -507,21 +508,11 @@ void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             return _mm_loadu_si128(reinterpret_cast<const __m128i*>(
                 gb + static_cast<std::size_t>(i) * F::kBlockBytes + F::kNibbles));
         };
-        const __m256i r0 = _mm256_set_m128i(nibbles(4), nibbles(0));
-        const __m256i r1 = _mm256_set_m128i(nibbles(5), nibbles(1));
-        const __m256i r2 = _mm256_set_m128i(nibbles(6), nibbles(2));
-        const __m256i r3 = _mm256_set_m128i(nibbles(7), nibbles(3));
-        const __m256i t01lo = _mm256_unpacklo_epi32(r0, r1), t01hi = _mm256_unpackhi_epi32(r0, r1);
-        const __m256i t23lo = _mm256_unpacklo_epi32(r2, r3), t23hi = _mm256_unpackhi_epi32(r2, r3);
-        const __m256i word[4] = {
-            _mm256_unpacklo_epi64(t01lo, t23lo), _mm256_unpackhi_epi64(t01lo, t23lo),
-            _mm256_unpacklo_epi64(t01hi, t23hi), _mm256_unpackhi_epi64(t01hi, t23hi)};
+        const __m256i quads[4] = {
+            _mm256_set_m128i(nibbles(4), nibbles(0)), _mm256_set_m128i(nibbles(5), nibbles(1)),
+            _mm256_set_m128i(nibbles(6), nibbles(2)), _mm256_set_m128i(nibbles(7), nibbles(3))};
         __m256i u[8];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-            u[j] = _mm256_and_si256(word[j], low4);
-            u[j + 4] = _mm256_and_si256(_mm256_srli_epi16(word[j], 4), low4);
-        }
+        nibble_words(quads, u);
         const __m256 coef = F::coef(heads);
         // Word v of the group's 8 blocks: bytes 64 v + 32 (g % 16 / 8) of its 16-block group.
         const std::size_t x_offset =

@@ -73,6 +73,46 @@ inline void transpose_words8(const __m256i (&r)[8], __m256i (&out)[8]) {
     }
 }
 
+// The 16 nibble bytes of four blocks in each 128-bit lane of r[i] (block i + 4k in lane k) ->
+// u[v] holding 32-bit word v of every block (block 4k + i in lane 4k + i) as 4-bit codes: words
+// 0-3 from the low nibbles (elements 4v..4v+3 of a Q4_0/Q4_1 block), 4-7 from the high ones
+// (elements 16 + 4(v - 4)..). A 4 x 4 transpose of words within each 128-bit lane, for 256- or
+// 512-bit vectors: the decode kernels that keep Q4_0/Q4_1 blocks in the integer lanes
+// (dot_avx2.cpp, direct_avx512.cpp).
+template <typename V>
+inline void nibble_words(const V (&r)[4], V (&u)[8]) {
+    constexpr bool k512 = sizeof(V) == 64;
+    auto unpack32 = [](V a, V b, bool high) {
+        if constexpr (k512) {
+            return high ? _mm512_unpackhi_epi32(a, b) : _mm512_unpacklo_epi32(a, b);
+        } else {
+            return high ? _mm256_unpackhi_epi32(a, b) : _mm256_unpacklo_epi32(a, b);
+        }
+    };
+    auto unpack64 = [](V a, V b, bool high) {
+        if constexpr (k512) {
+            return high ? _mm512_unpackhi_epi64(a, b) : _mm512_unpacklo_epi64(a, b);
+        } else {
+            return high ? _mm256_unpackhi_epi64(a, b) : _mm256_unpacklo_epi64(a, b);
+        }
+    };
+    // The low 4 bits of each byte of v >> shift (shift 0 or 4).
+    auto nibbles = [](V v, int shift) {
+        if constexpr (k512) {
+            return _mm512_and_si512(shift ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0F));
+        } else {
+            return _mm256_and_si256(shift ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+        }
+    };
+    const V t01[2] = {unpack32(r[0], r[1], false), unpack32(r[0], r[1], true)};
+    const V t23[2] = {unpack32(r[2], r[3], false), unpack32(r[2], r[3], true)};
+    for (int j = 0; j < 4; ++j) {
+        const V word = unpack64(t01[j / 2], t23[j / 2], j % 2 == 1);
+        u[j] = nibbles(word, 0);
+        u[j + 4] = nibbles(word, 4);
+    }
+}
+
 // 32 bytes of each of 8 rows (src + r * stride, 32-byte aligned) -> 8 vectors at dst + g *
 // dst_stride (32-byte aligned), vector g holding bytes 4g..4g+3 of rows 0..7 in lanes 0..7.
 inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::uint8_t* dst,
