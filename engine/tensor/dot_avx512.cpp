@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include "tensor/block_heads_avx512.h"
+#include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
 #include "tensor/pack_simd256.h"
@@ -579,6 +580,52 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         for (int t = 0; t < T; ++t) {
             corr[t] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(acts.s[t] + g), corr[t]);
             scales[t] = _mm512_mul_ps(wd, _mm512_loadu_ps(acts.d[t] + g));
+        }
+        if (count == 16) {
+            // A full group with blocks in the 32-bit lanes (lane l = block l), over the
+            // activations' interleaved copy, as direct_avx512.cpp's Q4 rows: each block's two
+            // 16-byte halves are loaded four blocks to a vector and transposed to words
+            // (transpose_words4), flipped to unsigned (q + 128, corrected by corr as below),
+            // and eight vpdpbusd sum all 32 products of each block in its lane, so the 16
+            // blocks' scales apply in one FMA per token instead of a vpermps and an FMA per
+            // pair. The transpose is paid once per row and group, the rest per token, which
+            // is what a verification chunk of several tokens multiplies.
+            auto quad = [&](int i, int half) {
+                auto part = [&](int l) {
+                    return _mm_loadu_si128(
+                        reinterpret_cast<const __m128i*>(blk + 34 * l + 2 + 16 * half));
+                };
+                __m512i v = _mm512_castsi128_si512(part(i));
+                v = _mm512_inserti32x4(v, part(i + 4), 1);
+                v = _mm512_inserti32x4(v, part(i + 8), 2);
+                return _mm512_inserti32x4(v, part(i + 12), 3);
+            };
+            __m512i w[8];
+            for (int half = 0; half < 2; ++half) {
+                const __m512i quads[4] = {quad(0, half), quad(1, half), quad(2, half),
+                                          quad(3, half)};
+                __m512i words[4];
+                transpose_words4(quads, words);
+                for (int j = 0; j < 4; ++j) w[4 * half + j] = _mm512_xor_si512(words[j], flip);
+            }
+            const std::size_t x_offset =
+                a.act_interleaved_offset + static_cast<std::size_t>(g / 16) * 512;
+#pragma GCC unroll 5
+            for (int t = 0; t < T; ++t) {
+                const std::uint8_t* x = acts.q[t] + x_offset;
+                __m512i even =
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_load_si512(x));
+                __m512i odd =
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_load_si512(x + 64));
+#pragma GCC unroll 4
+                for (int v = 2; v < 8; v += 2) {
+                    even = _mm512_dpbusd_epi32(even, w[v], _mm512_load_si512(x + 64 * v));
+                    odd = _mm512_dpbusd_epi32(odd, w[v + 1], _mm512_load_si512(x + 64 * (v + 1)));
+                }
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), scales[t],
+                                         acc[t]);
+            }
+            continue;
         }
         for (int q = 0; 2 * q < count; ++q) {
             const std::int64_t b = g + 2 * q;

@@ -73,14 +73,13 @@ inline void transpose_words8(const __m256i (&r)[8], __m256i (&out)[8]) {
     }
 }
 
-// The 16 nibble bytes of four blocks in each 128-bit lane of r[i] (block i + 4k in lane k) ->
-// u[v] holding 32-bit word v of every block (block 4k + i in lane 4k + i) as 4-bit codes: words
-// 0-3 from the low nibbles (elements 4v..4v+3 of a Q4_0/Q4_1 block), 4-7 from the high ones
-// (elements 16 + 4(v - 4)..). A 4 x 4 transpose of words within each 128-bit lane, for 256- or
-// 512-bit vectors: the decode kernels that keep Q4_0/Q4_1 blocks in the integer lanes
-// (dot_avx2.cpp, direct_avx512.cpp).
+// Sixteen bytes of each of four blocks in every 128-bit lane of r[i] (block i + 4k in lane k) ->
+// word[j] holding 32-bit word j of those bytes for every block (block 4k + i in lane 4k + i): a
+// 4 x 4 transpose of words within each 128-bit lane, for 256- or 512-bit vectors. The decode
+// kernels that keep blocks in the integer lanes load blocks this way (nibble_words, and the
+// AVX-512 Q8_0 GEMV in dot_avx512.cpp).
 template <typename V>
-inline void nibble_words(const V (&r)[4], V (&u)[8]) {
+inline void transpose_words4(const V (&r)[4], V (&word)[4]) {
     constexpr bool k512 = sizeof(V) == 64;
     auto unpack32 = [](V a, V b, bool high) {
         if constexpr (k512) {
@@ -96,20 +95,29 @@ inline void nibble_words(const V (&r)[4], V (&u)[8]) {
             return high ? _mm256_unpackhi_epi64(a, b) : _mm256_unpacklo_epi64(a, b);
         }
     };
-    // The low 4 bits of each byte of v >> shift (shift 0 or 4).
-    auto nibbles = [](V v, int shift) {
-        if constexpr (k512) {
-            return _mm512_and_si512(shift ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0F));
-        } else {
-            return _mm256_and_si256(shift ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
-        }
-    };
     const V t01[2] = {unpack32(r[0], r[1], false), unpack32(r[0], r[1], true)};
     const V t23[2] = {unpack32(r[2], r[3], false), unpack32(r[2], r[3], true)};
+    for (int j = 0; j < 4; ++j) word[j] = unpack64(t01[j / 2], t23[j / 2], j % 2 == 1);
+}
+
+// The 16 nibble bytes of four Q4_0/Q4_1 blocks per 128-bit lane, as transpose_words4 takes them
+// -> u[v] holding word v of every block as 4-bit codes: words 0-3 from the low nibbles (elements
+// 4v..4v+3), 4-7 from the high ones (elements 16 + 4(v - 4)..). For the Q4_0/Q4_1 decode
+// kernels with blocks in the integer lanes (dot_avx2.cpp, direct_avx512.cpp).
+template <typename V>
+inline void nibble_words(const V (&r)[4], V (&u)[8]) {
+    V word[4];
+    transpose_words4(r, word);
     for (int j = 0; j < 4; ++j) {
-        const V word = unpack64(t01[j / 2], t23[j / 2], j % 2 == 1);
-        u[j] = nibbles(word, 0);
-        u[j + 4] = nibbles(word, 4);
+        if constexpr (sizeof(V) == 64) {
+            const V low4 = _mm512_set1_epi8(0x0F);
+            u[j] = _mm512_and_si512(word[j], low4);
+            u[j + 4] = _mm512_and_si512(_mm512_srli_epi16(word[j], 4), low4);
+        } else {
+            const V low4 = _mm256_set1_epi8(0x0F);
+            u[j] = _mm256_and_si256(word[j], low4);
+            u[j + 4] = _mm256_and_si256(_mm256_srli_epi16(word[j], 4), low4);
+        }
     }
 }
 
