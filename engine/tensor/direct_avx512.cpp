@@ -237,18 +237,8 @@ void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
                     a.act_interleaved_offset + static_cast<std::size_t>(g / 16) * 512;
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
-                    const std::uint8_t* x = acts.q[t] + x_offset;
-                    // Two chains of four, so the adds do not wait on one vpdpbusd chain.
-                    __m512i even = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], load512(x));
-                    __m512i odd =
-                        _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], load512(x + 64));
-#pragma GCC unroll 4
-                    for (int v = 2; v < 8; v += 2) {
-                        even = _mm512_dpbusd_epi32(even, u[v], load512(x + 64 * v));
-                        odd = _mm512_dpbusd_epi32(odd, u[v + 1], load512(x + 64 * (v + 1)));
-                    }
-                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)),
-                                             scale[t], acc[t]);
+                    acc[t] = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(dot_words8(u, acts.q[t] + x_offset)), scale[t], acc[t]);
                 }
                 continue;
             }

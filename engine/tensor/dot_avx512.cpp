@@ -612,18 +612,8 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
                 a.act_interleaved_offset + static_cast<std::size_t>(g / 16) * 512;
 #pragma GCC unroll 5
             for (int t = 0; t < T; ++t) {
-                const std::uint8_t* x = acts.q[t] + x_offset;
-                __m512i even =
-                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_load_si512(x));
-                __m512i odd =
-                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_load_si512(x + 64));
-#pragma GCC unroll 4
-                for (int v = 2; v < 8; v += 2) {
-                    even = _mm512_dpbusd_epi32(even, w[v], _mm512_load_si512(x + 64 * v));
-                    odd = _mm512_dpbusd_epi32(odd, w[v + 1], _mm512_load_si512(x + 64 * (v + 1)));
-                }
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), scales[t],
-                                         acc[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_words8(w, acts.q[t] + x_offset)),
+                                         scales[t], acc[t]);
             }
             continue;
         }

@@ -100,6 +100,22 @@ inline void transpose_words4(const V (&r)[4], V (&word)[4]) {
     for (int j = 0; j < 4; ++j) word[j] = unpack64(t01[j / 2], t23[j / 2], j % 2 == 1);
 }
 
+// The int32 sums, per 32-bit lane, of unsigned bytes w[v] times the signed activation bytes at
+// x + 64 v (word v of a 16-block group in the activations' interleaved copy), v = 0..7: one
+// block's 32 products per lane when the lanes are blocks. vpdpbusd in two chains of four, so
+// that the adds do not all wait on one chain. 512-bit vectors only (AVX2 has no vpdpbusd).
+template <typename V>
+inline V dot_words8(const V (&w)[8], const std::uint8_t* x) {
+    static_assert(sizeof(V) == 64, "vpdpbusd on 512-bit vectors");
+    V even = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], _mm512_load_si512(x));
+    V odd = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_load_si512(x + 64));
+    for (int v = 2; v < 8; v += 2) {
+        even = _mm512_dpbusd_epi32(even, w[v], _mm512_load_si512(x + 64 * v));
+        odd = _mm512_dpbusd_epi32(odd, w[v + 1], _mm512_load_si512(x + 64 * (v + 1)));
+    }
+    return _mm512_add_epi32(even, odd);
+}
+
 // The 16 nibble bytes of four Q4_0/Q4_1 blocks per 128-bit lane, as transpose_words4 takes them
 // -> u[v] holding word v of every block as 4-bit codes: words 0-3 from the low nibbles (elements
 // 4v..4v+3), 4-7 from the high ones (elements 16 + 4(v - 4)..). For the Q4_0/Q4_1 decode
