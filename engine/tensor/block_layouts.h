@@ -8,8 +8,10 @@
 // element e, because that is the part that is easy to get wrong.
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "tensor/f16.h"
+#include "tensor/type.h"
 
 namespace tokenscope::tensor {
 
@@ -58,6 +60,26 @@ struct BlockQ5_1 {
     std::uint8_t m[2];
     std::uint8_t qh[4];
     std::uint8_t qs[QK5_1 / 2];
+};
+
+// The 32-element formats with 4-bit codes (Q4_0, Q4_1, Q5_0, Q5_1) as the kernels that read
+// them in place see them: block size, where the 16 nibble bytes and Q5's fifth bits start, and
+// the term a block adds besides d * sum(q * x): a min m (Q4_1, Q5_1) or -offset * d (Q4_0: 8,
+// Q5_0: 16), either times the sum of x over the block.
+template <Type W>
+struct NibbleLayout {
+    static_assert(W == Type::Q4_0 || W == Type::Q4_1 || W == Type::Q5_0 || W == Type::Q5_1);
+    using Block = std::conditional_t<
+        W == Type::Q4_0, BlockQ4_0,
+        std::conditional_t<W == Type::Q4_1, BlockQ4_1,
+                           std::conditional_t<W == Type::Q5_0, BlockQ5_0, BlockQ5_1>>>;
+    static constexpr std::size_t kBlockBytes = sizeof(Block);
+    static constexpr std::size_t kNibbles = offsetof(Block, qs);
+    static constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
+    static constexpr bool kFifth = W == Type::Q5_0 || W == Type::Q5_1;
+    // Where the fifth bits start (Q5_0, Q5_1; 0 for the others).
+    static constexpr std::size_t kFifthBits = kFifth ? kNibbles - 4 : 0;
+    static constexpr float kOffset = W == Type::Q4_0 ? 8.0f : W == Type::Q5_0 ? 16.0f : 0.0f;
 };
 
 // x[e] = d * qs[e], qs signed.

@@ -172,18 +172,13 @@ template <Type W, int T>
 void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
-    constexpr std::size_t bb = W == Type::Q4_0   ? sizeof(BlockQ4_0)
-                               : W == Type::Q4_1 ? sizeof(BlockQ4_1)
-                               : W == Type::Q5_0 ? sizeof(BlockQ5_0)
-                                                 : sizeof(BlockQ5_1);
+    using F = NibbleLayout<W>;
+    constexpr std::size_t bb = F::kBlockBytes;
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
-    constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
-    constexpr bool kFifth = W == Type::Q5_0 || W == Type::Q5_1;
-    constexpr float kOffset = W == Type::Q4_0 ? 8.0f : W == Type::Q5_0 ? 16.0f : 0.0f;
-    constexpr std::size_t kNibbles = W == Type::Q4_0   ? 2
-                                     : W == Type::Q4_1 ? 4
-                                     : W == Type::Q5_0 ? 6
-                                                       : 8;
+    constexpr bool kHasMin = F::kHasMin;
+    constexpr bool kFifth = F::kFifth;
+    constexpr float kOffset = F::kOffset;
+    constexpr std::size_t kNibbles = F::kNibbles;
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     // 128-bit lanes 0 and 2 keep the low nibbles (elements 0-15), 1 and 3 the high (16-31).
     const __m512i nibble_shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
@@ -220,17 +215,9 @@ void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
                 // block's 32 products in its lane, and the scales apply in one FMA per 16 blocks
                 // instead of a vpermps and an FMA per pair. 1536 x 576 Q4_1, one thread, in
                 // cache: see docs/benchmarks.md (thirteenth pass).
-                auto nibbles = [&](int i) {
-                    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                        gb + bb * static_cast<std::size_t>(i) + kNibbles));
-                };
-                auto quad = [&](int i) {
-                    __m512i v = _mm512_castsi128_si512(nibbles(i));
-                    v = _mm512_inserti32x4(v, nibbles(i + 4), 1);
-                    v = _mm512_inserti32x4(v, nibbles(i + 8), 2);
-                    return _mm512_inserti32x4(v, nibbles(i + 12), 3);
-                };
-                const __m512i quads[4] = {quad(0), quad(1), quad(2), quad(3)};
+                __m512i quads[4];
+                for (int i = 0; i < 4; ++i)
+                    quads[i] = blocks_in_lanes<__m512i>(gb + i * bb + kNibbles, bb);
                 __m512i u[8];
                 nibble_words(quads, u);
                 const std::size_t x_offset =
@@ -256,8 +243,8 @@ void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
                                    _mm256_broadcastsi128_si256(n1), 1);
             __m512i w = _mm512_and_si512(_mm512_srlv_epi64(both, nibble_shift), low4);
             if constexpr (kFifth) {
-                const std::uint64_t h0 = load_le32(b0 + (kHasMin ? 4 : 2));
-                const std::uint64_t h1 = kPair ? load_le32(b0 + bb + (kHasMin ? 4 : 2)) : 0;
+                const std::uint64_t h0 = load_le32(b0 + F::kFifthBits);
+                const std::uint64_t h1 = kPair ? load_le32(b0 + bb + F::kFifthBits) : 0;
                 w = _mm512_or_si512(w,
                                     _mm512_maskz_mov_epi8(h0 | (h1 << 32), _mm512_set1_epi8(16)));
             }

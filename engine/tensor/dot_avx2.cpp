@@ -381,31 +381,17 @@ struct Heads8 {
     }
 };
 
-// The 32-block formats with 4-bit codes: bytes per block, where the 16 nibble bytes start, and
-// the term each block adds besides d * d_a * sum(q * q_a): Q4_1 / Q5_1 store a min m (coef m),
-// Q4_0 / Q5_0 an offset (coef -offset * d), either times the activation block's sum s_a.
+// coef_b of the 8 blocks of `heads`: the min m (Q4_1, Q5_1) or -offset * d (Q4_0, Q5_0), the
+// factor of the activation block's sum (NibbleLayout).
 template <Type W>
-struct NibbleFormat {
-    static constexpr std::size_t kBlockBytes = W == Type::Q4_0   ? sizeof(BlockQ4_0)
-                                               : W == Type::Q4_1 ? sizeof(BlockQ4_1)
-                                               : W == Type::Q5_0 ? sizeof(BlockQ5_0)
-                                                                 : sizeof(BlockQ5_1);
-    static constexpr std::size_t kNibbles = W == Type::Q4_0   ? 2
-                                            : W == Type::Q4_1 ? 4
-                                            : W == Type::Q5_0 ? 6
-                                                              : 8;
-    static constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
-    static constexpr bool kFifth = W == Type::Q5_0 || W == Type::Q5_1;
-    static constexpr float kOffset = W == Type::Q4_0 ? 8.0f : W == Type::Q5_0 ? 16.0f : 0.0f;
-    static __m256 coef(const Heads8<kBlockBytes>& h) {
-        return kHasMin ? h.m : _mm256_mul_ps(h.d, _mm256_set1_ps(-kOffset));
-    }
-};
+__m256 nibble_coef(const Heads8<NibbleLayout<W>::kBlockBytes>& heads) {
+    using F = NibbleLayout<W>;
+    return F::kHasMin ? heads.m : _mm256_mul_ps(heads.d, _mm256_set1_ps(-F::kOffset));
+}
 
 // Blocks g .. g + count - 1 (count <= 8) of a Q4_0 / Q4_1 / Q5_0 / Q5_1 row for T tokens, one
-// block per 256-bit vector in element order: a broadcast of the 16 nibble bytes, shifted by 4 in
-// the upper half only (vpsrlvq), gives elements 0-15 in the low half and 16-31 in the high one
-// after the mask, so the activations load as they are. The heads of the 8 blocks are converted
+// block per 256-bit vector in element order (split_nibbles16), so the activations load as they
+// are. The heads of the 8 blocks are converted
 // at once (Heads8), their d * d_a scales reach each block by a broadcast load, and the min or
 // offset term is one FMA per 8 blocks. Before this form, decoding each block's d and m
 // separately (scalar vcvtph2ps, a scalar FMA for the min) took half of the kernel's instructions:
@@ -415,10 +401,10 @@ template <Type W, int T>
 __attribute__((always_inline)) inline void nibble_blocks(const std::uint8_t* row, std::int64_t g,
                                                          int count, const TokenRows<T>& acts,
                                                          __m256* acc0, __m256* acc1, __m256* corr) {
-    using F = NibbleFormat<W>;
+    using F = NibbleLayout<W>;
     const std::uint8_t* gb = row + static_cast<std::size_t>(g) * F::kBlockBytes;
     const Heads8<F::kBlockBytes> heads(gb, count);
-    const __m256 coef = F::coef(heads);
+    const __m256 coef = nibble_coef<W>(heads);
     // Each block's d * d_a reaches its FMA as a broadcast load from this copy: a load port
     // instead of a vpermps and the index vector it needs on the shuffle port.
     alignas(32) float scale[T][8];
@@ -427,15 +413,11 @@ __attribute__((always_inline)) inline void nibble_blocks(const std::uint8_t* row
         corr[t] = _mm256_fmadd_ps(coef, _mm256_loadu_ps(acts.s[t] + g), corr[t]);
         _mm256_store_ps(scale[t], _mm256_mul_ps(heads.d, _mm256_loadu_ps(acts.d[t] + g)));
     }
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     auto block = [&](int i, __m256* acc) __attribute__((always_inline)) {
         const std::uint8_t* blk = gb + F::kBlockBytes * static_cast<std::size_t>(i);
-        const __m256i both = _mm256_broadcastsi128_si256(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + F::kNibbles)));
-        __m256i w = _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4)), low4);
-        if constexpr (F::kFifth)
-            w = _mm256_or_si256(w, fifth_bits(load_le32(blk + F::kNibbles - 4)));
+        __m256i w = split_nibbles16(blk + F::kNibbles);
+        if constexpr (F::kFifth) w = _mm256_or_si256(w, fifth_bits(load_le32(blk + F::kFifthBits)));
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
             const __m256i x =
@@ -493,7 +475,7 @@ void q5_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 template <Type W, int T>
 void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     static_assert(W == Type::Q4_0 || W == Type::Q4_1);
-    using F = NibbleFormat<W>;
+    using F = NibbleLayout<W>;
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
@@ -504,16 +486,13 @@ void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     for (; g + 8 <= nb; g += 8) {
         const std::uint8_t* gb = row + static_cast<std::size_t>(g) * F::kBlockBytes;
         const Heads8<F::kBlockBytes> heads(gb, 8);
-        auto nibbles = [&](int i) {
-            return _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                gb + static_cast<std::size_t>(i) * F::kBlockBytes + F::kNibbles));
-        };
-        const __m256i quads[4] = {
-            _mm256_set_m128i(nibbles(4), nibbles(0)), _mm256_set_m128i(nibbles(5), nibbles(1)),
-            _mm256_set_m128i(nibbles(6), nibbles(2)), _mm256_set_m128i(nibbles(7), nibbles(3))};
+        __m256i quads[4];
+        for (int i = 0; i < 4; ++i)
+            quads[i] =
+                blocks_in_lanes<__m256i>(gb + i * F::kBlockBytes + F::kNibbles, F::kBlockBytes);
         __m256i u[8];
         nibble_words(quads, u);
-        const __m256 coef = F::coef(heads);
+        const __m256 coef = nibble_coef<W>(heads);
         // Word v of the group's 8 blocks: bytes 64 v + 32 (g % 16 / 8) of its 16-block group.
         const std::size_t x_offset =
             a.act_interleaved_offset + static_cast<std::size_t>(g / 16) * 512 + (g % 16 ? 32 : 0);

@@ -562,12 +562,13 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         // The first token group brings the row in (later groups find it in L1).
         if (t0 == 0) prefetch_ahead(blk, static_cast<std::size_t>(count) * 34, end);
         // The blocks' d: a full group collects them by scalar stores into an array loaded as
-        // a vector, whose wait on store forwarding its 8 pairs hide; four windows of word
-        // permutes (BlockHeads) cost more there (2048 x 2048, one token, one thread, in cache,
-        // Intel Xeon 0xCF: 0.156-0.161 ms against 0.200). A row's last, partial group has too
-        // little work to hide the wait and takes the permutes: 49152 x 576 (SmolLM2's output, 18
-        // blocks a row) 1.98-2.00 -> 1.64-1.73 ms, 262144 x 640 (Gemma 3's) 14.6-15.2 -> 13.6-14.4
-        // ms.
+        // a vector, whose wait on store forwarding the group's own work hides; the word
+        // permutes of BlockHeads cost more there (one token, one thread, in cache, Intel Xeon
+        // 0xCF, with the full groups in the lane form below, ms: 2048 x 2048 0.144 with the
+        // array against 0.173-0.175 with the permutes, 49152 x 576 1.32-1.37 against 1.54-1.64).
+        // A row's last, partial group has too little work to hide the wait and takes the
+        // permutes (49152 x 576, one token, all groups in the pair form then: 1.98-2.00 ->
+        // 1.64-1.73 ms).
         __m512 wd;
         if (count == 16) {
             alignas(32) std::uint16_t h[16];
@@ -590,20 +591,11 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             // blocks' scales apply in one FMA per token instead of a vpermps and an FMA per
             // pair. The transpose is paid once per row and group, the rest per token, which
             // is what a verification chunk of several tokens multiplies.
-            auto quad = [&](int i, int half) {
-                auto part = [&](int l) {
-                    return _mm_loadu_si128(
-                        reinterpret_cast<const __m128i*>(blk + 34 * l + 2 + 16 * half));
-                };
-                __m512i v = _mm512_castsi128_si512(part(i));
-                v = _mm512_inserti32x4(v, part(i + 4), 1);
-                v = _mm512_inserti32x4(v, part(i + 8), 2);
-                return _mm512_inserti32x4(v, part(i + 12), 3);
-            };
             __m512i w[8];
             for (int half = 0; half < 2; ++half) {
-                const __m512i quads[4] = {quad(0, half), quad(1, half), quad(2, half),
-                                          quad(3, half)};
+                __m512i quads[4];
+                for (int i = 0; i < 4; ++i)
+                    quads[i] = blocks_in_lanes<__m512i>(blk + 34 * i + 2 + 16 * half, 34);
                 __m512i words[4];
                 transpose_words4(quads, words);
                 for (int j = 0; j < 4; ++j) w[4 * half + j] = _mm512_xor_si512(words[j], flip);

@@ -73,6 +73,25 @@ inline void transpose_words8(const __m256i (&r)[8], __m256i (&out)[8]) {
     }
 }
 
+// Sixteen bytes of block i + 4k in 128-bit lane k (two lanes for 256-bit vectors, four for
+// 512-bit): p points at block i's bytes, block_bytes apart. Four such vectors (i = 0..3) are what
+// transpose_words4 takes.
+template <typename V>
+inline V blocks_in_lanes(const std::uint8_t* p, std::size_t block_bytes) {
+    auto part = [&](int k) {
+        return _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(p + static_cast<std::size_t>(4 * k) * block_bytes));
+    };
+    if constexpr (sizeof(V) == 64) {
+        V v = _mm512_castsi128_si512(part(0));
+        v = _mm512_inserti32x4(v, part(1), 1);
+        v = _mm512_inserti32x4(v, part(2), 2);
+        return _mm512_inserti32x4(v, part(3), 3);
+    } else {
+        return _mm256_set_m128i(part(1), part(0));
+    }
+}
+
 // Sixteen bytes of each of four blocks in every 128-bit lane of r[i] (block i + 4k in lane k) ->
 // word[j] holding 32-bit word j of those bytes for every block (block 4k + i in lane 4k + i): a
 // 4 x 4 transpose of words within each 128-bit lane, for 256- or 512-bit vectors. The decode
