@@ -139,15 +139,20 @@ Bytes random_weights(Type type, std::int64_t rows, std::int64_t n, std::uint32_t
     return bytes;
 }
 
-Bytes quantized_weights(Type type, std::int64_t rows, std::int64_t n, std::uint32_t seed) {
-    Random rng(seed);
-    std::vector<float> w(static_cast<std::size_t>(rows * n));
-    for (auto& v : w) v = static_cast<float>(0.02 * rng.normal());
+// `rows` rows of n floats (w) quantized to `type` by the library's own quantizer.
+Bytes quantize_rows(Type type, const std::vector<float>& w, std::int64_t rows, std::int64_t n) {
     const std::size_t rb = row_bytes(type, n);
     Bytes bytes(rb * static_cast<std::size_t>(rows));
     for (std::int64_t r = 0; r < rows; ++r)
         quantize_row(type, w.data() + r * n, bytes.data() + r * rb, n);
     return bytes;
+}
+
+Bytes quantized_weights(Type type, std::int64_t rows, std::int64_t n, std::uint32_t seed) {
+    Random rng(seed);
+    std::vector<float> w(static_cast<std::size_t>(rows * n));
+    for (auto& v : w) v = static_cast<float>(0.02 * rng.normal());
+    return quantize_rows(type, w, rows, n);
 }
 
 // "output o: a against b" for the first output whose bits differ between two runs, or "".
@@ -177,11 +182,7 @@ Bytes saturated_weights(Type type, std::int64_t rows, std::int64_t n) {
             w[static_cast<std::size_t>(r * n + k)] =
                 (k % 16 == 0 ? -32.0f / 31.0f : 1.0f) * (r % 2 ? -1.0f : 1.0f);
     }
-    const std::size_t rb = row_bytes(type, n);
-    Bytes bytes(rb * static_cast<std::size_t>(rows));
-    for (std::int64_t r = 0; r < rows; ++r)
-        quantize_row(type, w.data() + r * n, bytes.data() + r * rb, n);
-    return bytes;
+    return quantize_rows(type, w, rows, n);
 }
 
 std::vector<float> random_activations(std::int64_t tokens, std::int64_t n, std::uint32_t seed) {
@@ -502,7 +503,7 @@ void TestMatmul::saturatedCodesMatchReference() {
         const std::int64_t n = traits(type).block_size == 256 ? 2048 : 640;
         for (std::int64_t tokens : {1, 7, 37}) {
             double worst = 0;
-            const std::string failure = check_case({type, 13, n, tokens, true, true}, &worst);
+            const std::string failure = check_case({type, 13, n, tokens, false, true}, &worst);
             QVERIFY2(failure.empty(), failure.c_str());
         }
     }
