@@ -2,6 +2,9 @@
 // runs. Compiled for the baseline instruction set: the CPU check happens here, before anything
 // in kv_kernels_avx2.cpp runs.
 #include "kv/kv_kernels.h"
+
+#include <cmath>
+
 #include "tensor/matmul.h"
 
 #include "tensor/f16.h"
@@ -25,18 +28,6 @@ float dot_f32(const float* k, const float* q, int n) {
     return sum;
 }
 
-float dot_f16(const std::uint16_t* k, const float* q, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i) sum += tensor::f16_to_f32(k[i]) * q[i];
-    return sum;
-}
-
-float dot_q8(const std::int8_t* k, const float* q, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i) sum += static_cast<float>(k[i]) * q[i];
-    return sum;
-}
-
 void axpy_f32(const float* v, float w, float* acc, int n) {
     for (int i = 0; i < n; ++i) acc[i] += w * v[i];
 }
@@ -53,13 +44,32 @@ void q8_to_f32(const std::int8_t* in, float scale, float* out, int n) {
     for (int i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) * scale;
 }
 
-// One dot product per (row, key), each summed in index order: the same whatever rows and
-// keys the call covers.
-void tile_scores(const float* q, int rows, const float* const* k, int keys, int n, float* s,
-                 std::int64_t s_stride) {
+void k_run_f16(const std::uint16_t* src, int stride, int len, int n, float* dst, int dst_stride) {
+    for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < len; ++j) dst[i * dst_stride + j] = tensor::f16_to_f32(src[i * stride + j]);
+    }
+}
+
+void k_run_q8(const std::int8_t* src, int stride, const float* scales, int len, int n, float* dst,
+              int dst_stride) {
+    for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < len; ++j)
+            dst[i * dst_stride + j] = static_cast<float>(src[i * stride + j]) * scales[j];
+    }
+}
+
+// The table contract's chain of fused multiply-adds (kv_kernels.h), written out: std::fma is
+// the correctly rounded a * b + c that the SIMD tables' FMA instructions compute, so this
+// table's scores equal theirs bit for bit.
+void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+                 float scale, float* s, std::int64_t s_stride) {
     for (int r = 0; r < rows; ++r) {
         const float* qr = q + static_cast<std::int64_t>(r) * n;
-        for (int j = 0; j < keys; ++j) s[r * s_stride + j] = dot_f32(k[j], qr, n);
+        for (int j = 0; j < keys; ++j) {
+            float acc = 0.0f;
+            for (int i = 0; i < n; ++i) acc = std::fma(qr[i], kt[i * kt_stride + j], acc);
+            s[r * s_stride + j] = acc * scale;
+        }
     }
 }
 
@@ -71,9 +81,9 @@ void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const floa
     }
 }
 
-constexpr Kernels kScalar{"scalar", f32_to_f16, f16_to_f32,  dot_f32,
-                          dot_f16,  dot_q8,     axpy_f32,    axpy_f16,
-                          axpy_q8,  q8_to_f32,  tile_scores, tile_accumulate};
+constexpr Kernels kScalar{"scalar",  f32_to_f16, f16_to_f32, dot_f32,     axpy_f32,
+                          axpy_f16,  axpy_q8,    q8_to_f32,  k_run_f16,   k_run_q8,
+                          tile_scores, tile_accumulate};
 
 const Kernels& choose_best() {
 #if defined(TOKENSCOPE_KV_AVX2)

@@ -15,20 +15,32 @@ struct Kernels {
     void (*f32_to_f16)(const float* in, std::uint16_t* out, int n);
     void (*f16_to_f32)(const std::uint16_t* in, float* out, int n);
     float (*dot_f32)(const float* k, const float* q, int n);
-    float (*dot_f16)(const std::uint16_t* k, const float* q, int n);
-    float (*dot_q8)(const std::int8_t* k, const float* q, int n);  // unscaled
     void (*axpy_f32)(const float* v, float w, float* acc, int n);
     void (*axpy_f16)(const std::uint16_t* v, float w, float* acc, int n);
     void (*axpy_q8)(const std::int8_t* v, float w, float* acc, int n);  // w includes the scale
     void (*q8_to_f32)(const std::int8_t* in, float scale, float* out, int n);  // out = in * scale
 
+    // K is stored transposed inside a block (KvStorage): element i of the block's slot o sits
+    // at i * stride + o, stride = block size. These convert `len` consecutive slots of one
+    // block, all n elements, into a transposed float tile: dst[i * dst_stride + j] for i < n,
+    // j < len, with the values read_k gives (the F16 conversion is exact; Q8 is the float
+    // product code * scales[j]).
+    void (*k_run_f16)(const std::uint16_t* src, int stride, int len, int n, float* dst,
+                      int dst_stride);
+    void (*k_run_q8)(const std::int8_t* src, int stride, const float* scales, int len, int n,
+                     float* dst, int dst_stride);
+
     // Blocked attention over a tile of keys (KvStorage::tile_scores / tile_accumulate). The
     // result for one (row, key) pair, or one output element, must not depend on how many rows
     // or keys the call has: decode (one query) and prefill (a block of queries) then agree bit
-    // for bit. Both kernels therefore treat every pair the same way, whatever the tiling.
-    // s[r * s_stride + j] = q_r . k[j] for r < rows, j < keys; q_r = q + r * n.
-    void (*tile_scores)(const float* q, int rows, const float* const* k, int keys, int n, float* s,
-                        std::int64_t s_stride);
+    // for bit.
+    // s[r * s_stride + j] = scale * (q_r . k_j) for r < rows, j < keys, q_r = q + r * n, where
+    // k_j is column j of the transposed tile kt (element i at kt[i * kt_stride + j]). Every
+    // table computes the dot product as one chain of fused multiply-adds over i in ascending
+    // order, starting from +0, and then one multiplication by the scale: the scores of all
+    // tables agree bit for bit, and the SIMD ones keep keys in the lanes (no horizontal sums).
+    void (*tile_scores)(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+                        float scale, float* s, std::int64_t s_stride);
     // out_r += sum over j < keys, in ascending j, of p[r * p_stride + j] * v[j];
     // out_r = out + r * n.
     void (*tile_accumulate)(const float* p, std::int64_t p_stride, int rows, const float* const* v,
@@ -47,8 +59,8 @@ const Kernels& best_kernels();
 const Kernels& avx2_kernel_table();
 // The two blocked-attention kernels for AVX-512 F (kv_kernels_avx512.cpp); the AVX-512 table is
 // the AVX2 one with these two. Callers must check the CPU first.
-void tile_scores_avx512(const float* q, int rows, const float* const* k, int keys, int n, float* s,
-                        std::int64_t s_stride);
+void tile_scores_avx512(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+                        float scale, float* s, std::int64_t s_stride);
 void tile_accumulate_avx512(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                             int keys, int n, float* out);
 #endif

@@ -59,24 +59,6 @@ float dot_f32(const float* k, const float* q, int n) {
     return sum;
 }
 
-float dot_f16(const std::uint16_t* k, const float* q, int n) {
-    __m256 acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(load_f16(k + i), _mm256_loadu_ps(q + i), acc);
-    float sum = hsum(acc);
-    for (; i < n; ++i) sum += half_to_float(k[i]) * q[i];
-    return sum;
-}
-
-float dot_q8(const std::int8_t* k, const float* q, int n) {
-    __m256 acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(load_q8(k + i), _mm256_loadu_ps(q + i), acc);
-    float sum = hsum(acc);
-    for (; i < n; ++i) sum += static_cast<float>(k[i]) * q[i];
-    return sum;
-}
-
 void axpy_f32(const float* v, float w, float* acc, int n) {
     const __m256 wv = _mm256_set1_ps(w);
     int i = 0;
@@ -119,88 +101,99 @@ __m256i lanes(int m) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + 8 - m));
 }
 
-// Lane i of the result is the sum of the lanes of a[i], always added as
-// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)): a pair's score does not depend on the
-// other pairs that share the call.
-__m256 sum8(const __m256* a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]);
-    const __m256 t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]);
-    const __m256 t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1);  // sums of 4: a0..a3 low halves | high halves
-    const __m256 u1 = _mm256_hadd_ps(t2, t3);  // the same for a4..a7
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
+void k_run_f16(const std::uint16_t* src, int stride, int len, int n, float* dst, int dst_stride) {
+    for (int i = 0; i < n; ++i) {
+        const std::uint16_t* x = src + i * stride;
+        float* y = dst + i * dst_stride;
+        int j = 0;
+        for (; j + 8 <= len; j += 8) _mm256_storeu_ps(y + j, load_f16(x + j));
+        for (; j < len; ++j) y[j] = half_to_float(x[j]);
+    }
 }
 
-// R query rows against K keys (R * K = 8): every pair keeps its own 8-lane accumulator over
-// the row (one FMA per 8 elements, in index order), then sum8. Returns the 8 scores, pair
-// (r, j) in lane r * K + j.
-template <int R, int K>
-__m256 score_block(const float* q, int n, const float* const* k) {
-    __m256 acc[8];
-    for (int a = 0; a < 8; ++a) acc[a] = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
+void k_run_q8(const std::int8_t* src, int stride, const float* scales, int len, int n, float* dst,
+              int dst_stride) {
+    for (int i = 0; i < n; ++i) {
+        const std::int8_t* x = src + i * stride;
+        float* y = dst + i * dst_stride;
+        int j = 0;
+        for (; j + 8 <= len; j += 8)
+            _mm256_storeu_ps(y + j, _mm256_mul_ps(load_q8(x + j), _mm256_loadu_ps(scales + j)));
+        for (; j < len; ++j) y[j] = static_cast<float>(x[j]) * scales[j];
+    }
+}
+
+// Rows [0, R) against the V * 8 keys from kt's column 0 (`keys` of them stored, 1 to 8 V):
+// per (row, key) acc = fma(q_i, k_i, acc) over the row in order, keys in the lanes, as the
+// table contract says. The key vectors are loaded once per element and serve R rows.
+template <int R, int V>
+void score_keys(const float* q, int n, const float* kt, int kt_stride, int keys, __m256 scale,
+                float* s, std::int64_t s_stride) {
+    __m256 acc[R][V];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
+    }
+    for (int i = 0; i < n; ++i) {
+        __m256 k[V];
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(kt + i * kt_stride + 8 * v);
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const __m256 qv = _mm256_loadu_ps(q + r * n + i);
-            for (int j = 0; j < K; ++j) {
-                acc[r * K + j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[j] + i), acc[r * K + j]);
+            const __m256 b = _mm256_broadcast_ss(q + r * n + i);
+#pragma GCC unroll 2
+            for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(b, k[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) {
+            const __m256 x = _mm256_mul_ps(acc[r][v], scale);
+            float* out = s + r * s_stride + 8 * v;
+            const int cols = keys - 8 * v;
+            if (cols >= 8) {
+                _mm256_storeu_ps(out, x);
+            } else if (cols > 0) {
+                _mm256_maskstore_ps(out, lanes(cols), x);
             }
         }
     }
-    if (i < n) {
-        const __m256i m = lanes(n - i);
-        for (int r = 0; r < R; ++r) {
-            const __m256 qv = _mm256_maskload_ps(q + r * n + i, m);
-            for (int j = 0; j < K; ++j) {
-                acc[r * K + j] =
-                    _mm256_fmadd_ps(qv, _mm256_maskload_ps(k[j] + i, m), acc[r * K + j]);
-            }
-        }
-    }
-    return sum8(acc);
 }
 
-// Pairs of rows against groups of 4 keys, then a last odd row against groups of 8. A group
-// short of keys repeats its last key (those scores are dropped), so every call of
-// score_block computes whole groups.
-void tile_scores(const float* q, int rows, const float* const* k, int keys, int n, float* s,
-                 std::int64_t s_stride) {
-    const float* group[8];
-    alignas(32) float out[8];
+// Up to 6 rows x 16 keys per pass: 12 accumulators, two key vectors and a broadcast fill 15
+// of the 16 registers.
+constexpr int kScoreRows = 6;
+
+template <int V>
+void score_rows(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+                __m256 scale, float* s, std::int64_t s_stride) {
     int r = 0;
-    for (; r + 2 <= rows; r += 2) {
-        float* s0 = s + r * s_stride;
-        float* s1 = s0 + s_stride;
-        for (int j = 0; j < keys; j += 4) {
-            const int m = keys - j < 4 ? keys - j : 4;
-            for (int g = 0; g < 4; ++g) group[g] = k[j + (g < m ? g : m - 1)];
-            const __m256 v = score_block<2, 4>(q + r * n, n, group);
-            if (m == 4) {
-                _mm_storeu_ps(s0 + j, _mm256_castps256_ps128(v));
-                _mm_storeu_ps(s1 + j, _mm256_extractf128_ps(v, 1));
-            } else {
-                _mm256_store_ps(out, v);
-                for (int g = 0; g < m; ++g) {
-                    s0[j + g] = out[g];
-                    s1[j + g] = out[4 + g];
-                }
-            }
-        }
+    for (; r + kScoreRows <= rows; r += kScoreRows) {
+        score_keys<kScoreRows, V>(q + r * n, n, kt, kt_stride, keys, scale, s + r * s_stride,
+                                  s_stride);
     }
-    if (r < rows) {
-        float* s0 = s + r * s_stride;
-        for (int j = 0; j < keys; j += 8) {
-            const int m = keys - j < 8 ? keys - j : 8;
-            for (int g = 0; g < 8; ++g) group[g] = k[j + (g < m ? g : m - 1)];
-            const __m256 v = score_block<1, 8>(q + r * n, n, group);
-            if (m == 8) {
-                _mm256_storeu_ps(s0 + j, v);
-            } else {
-                _mm256_store_ps(out, v);
-                for (int g = 0; g < m; ++g) s0[j + g] = out[g];
-            }
+    const float* qr = q + r * n;
+    float* sr = s + r * s_stride;
+    switch (rows - r) {
+        case 5: score_keys<5, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 4: score_keys<4, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 3: score_keys<3, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 2: score_keys<2, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 1: score_keys<1, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        default: break;
+    }
+}
+
+void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+                 float scale, float* s, std::int64_t s_stride) {
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (int j = 0; j < keys; j += 16) {
+        if (keys - j > 8) {
+            score_rows<2>(q, rows, kt + j, kt_stride, keys - j, n, sv, s + j, s_stride);
+        } else {
+            score_rows<1>(q, rows, kt + j, kt_stride, keys - j, n, sv, s + j, s_stride);
         }
     }
 }
@@ -245,17 +238,20 @@ void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* 
     }
 }
 
+// Rows per accumulate pass: 8 accumulators, two value vectors and a broadcast.
+constexpr int kAccumulateRows = 4;
+
 void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                      int keys, int n, float* out) {
-    for_row_groups(rows, [&](int r, auto count) {
+    for_row_groups<kAccumulateRows>(rows, [&](int r, auto count) {
         accumulate_rows<decltype(count)::value>(p + r * p_stride, p_stride, v, keys, n,
                                                 out + static_cast<std::int64_t>(r) * n);
     });
 }
 
-constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16, f16_to_f32,  dot_f32,
-                        dot_f16,         dot_q8,     axpy_f32,    axpy_f16,
-                        axpy_q8,         q8_to_f32,  tile_scores, tile_accumulate};
+constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16, f16_to_f32, dot_f32,     axpy_f32,
+                        axpy_f16,        axpy_q8,    q8_to_f32,  k_run_f16,   k_run_q8,
+                        tile_scores,     tile_accumulate};
 
 }  // namespace
 

@@ -6,10 +6,11 @@
 //
 // The kernels keep the table's contract (kv_kernels.h): a (row, key) score or an output element
 // comes out the same whatever else shares the call.
-// - tile_scores works on 4 rows x 4 keys (2 x 8 and 1 x 16 for leftover rows). Each pair has
-//   its own 16-lane accumulator over the row (one FMA per 16 elements, in index order, the tail
-//   masked with zeros), summed by one fixed tree (reduce16). A short key group repeats its last
-//   key and drops those results.
+// - tile_scores keeps keys in the lanes of a transposed K tile (KvStorage stores K transposed
+//   inside a block), 12 rows x 32 keys per pass: per element one key-vector load serves 12 rows'
+//   FMAs, and each score is the contract's chain of FMAs, equal to the AVX2 and scalar tables'.
+//   The form it replaced kept the row's elements in the lanes and needed a 16-way horizontal sum
+//   per 16 scores: 59 GFLOP/s on one thread at SmolLM2's shape, about a third of the FMA peak.
 // - tile_accumulate adds p * v over the keys in ascending order, one FMA per element and key,
 //   the same operations as the AVX2 and scalar kernels: its outputs equal theirs bit for bit.
 #include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
@@ -29,70 +30,68 @@ inline __mmask16 lanes16(int m) {
     return static_cast<__mmask16>(m >= 16 ? 0xFFFF : (1u << m) - 1u);
 }
 
-// Lane i of the result is the sum of a[i]'s 16 lanes, by the same tree for every i: pairs of
-// 4-lane groups inside each 128-bit lane, then the four 128-bit lanes.
-inline __m512 reduce16(const __m512 (&a)[16]) {
-    __m512 b[8];
-    for (int p = 0; p < 8; ++p) {
-        b[p] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * p], a[2 * p + 1]),
-                             _mm512_unpackhi_ps(a[2 * p], a[2 * p + 1]));
-    }
-    __m512 c[4];
-    for (int p = 0; p < 4; ++p) {
-        const __m512d u = _mm512_castps_pd(b[2 * p]), w = _mm512_castps_pd(b[2 * p + 1]);
-        c[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, w)),
-                             _mm512_castpd_ps(_mm512_unpackhi_pd(u, w)));
-    }
-    // c[p]'s 128-bit lane L: a[4p .. 4p + 3] summed over lane L of each.
-    const __m512 d0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    const __m512 d1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(d0, d1, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// Scores of rows q[0, R) against keys k[0, K), R * K = 16: lane K r + j. Every pair's sum is
-// the same expression whatever R and K are (the FMAs over the row, then reduce16's tree), so
-// the 1 x 16 and 2 x 8 shapes that serve one or two leftover rows agree with 4 x 4 bit for bit.
-template <int R, int K>
-__m512 score_block(const float* const (&q)[R], const float* const (&k)[K], int n) {
-    static_assert(R * K == 16);
-    __m512 acc[16];
+// Rows [0, R) against the V * 16 keys from kt's column 0 (`keys` of them stored, 1 to 16 V):
+// per (row, key) acc = fma(q_i, k_i, acc) over the row in order, keys in the lanes, as the
+// table contract says (the AVX2 and scalar tables compute the same chains: equal scores).
+template <int R, int V>
+void score_keys(const float* q, int n, const float* kt, int kt_stride, int keys, __m512 scale,
+                float* s, std::int64_t s_stride) {
+    __m512 acc[R][V];
 #pragma GCC unroll 16
-    for (int a = 0; a < 16; ++a) acc[a] = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += 16) {
-        const __mmask16 m = lanes16(n - i);
-        __m512 kv[K];
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+    }
+    for (int i = 0; i < n; ++i) {
+        __m512 k[V];
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) k[v] = _mm512_loadu_ps(kt + i * kt_stride + 16 * v);
 #pragma GCC unroll 16
-        for (int j = 0; j < K; ++j) kv[j] = _mm512_maskz_loadu_ps(m, k[j] + i);
-#pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
-            const __m512 qv = _mm512_maskz_loadu_ps(m, q[r] + i);
-#pragma GCC unroll 16
-            for (int j = 0; j < K; ++j) acc[K * r + j] = _mm512_fmadd_ps(qv, kv[j], acc[K * r + j]);
+            const __m512 b = _mm512_set1_ps(q[r * n + i]);
+#pragma GCC unroll 2
+            for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(b, k[v], acc[r][v]);
         }
     }
-    return reduce16(acc);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) {
+            const int cols = keys - 16 * v;
+            if (cols > 0) {
+                _mm512_mask_storeu_ps(s + r * s_stride + 16 * v, lanes16(cols),
+                                      _mm512_mul_ps(acc[r][v], scale));
+            }
+        }
+    }
 }
 
-// Rows [r0, r0 + R) of the tile's scores, all keys, in groups of K (a short last group repeats
-// its last key; those lanes are dropped).
-template <int R, int K>
-void score_rows(const float* q, int r0, const float* const* k, int keys, int n, float* s,
-                std::int64_t s_stride) {
-    alignas(64) float out[16];
-    const float* qr[R];
-    for (int r = 0; r < R; ++r) qr[r] = q + static_cast<std::int64_t>(r0 + r) * n;
-    for (int j0 = 0; j0 < keys; j0 += K) {
-        const int mk = keys - j0 < K ? keys - j0 : K;
-        const float* kj[K];
-        for (int j = 0; j < K; ++j) kj[j] = k[j0 + (j < mk ? j : mk - 1)];
-        _mm512_store_ps(out, score_block<R, K>(qr, kj, n));
-        for (int r = 0; r < R; ++r) {
-            float* row = s + (r0 + r) * s_stride + j0;
-            for (int j = 0; j < mk; ++j) row[j] = out[K * r + j];
-        }
+// Up to 12 rows x 32 keys per pass: 24 accumulators and two key vectors of the 32 registers.
+constexpr int kScoreRows = 12;
+
+template <int V>
+void score_rows(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+                __m512 scale, float* s, std::int64_t s_stride) {
+    int r = 0;
+    for (; r + kScoreRows <= rows; r += kScoreRows) {
+        score_keys<kScoreRows, V>(q + r * n, n, kt, kt_stride, keys, scale, s + r * s_stride,
+                                  s_stride);
+    }
+    const float* qr = q + r * n;
+    float* sr = s + r * s_stride;
+    switch (rows - r) {
+        case 11: score_keys<11, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 10: score_keys<10, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 9: score_keys<9, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 8: score_keys<8, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 7: score_keys<7, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 6: score_keys<6, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 5: score_keys<5, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 4: score_keys<4, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 3: score_keys<3, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 2: score_keys<2, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        case 1: score_keys<1, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
+        default: break;
     }
 }
 
@@ -106,7 +105,7 @@ void accumulate64(const float* p, std::int64_t p_stride, const float* const* v, 
     const __mmask16 m2 = i + 32 < n ? lanes16(n - i - 32) : 0;
     const __mmask16 m3 = i + 48 < n ? lanes16(n - i - 48) : 0;
     __m512 a0[R], a1[R], a2[R], a3[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
         const float* o = out + r * n + i;
         a0[r] = _mm512_maskz_loadu_ps(m0, o);
@@ -120,7 +119,7 @@ void accumulate64(const float* p, std::int64_t p_stride, const float* const* v, 
         const __m512 x1 = _mm512_maskz_loadu_ps(m1, vj + 16);
         const __m512 x2 = _mm512_maskz_loadu_ps(m2, vj + 32);
         const __m512 x3 = _mm512_maskz_loadu_ps(m3, vj + 48);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const __m512 w = _mm512_set1_ps(p[r * p_stride + j]);
             a0[r] = _mm512_fmadd_ps(w, x0, a0[r]);
@@ -129,7 +128,7 @@ void accumulate64(const float* p, std::int64_t p_stride, const float* const* v, 
             a3[r] = _mm512_fmadd_ps(w, x3, a3[r]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
         float* o = out + r * n + i;
         _mm512_mask_storeu_ps(o, m0, a0[r]);
@@ -147,17 +146,25 @@ void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* 
 
 }  // namespace
 
-void tile_scores_avx512(const float* q, int rows, const float* const* k, int keys, int n, float* s,
-                        std::int64_t s_stride) {
-    int r = 0;
-    for (; r + 4 <= rows; r += 4) score_rows<4, 4>(q, r, k, keys, n, s, s_stride);
-    for (; r + 2 <= rows; r += 2) score_rows<2, 8>(q, r, k, keys, n, s, s_stride);
-    if (r < rows) score_rows<1, 16>(q, r, k, keys, n, s, s_stride);
+void tile_scores_avx512(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+                        float scale, float* s, std::int64_t s_stride) {
+    const __m512 sv = _mm512_set1_ps(scale);
+    for (int j = 0; j < keys; j += 32) {
+        if (keys - j > 16) {
+            score_rows<2>(q, rows, kt + j, kt_stride, keys - j, n, sv, s + j, s_stride);
+        } else {
+            score_rows<1>(q, rows, kt + j, kt_stride, keys - j, n, sv, s + j, s_stride);
+        }
+    }
 }
+
+// Rows per accumulate pass: 24 accumulators, four value vectors and a broadcast of the 32
+// registers.
+constexpr int kAccumulateRows = 6;
 
 void tile_accumulate_avx512(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                             int keys, int n, float* out) {
-    for_row_groups(rows, [&](int r, auto count) {
+    for_row_groups<kAccumulateRows>(rows, [&](int r, auto count) {
         accumulate_rows<decltype(count)::value>(p + r * p_stride, p_stride, v, keys, n,
                                                 out + static_cast<std::int64_t>(r) * n);
     });

@@ -19,22 +19,38 @@ namespace tokenscope::kv {
 namespace {
 
 // Q8 row: scale = max|x| / 127, q = round(x / scale), so |x - q * scale| <= scale / 2.
-// An all-zero row gets scale 0 and zeros.
-float quantize_q8(const float* x, std::int8_t* q, int n) {
+// An all-zero row gets scale 0 and zeros. Code i goes to q[i * stride].
+float quantize_q8(const float* x, std::int8_t* q, int n, std::int64_t stride) {
     float amax = 0.0f;
     for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float scale = amax / 127.0f;
-    if (scale == 0.0f) {
-        std::memset(q, 0, static_cast<std::size_t>(n));
-        return 0.0f;
-    }
     for (int i = 0; i < n; ++i) {
         // The clamp only matters when x / scale rounds a hair above 127 for the largest value.
-        const float r = std::round(x[i] / scale);
-        q[i] = static_cast<std::int8_t>(std::clamp(r, -127.0f, 127.0f));
+        const float r = scale == 0.0f ? 0.0f : std::round(x[i] / scale);
+        q[i * stride] = static_cast<std::int8_t>(std::clamp(r, -127.0f, 127.0f));
     }
     return scale;
 }
+
+// Calls f(j, slot, len) for each run of slot_ids: slot_ids[j + i] = slot + i for i < len, all in
+// one block. A sequence's positions fill its blocks in order, so a tile is one or two runs, and
+// the per-slot divisions (slot / block_size) happen once per run.
+template <class F>
+void for_runs(std::span<const std::int64_t> slot_ids, std::int64_t block_size, F&& f) {
+    const auto n = static_cast<std::int64_t>(slot_ids.size());
+    for (std::int64_t j = 0; j < n;) {
+        const std::int64_t slot = slot_ids[static_cast<std::size_t>(j)];
+        const std::int64_t room = block_size - slot % block_size;
+        std::int64_t len = 1;
+        while (j + len < n && len < room && slot_ids[static_cast<std::size_t>(j + len)] == slot + len)
+            ++len;
+        f(j, slot, len);
+        j += len;
+    }
+}
+
+// Rows go through a stack buffer this many elements at a time, whatever head_dim is.
+constexpr int kChunk = 64;
 
 }  // namespace
 
@@ -50,7 +66,8 @@ KvStorage::KvStorage(const CacheShape& shape, KernelChoice kernels)
                    : &detail::best_kernels()) {
     validate(shape_);
     slots_ = capacity_tokens(shape_);
-    row_value_bytes_ = static_cast<std::int64_t>(shape_.head_dim) * element_bytes(shape_.type);
+    element_bytes_ = element_bytes(shape_.type);
+    row_value_bytes_ = static_cast<std::int64_t>(shape_.head_dim) * element_bytes_;
     const auto rows = static_cast<std::size_t>(shape_.layers) * static_cast<std::size_t>(slots_) *
                       static_cast<std::size_t>(shape_.kv_heads);
     const std::size_t value_bytes = rows * static_cast<std::size_t>(row_value_bytes_);
@@ -99,9 +116,9 @@ void KvStorage::check(int layer, std::int64_t slot, int head, const char* what) 
     }
 }
 
-void KvStorage::write_row(Part part, std::int64_t row, const float* x) {
+void KvStorage::write_v(std::int64_t row, const float* x) {
     const int d = shape_.head_dim;
-    std::byte* out = (part == Part::K ? k_values_ : v_values_) + row * row_value_bytes_;
+    std::byte* out = v_values_ + row * row_value_bytes_;
     switch (shape_.type) {
         case ElementType::F32:
             std::memcpy(out, x, static_cast<std::size_t>(d) * sizeof(float));
@@ -110,8 +127,34 @@ void KvStorage::write_row(Part part, std::int64_t row, const float* x) {
             kernels_->f32_to_f16(x, reinterpret_cast<std::uint16_t*>(out), d);
             break;
         case ElementType::Q8:
-            (part == Part::K ? k_scales_ : v_scales_)[row] =
-                quantize_q8(x, reinterpret_cast<std::int8_t*>(out), d);
+            v_scales_[row] = quantize_q8(x, reinterpret_cast<std::int8_t*>(out), d, 1);
+            break;
+    }
+}
+
+// K goes into its column of the block (k_element): element i block_size elements after i - 1.
+void KvStorage::write_k(std::int64_t row, const float* x) {
+    const int d = shape_.head_dim;
+    const std::int64_t bs = shape_.block_size;
+    std::byte* out = k_values_ + k_element(row) * element_bytes_;
+    switch (shape_.type) {
+        case ElementType::F32: {
+            auto* y = reinterpret_cast<float*>(out);
+            for (int i = 0; i < d; ++i) y[i * bs] = x[i];
+            break;
+        }
+        case ElementType::F16: {
+            auto* y = reinterpret_cast<std::uint16_t*>(out);
+            std::uint16_t h[kChunk];
+            for (int i0 = 0; i0 < d; i0 += kChunk) {
+                const int n = std::min(kChunk, d - i0);
+                kernels_->f32_to_f16(x + i0, h, n);
+                for (int i = 0; i < n; ++i) y[(i0 + i) * bs] = h[i];
+            }
+            break;
+        }
+        case ElementType::Q8:
+            k_scales_[row] = quantize_q8(x, reinterpret_cast<std::int8_t*>(out), d, bs);
             break;
     }
 }
@@ -121,8 +164,8 @@ void KvStorage::write(int layer, std::int64_t slot, const float* k, const float*
     const int d = shape_.head_dim;
     for (int h = 0; h < shape_.kv_heads; ++h) {
         const std::int64_t row = row_index(layer, slot, h);
-        write_row(Part::K, row, k + h * d);
-        write_row(Part::V, row, v + h * d);
+        write_k(row, k + h * d);
+        write_v(row, v + h * d);
     }
 }
 
@@ -130,24 +173,22 @@ float KvStorage::dot_k(int layer, std::int64_t slot, int head, const float* q) c
     assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot < slots_ && head >= 0 &&
            head < shape_.kv_heads);
     const std::int64_t row = row_index(layer, slot, head);
-    const std::byte* k = values(Part::K, row);
     const int d = shape_.head_dim;
-    switch (shape_.type) {
-        case ElementType::F32:
-            return kernels_->dot_f32(reinterpret_cast<const float*>(k), q, d);
-        case ElementType::F16:
-            return kernels_->dot_f16(reinterpret_cast<const std::uint16_t*>(k), q, d);
-        case ElementType::Q8:
-            return k_scales_[row] * kernels_->dot_q8(reinterpret_cast<const std::int8_t*>(k), q, d);
+    float k[kChunk];
+    float sum = 0.0f;
+    for (int i0 = 0; i0 < d; i0 += kChunk) {
+        const int n = std::min(kChunk, d - i0);
+        convert_k(row, i0, n, k);
+        for (int i = 0; i < n; ++i) sum += k[i] * q[i0 + i];
     }
-    return 0.0f;
+    return sum;
 }
 
 void KvStorage::axpy_v(int layer, std::int64_t slot, int head, float weight, float* acc) const {
     assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot < slots_ && head >= 0 &&
            head < shape_.kv_heads);
     const std::int64_t row = row_index(layer, slot, head);
-    const std::byte* v = values(Part::V, row);
+    const std::byte* v = v_row(row);
     const int d = shape_.head_dim;
     switch (shape_.type) {
         case ElementType::F32:
@@ -177,9 +218,34 @@ void KvStorage::axpy_v(int layer, int head, std::span<const std::int64_t> slot_i
         axpy_v(layer, slot_ids[i], head, weights[i], acc);
 }
 
+// Elements [first, first + n) of K row `row`, gathered from its column.
+void KvStorage::convert_k(std::int64_t row, int first, int n, float* out) const {
+    const std::int64_t bs = shape_.block_size;
+    const std::int64_t e = k_element(row) + first * bs;
+    switch (shape_.type) {
+        case ElementType::F32: {
+            const auto* x = reinterpret_cast<const float*>(k_values_) + e;
+            for (int i = 0; i < n; ++i) out[i] = x[i * bs];
+            break;
+        }
+        case ElementType::F16:
+            kernels_->k_run_f16(reinterpret_cast<const std::uint16_t*>(k_values_) + e,
+                                static_cast<int>(bs), 1, n, out, 1);
+            break;
+        case ElementType::Q8:
+            kernels_->k_run_q8(reinterpret_cast<const std::int8_t*>(k_values_) + e,
+                               static_cast<int>(bs), k_scales_ + row, 1, n, out, 1);
+            break;
+    }
+}
+
 void KvStorage::convert(Part part, std::int64_t row, float* out) const {
-    const std::byte* x = values(part, row);
     const int d = shape_.head_dim;
+    if (part == Part::K) {
+        convert_k(row, 0, d, out);
+        return;
+    }
+    const std::byte* x = v_row(row);
     switch (shape_.type) {
         case ElementType::F32:
             std::memcpy(out, x, static_cast<std::size_t>(d) * sizeof(float));
@@ -188,8 +254,7 @@ void KvStorage::convert(Part part, std::int64_t row, float* out) const {
             kernels_->f16_to_f32(reinterpret_cast<const std::uint16_t*>(x), out, d);
             break;
         case ElementType::Q8:
-            kernels_->q8_to_f32(reinterpret_cast<const std::int8_t*>(x),
-                                (part == Part::K ? k_scales_ : v_scales_)[row], out, d);
+            kernels_->q8_to_f32(reinterpret_cast<const std::int8_t*>(x), v_scales_[row], out, d);
             break;
     }
 }
@@ -199,39 +264,80 @@ void KvStorage::read(Part part, int layer, std::int64_t slot, int head, float* o
     convert(part, row_index(layer, slot, head), out);
 }
 
-void KvStorage::tile(Part part, int layer, int head, std::span<const std::int64_t> slot_ids,
-                     float* buffer, Tile& tile) const {
+void KvStorage::k_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
+                       KeyTile& tile) const {
+    assert(slot_ids.size() <= static_cast<std::size_t>(kTileKeys));
+    const int d = shape_.head_dim;
+    const std::int64_t bs = shape_.block_size;
+    tile.values = buffer;
+    tile.keys = static_cast<int>(slot_ids.size());
+    for_runs(slot_ids, bs, [&](std::int64_t j, std::int64_t slot, std::int64_t len) {
+        assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
+               head >= 0 && head < shape_.kv_heads);
+        const std::int64_t row = row_index(layer, slot, head);
+        const std::int64_t e = k_element(row);
+        float* out = buffer + j;
+        const auto n = static_cast<int>(len);
+        switch (shape_.type) {
+            case ElementType::F32: {
+                const auto* x = reinterpret_cast<const float*>(k_values_) + e;
+                for (int i = 0; i < d; ++i) {
+                    std::memcpy(out + i * kTileKeys, x + i * bs,
+                                static_cast<std::size_t>(n) * sizeof(float));
+                }
+                break;
+            }
+            case ElementType::F16:
+                kernels_->k_run_f16(reinterpret_cast<const std::uint16_t*>(k_values_) + e,
+                                    static_cast<int>(bs), n, d, out, kTileKeys);
+                break;
+            case ElementType::Q8:
+                kernels_->k_run_q8(reinterpret_cast<const std::int8_t*>(k_values_) + e,
+                                   static_cast<int>(bs), k_scales_ + row, n, d, out, kTileKeys);
+                break;
+        }
+    });
+}
+
+void KvStorage::v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
+                       Tile& tile) const {
     assert(slot_ids.size() <= static_cast<std::size_t>(kTileKeys));
     const int d = shape_.head_dim;
     tile.keys = static_cast<int>(slot_ids.size());
-    for (int i = 0; i < tile.keys; ++i) {
-        const std::int64_t slot = slot_ids[static_cast<std::size_t>(i)];
-        assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot < slots_ && head >= 0 &&
-               head < shape_.kv_heads);
-        const std::int64_t row = row_index(layer, slot, head);
-        if (shape_.type == ElementType::F32) {
-            // Already floats: no copy.
-            tile.rows[i] = reinterpret_cast<const float*>(values(part, row));
-        } else {
-            float* out = buffer + static_cast<std::int64_t>(i) * d;
-            convert(part, row, out);
-            tile.rows[i] = out;
+    for_runs(slot_ids, shape_.block_size, [&](std::int64_t j, std::int64_t slot, std::int64_t len) {
+        assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
+               head >= 0 && head < shape_.kv_heads);
+        const std::int64_t row0 = row_index(layer, slot, head);  // the run's rows follow it
+        for (std::int64_t i = j; i < j + len; ++i) {
+            const std::int64_t row = row0 + i - j;
+            if (shape_.type == ElementType::F32) {
+                // Already floats: no copy.
+                tile.rows[i] = reinterpret_cast<const float*>(v_row(row));
+            } else {
+                float* out = buffer + i * d;
+                convert(Part::V, row, out);
+                tile.rows[i] = out;
+            }
         }
-    }
+    });
 }
 
 void KvStorage::prefetch(Part part, int layer, int head,
                          std::span<const std::int64_t> slot_ids) const {
 #if defined(__GNUC__) || defined(__clang__)
     constexpr std::int64_t kLine = 64;
-    for (const std::int64_t slot : slot_ids) {
-        const std::byte* row = values(part, row_index(layer, slot, head));
-        for (std::int64_t b = 0; b < row_value_bytes_; b += kLine) __builtin_prefetch(row + b);
-        if (shape_.type == ElementType::Q8) {
-            __builtin_prefetch((part == Part::K ? k_scales_ : v_scales_) +
-                               row_index(layer, slot, head));
-        }
-    }
+    const std::int64_t bs = shape_.block_size;
+    for_runs(slot_ids, bs, [&](std::int64_t, std::int64_t slot, std::int64_t len) {
+        const std::int64_t row = row_index(layer, slot, head);
+        // V: the run's rows, one range. K: the run's columns cut across the whole region of the
+        // block (head_dim rows of block_size elements), so the whole region.
+        const std::byte* x = part == Part::V ? v_row(row)
+                                             : k_values_ + (row - slot % bs) * row_value_bytes_;
+        const std::int64_t bytes = (part == Part::V ? len : bs) * row_value_bytes_;
+        for (std::int64_t b = 0; b < bytes; b += kLine) __builtin_prefetch(x + b);
+        if (shape_.type == ElementType::Q8)
+            __builtin_prefetch((part == Part::K ? k_scales_ : v_scales_) + row);
+    });
 #else
     (void)part, (void)layer, (void)head, (void)slot_ids;  // a hint only: nothing to do
 #endif
@@ -245,19 +351,10 @@ void KvStorage::prefetch_v(int layer, int head, std::span<const std::int64_t> sl
     prefetch(Part::V, layer, head, slot_ids);
 }
 
-void KvStorage::k_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
-                       Tile& tile) const {
-    this->tile(Part::K, layer, head, slot_ids, buffer, tile);
-}
-
-void KvStorage::v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
-                       Tile& tile) const {
-    this->tile(Part::V, layer, head, slot_ids, buffer, tile);
-}
-
-void KvStorage::tile_scores(const float* q, int rows, const Tile& k, float* scores,
+void KvStorage::tile_scores(const float* q, int rows, const KeyTile& k, float scale, float* scores,
                             std::int64_t stride) const {
-    kernels_->tile_scores(q, rows, k.rows, k.keys, shape_.head_dim, scores, stride);
+    kernels_->tile_scores(q, rows, k.values, kTileKeys, k.keys, shape_.head_dim, scale, scores,
+                          stride);
 }
 
 void KvStorage::tile_accumulate(const float* weights, std::int64_t stride, int rows, const Tile& v,
@@ -282,16 +379,20 @@ void KvStorage::copy_block(const BlockCopy& copy) {
             copy.tokens, copy.src, copy.dst, shape_.num_blocks, bs));
     }
     if (copy.src == copy.dst || copy.tokens == 0) return;
-    // A block's slots are consecutive rows of each head, so per layer and head each part is one
-    // contiguous range.
+    // Per layer and head, V's part of a block is one contiguous range; K's is head_dim ranges,
+    // one per element (K is stored transposed inside the block).
     const auto value_bytes = static_cast<std::size_t>(copy.tokens * row_value_bytes_);
+    const auto element_run = static_cast<std::size_t>(copy.tokens * element_bytes_);
     const auto scale_bytes = static_cast<std::size_t>(copy.tokens) * sizeof(float);
     for (int layer = 0; layer < shape_.layers; ++layer) {
         for (int h = 0; h < shape_.kv_heads; ++h) {
             const std::int64_t src = row_index(layer, static_cast<std::int64_t>(copy.src) * bs, h);
             const std::int64_t dst = row_index(layer, static_cast<std::int64_t>(copy.dst) * bs, h);
-            std::memcpy(k_values_ + dst * row_value_bytes_, k_values_ + src * row_value_bytes_,
-                        value_bytes);
+            for (int i = 0; i < shape_.head_dim; ++i) {
+                const std::int64_t step = static_cast<std::int64_t>(i) * bs * element_bytes_;
+                std::memcpy(k_values_ + dst * row_value_bytes_ + step,
+                            k_values_ + src * row_value_bytes_ + step, element_run);
+            }
             std::memcpy(v_values_ + dst * row_value_bytes_, v_values_ + src * row_value_bytes_,
                         value_bytes);
             if (shape_.type == ElementType::Q8) {

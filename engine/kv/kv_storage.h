@@ -3,12 +3,15 @@
 // that KvCacheManager hands out (slot = block * block_size + offset). A device backend keeps
 // the same bookkeeping and its own device buffers instead of this class.
 //
-// Layout, per layer and separately for K and V: [block][kv_head][slot in block][head_dim]
-// elements, so that one head's rows of a block are one contiguous range: attention reads a
-// head's keys in slot order, and the hardware prefetchers follow a contiguous stream where a
+// Layout, per layer and separately for K and V: [block][kv_head] regions of block_size tokens,
+// so that one head's keys of a block are one contiguous range: attention reads a head's keys
+// in slot order, and the hardware prefetchers follow a contiguous stream where a
 // [slot][kv_head] layout made them stride over the other heads' rows (decode spent a tenth of
-// a step, at 128 cached tokens, waiting for those rows). Q8 keeps the float scales in their own
-// arrays, indexed like the rows, so that the int8 rows stay dense.
+// a step, at 128 cached tokens, waiting for those rows). Inside a region V is [slot][head_dim]
+// and K is transposed, [head_dim][slot]: the score kernels keep keys in the vector lanes (one
+// key vector per element serves every query of a block, and no horizontal sums), and with K
+// stored so, a tile of a block's keys converts straight into that form. Q8 keeps the float
+// scales in their own arrays, one per (slot, head) as if the rows were dense.
 // The memory is allocated zeroed and untouched, so an unused cache costs no resident memory.
 #include <cstddef>
 #include <cstdint>
@@ -47,8 +50,8 @@ class KvStorage {
     // layer or slot out of range.
     void write(int layer, std::int64_t slot, const float* k, const float* v);
 
-    // Attention inner loops. Not range-checked outside debug builds: callers pass slots from
-    // KvCacheManager. q and acc hold head_dim floats.
+    // Single-row forms, for tests and tools (attention runs on tiles, below). Not range-checked
+    // outside debug builds. q and acc hold head_dim floats.
     // q · K[layer, slot, head]
     float dot_k(int layer, std::int64_t slot, int head, const float* q) const;
     // acc += weight * V[layer, slot, head]
@@ -62,18 +65,25 @@ class KvStorage {
                 std::span<const float> weights, float* acc) const;
 
     // Blocked attention (runtime/cpu_attention) works on tiles of up to kTileKeys keys of one
-    // head as float rows, so that each K and V row is converted once per tile and then used by
-    // a whole block of queries.
-    static constexpr int kTileKeys = 16;
+    // head as floats, so that each K and V row is converted once per tile and then used by a
+    // whole block of queries. 32: two AVX-512 key vectors per score pass.
+    static constexpr int kTileKeys = 32;
+    // K tile, transposed: element i of key j at values[i * kTileKeys + j].
+    struct KeyTile {
+        const float* values = nullptr;
+        int keys = 0;
+    };
+    // V tile: row j is V of key j.
     struct Tile {
         const float* rows[kTileKeys];
         int keys = 0;
     };
-    // Points tile.rows[i] at K (or V) [layer, slot_ids[i], head] as floats: into the cache
-    // itself for F32, else at a copy converted into `buffer` (kTileKeys * head_dim floats),
-    // with the same values read_k / read_v give. At most kTileKeys slots.
+    // Converts K (or V) [layer, slot_ids[i], head] into `buffer` (kTileKeys * head_dim
+    // floats), with the same values read_k / read_v give; V of an F32 cache is pointed at in
+    // place instead. At most kTileKeys slots. Runs of slots that follow each other inside a
+    // block (the usual case: a sequence's positions fill its blocks in order) convert as one.
     void k_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
-                Tile& tile) const;
+                KeyTile& tile) const;
     void v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
                 Tile& tile) const;
     // Asks the CPU to start loading K (or V) [layer, slot_ids[i], head] into its caches, without
@@ -82,8 +92,10 @@ class KvStorage {
     // decode step; prefetched a few tiles ahead, the loads overlap.
     void prefetch_k(int layer, int head, std::span<const std::int64_t> slot_ids) const;
     void prefetch_v(int layer, int head, std::span<const std::int64_t> slot_ids) const;
-    // scores[r * stride + j] = q_r . K row j of the tile, for r < rows; q_r = q + r * head_dim.
-    void tile_scores(const float* q, int rows, const Tile& k, float* scores,
+    // scores[r * stride + j] = scale * (q_r . K key j of the tile), for r < rows;
+    // q_r = q + r * head_dim. A (row, key) score is the same bit for bit whatever else shares
+    // the call, and the same with every kernel table (kv_kernels.h).
+    void tile_scores(const float* q, int rows, const KeyTile& k, float scale, float* scores,
                      std::int64_t stride) const;
     // out_r += sum over the tile's rows j, in order, of weights[r * stride + j] * V row j, for
     // r < rows; out_r = out + r * head_dim. A query's result is the same bit for bit whether
@@ -119,20 +131,28 @@ class KvStorage {
         const std::int64_t block = static_cast<std::int64_t>(layer) * shape_.num_blocks + slot / bs;
         return (block * shape_.kv_heads + head) * bs + slot % bs;
     }
-    const std::byte* values(Part part, std::int64_t row) const {
-        return (part == Part::K ? k_values_ : v_values_) + row * row_value_bytes_;
+    // V row `row` (row_index), contiguous.
+    const std::byte* v_row(std::int64_t row) const { return v_values_ + row * row_value_bytes_; }
+    // Element 0 of K row `row`: element i is i * block_size elements further on.
+    std::int64_t k_element(std::int64_t row) const {
+        const std::int64_t offset = row % shape_.block_size;
+        return (row - offset) * shape_.head_dim + offset;
     }
-    void write_row(Part part, std::int64_t row, const float* x);
+    const std::byte* k_column(std::int64_t row) const {
+        return k_values_ + k_element(row) * element_bytes_;
+    }
+    void write_k(std::int64_t row, const float* x);
+    void convert_k(std::int64_t row, int first, int n, float* out) const;
+    void write_v(std::int64_t row, const float* x);
     void read(Part part, int layer, std::int64_t slot, int head, float* out) const;
     // Row `row` of `part` as floats into out (head_dim values).
     void convert(Part part, std::int64_t row, float* out) const;
-    void tile(Part part, int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
-              Tile& tile) const;
     void prefetch(Part part, int layer, int head, std::span<const std::int64_t> slot_ids) const;
 
     CacheShape shape_;
     const detail::Kernels* kernels_;
     std::int64_t slots_ = 0;
+    std::int64_t element_bytes_ = 0;
     std::int64_t row_value_bytes_ = 0;  // head_dim * element bytes
     std::unique_ptr<std::byte, Freer> memory_;
     std::byte* k_values_ = nullptr;

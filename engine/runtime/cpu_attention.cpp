@@ -22,7 +22,7 @@ constexpr std::int64_t kMaxScoreFloats = std::int64_t{1} << 20;
 
 // How far ahead of the tile in use K and V rows are prefetched (see KvStorage::prefetch_k).
 // 16 to 256 gave the same profile at 1024 cached tokens (conversion plus prefetch 6-7 % of a
-// decode step); two tiles keep the fewest lines in flight.
+// decode step); two 16-key tiles kept the fewest lines in flight, one tile of 32 now.
 constexpr std::int64_t kPrefetchKeys = 32;
 
 std::int64_t first_key(std::int64_t pos, std::int64_t window) {
@@ -135,16 +135,17 @@ void CpuAttention::run_item(const Item& item, Scratch& s, const kv::KvStorage& s
     float* scores = s.scores.data();
     float* qb = s.q.data();
     float* ob = s.out.data();
-    kv::KvStorage::Tile tile;
+    kv::KvStorage::KeyTile ktile;
+    kv::KvStorage::Tile vtile;
 
     for (std::int64_t t = 0; t < item.tokens; ++t) {
         const float* src = q + (c.first_row + item.first_token + t) * row_floats + first_head * hd;
         std::memcpy(qb + t * G * hd, src, static_cast<std::size_t>(G * hd) * sizeof(float));
     }
 
-    // Pass 1: every row's scores against every key of the range. Entries a row must not see
-    // (past its position, before its window) are computed too and overwritten below: cheaper
-    // than ragged tiles.
+    // Pass 1: every row's scores (times the scale) against every key of the range. Entries a row
+    // must not see (past its position, before its window) are computed too and overwritten
+    // below: cheaper than ragged tiles.
     // K, then V, rows are prefetched kPrefetchKeys ahead of the tile in use, as one stream.
     auto prefetch_keys = [&](std::int64_t from, std::int64_t count) {
         // Positions [nk, 2 nk) of the stream are V's.
@@ -168,8 +169,8 @@ void CpuAttention::run_item(const Item& item, Scratch& s, const kv::KvStorage& s
         const auto n = static_cast<std::size_t>(std::min(kTile, nk - k0));
         prefetch_keys(k0 + kPrefetchKeys, kTile);
         storage.k_tile(layer.layer, item.kv_head, slots.subspan(static_cast<std::size_t>(k0), n),
-                       s.tile.data(), tile);
-        storage.tile_scores(qb, R, tile, scores + k0, stride_);
+                       s.tile.data(), ktile);
+        storage.tile_scores(qb, R, ktile, layer.scale, scores + k0, stride_);
     }
 
     // Softmax over each row's own keys, then weight 0 for the others.
@@ -180,7 +181,6 @@ void CpuAttention::run_item(const Item& item, Scratch& s, const kv::KvStorage& s
         const std::int64_t n = pos - first + 1;
         for (int g = 0; g < G; ++g) {
             float* row = scores + (t * G + g) * stride_;
-            for (std::int64_t j = a; j < a + n; ++j) row[j] *= layer.scale;
             const std::span<float> weights(row + a, static_cast<std::size_t>(n));
             ops::softmax(weights);
             const int h = first_head + g;
@@ -199,8 +199,8 @@ void CpuAttention::run_item(const Item& item, Scratch& s, const kv::KvStorage& s
         const auto n = static_cast<std::size_t>(std::min(kTile, nk - k0));
         prefetch_keys(nk + k0 + kPrefetchKeys, kTile);
         storage.v_tile(layer.layer, item.kv_head, slots.subspan(static_cast<std::size_t>(k0), n),
-                       s.tile.data(), tile);
-        storage.tile_accumulate(scores + k0, stride_, R, tile, ob);
+                       s.tile.data(), vtile);
+        storage.tile_accumulate(scores + k0, stride_, R, vtile, ob);
     }
 
     for (std::int64_t t = 0; t < item.tokens; ++t) {

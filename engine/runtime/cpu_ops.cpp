@@ -68,10 +68,13 @@ const OpKernels& portable_op_kernels() {
 }
 
 const OpKernels& active_op_kernels() {
-    // Any level above scalar runs the AVX2 table (there is no AVX-512 one: these ops are a
-    // few percent of a forward pass).
+    // AVX2 above scalar, with the AVX-512 softmax at that level (attention's softmax; the other
+    // ops are a few percent of a forward pass).
     static const OpKernels* const avx2 = avx2_op_kernels();
-    if (avx2 && tensor::active_simd_level() != tensor::SimdLevel::Scalar) return *avx2;
+    static const OpKernels* const avx512 = avx512_op_kernels();
+    const tensor::SimdLevel level = tensor::active_simd_level();
+    if (avx512 && level == tensor::SimdLevel::Avx512) return *avx512;
+    if (avx2 && level != tensor::SimdLevel::Scalar) return *avx2;
     return kPortable;
 }
 

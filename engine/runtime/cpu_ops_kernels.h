@@ -24,6 +24,8 @@ struct OpKernels {
 const OpKernels& portable_op_kernels();
 // AVX2+FMA (cpu_ops_avx2.cpp), or null when this build or CPU has none.
 const OpKernels* avx2_op_kernels();
+// The AVX2 table with an AVX-512 softmax (cpu_ops_avx512.cpp), or null without AVX-512 F.
+const OpKernels* avx512_op_kernels();
 // The table ops:: uses now.
 const OpKernels& active_op_kernels();
 
