@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -23,6 +24,7 @@
 #include "kv/kv_storage.h"
 #include "kv/kv_types.h"
 #include "tensor/f16.h"
+#include "tensor/matmul.h"
 #include "util/error.h"
 
 Q_DECLARE_METATYPE(tokenscope::kv::CacheShape)
@@ -31,6 +33,7 @@ Q_DECLARE_METATYPE(tokenscope::kv::KernelChoice)
 
 using tokenscope::InvalidArgument;
 using namespace tokenscope::kv;
+namespace tensor = tokenscope::tensor;
 
 namespace {
 
@@ -145,6 +148,7 @@ class TestKvCache : public QObject {
     void dotAndAxpyMatchFloat64Reference_data();
     void dotAndAxpyMatchFloat64Reference();
     void copyBlockCopiesEveryLayerAndPart();
+    void tilesMatchReadBackAndTablesAgree();
 
     void randomizedStress();
 };
@@ -880,8 +884,10 @@ void TestKvCache::copyBlockCopiesEveryLayerAndPart() {
         }
         // Copy the first 3 tokens of block 1 (slots 4..6) into block 3 (slots 12..14);
         // slot 15 keeps its own value.
-        std::vector<float> before15(5);
+        // K is stored transposed, so slot 15's K elements sit between copied ones.
+        std::vector<float> before15(5), before15k(5);
         storage.read_v(2, 15, 1, before15.data());
+        storage.read_k(2, 15, 1, before15k.data());
         storage.apply(std::vector<BlockCopy>{{1, 3, 3}});
         std::vector<float> a(5), b(5);
         for (int layer = 0; layer < 3; ++layer) {
@@ -898,6 +904,135 @@ void TestKvCache::copyBlockCopiesEveryLayerAndPart() {
         }
         storage.read_v(2, 15, 1, a.data());
         QCOMPARE(a, before15);
+        storage.read_k(2, 15, 1, a.data());
+        QCOMPARE(a, before15k);
+    }
+}
+
+// The attention tiles: k_tile's transposed tile and v_tile's rows hold exactly what read_k and
+// read_v give, for slot lists that run across block boundaries, jump between blocks and start
+// mid-block; and tile_scores gives the same bits with every kernel table (the contract in
+// kv_kernels.h: one FMA chain per score), each score within the float bound of a float64 dot
+// product of the same stored values.
+void TestKvCache::tilesMatchReadBackAndTablesAgree() {
+    struct Tables {
+        KernelChoice kernels;
+        tensor::SimdLevel level;
+    };
+    std::vector<Tables> tables = {{KernelChoice::Scalar, tensor::detected_simd_level()}};
+    if (tensor::detected_simd_level() >= tensor::SimdLevel::Avx2)
+        tables.push_back({KernelChoice::Best, tensor::SimdLevel::Avx2});
+    if (tensor::detected_simd_level() == tensor::SimdLevel::Avx512)
+        tables.push_back({KernelChoice::Best, tensor::SimdLevel::Avx512});
+    struct LevelGuard {
+        ~LevelGuard() { tensor::set_simd_level(tensor::detected_simd_level()); }
+    } guard;
+    constexpr int kTile = KvStorage::kTileKeys;
+    for (ElementType type : {ElementType::F32, ElementType::F16, ElementType::Q8}) {
+        for (int head_dim : {64, 21, 256}) {
+            for (int block_size : {16, 4, 5}) {
+                const CacheShape shape{.layers = 2,
+                                       .kv_heads = 2,
+                                       .head_dim = head_dim,
+                                       .num_blocks = 24,
+                                       .block_size = block_size,
+                                       .type = type};
+                const auto row = static_cast<std::size_t>(2 * head_dim);
+                const std::int64_t slot_count = 24 * block_size;
+                // 32 slot_count: a run from mid-block across two boundaries, a jump back, single
+                // slot_count, and a run to the end of the cache.
+                std::vector<std::int64_t> list;
+                for (std::int64_t s = 3; s < 3 + 2 * block_size + 2; ++s) list.push_back(s);
+                list.push_back(1);
+                list.push_back(slot_count - 3 * block_size);
+                while (list.size() < static_cast<std::size_t>(kTile))
+                    list.push_back(slot_count - (kTile - static_cast<std::int64_t>(list.size())));
+                list.resize(kTile);
+
+                const int rows = 13;
+                Random rng(static_cast<std::uint32_t>(head_dim * 7 + block_size));
+                std::vector<std::vector<float>> ks(static_cast<std::size_t>(slot_count)),
+                    vs(static_cast<std::size_t>(slot_count));
+                for (std::int64_t s = 0; s < slot_count; ++s) {
+                    ks[static_cast<std::size_t>(s)] = random_floats(rng, row, 2.0);
+                    vs[static_cast<std::size_t>(s)] = random_floats(rng, row, 3.0);
+                }
+                const auto q = random_floats(rng, static_cast<std::size_t>(rows * head_dim), 1.5);
+                const float scale = 0.125f;
+
+                std::vector<float> first_scores;
+                for (const Tables& t : tables) {
+                    tensor::set_simd_level(t.level);
+                    KvStorage storage(shape, t.kernels);
+                    for (std::int64_t s = 0; s < slot_count; ++s) {
+                        storage.write(1, s, ks[static_cast<std::size_t>(s)].data(),
+                                      vs[static_cast<std::size_t>(s)].data());
+                    }
+                    const QString where = QString("%1 d%2 block %3 %4 level %5")
+                                              .arg(element_type_name(type))
+                                              .arg(head_dim)
+                                              .arg(block_size)
+                                              .arg(storage.kernel_name())
+                                              .arg(tensor::simd_level_name(t.level));
+                    std::vector<float> kbuf(static_cast<std::size_t>(kTile * head_dim), -7.0f);
+                    std::vector<float> vbuf(kbuf.size(), -7.0f);
+                    KvStorage::KeyTile kt;
+                    KvStorage::Tile vt;
+                    std::vector<float> k(static_cast<std::size_t>(head_dim)), v(k.size());
+                    std::vector<float> scores(static_cast<std::size_t>(rows * kTile));
+                    for (int head = 0; head < 2; ++head) {
+                        storage.k_tile(1, head, list, kbuf.data(), kt);
+                        storage.v_tile(1, head, list, vbuf.data(), vt);
+                        QCOMPARE(kt.keys, kTile);
+                        QCOMPARE(vt.keys, kTile);
+                        storage.tile_scores(q.data(), rows, kt, scale, scores.data(), kTile);
+                        for (int j = 0; j < kTile; ++j) {
+                            storage.read_k(1, list[static_cast<std::size_t>(j)], head, k.data());
+                            storage.read_v(1, list[static_cast<std::size_t>(j)], head, v.data());
+                            for (int i = 0; i < head_dim; ++i) {
+                                QVERIFY2(kt.values[i * kTile + j] == k[static_cast<std::size_t>(i)],
+                                         qPrintable(where + QString(" K key %1 element %2")
+                                                                .arg(j)
+                                                                .arg(i)));
+                                QVERIFY2(vt.rows[j][i] == v[static_cast<std::size_t>(i)],
+                                         qPrintable(where + QString(" V key %1 element %2")
+                                                                .arg(j)
+                                                                .arg(i)));
+                            }
+                            for (int r = 0; r < rows; ++r) {
+                                double dot = 0, mag = 0;
+                                for (int i = 0; i < head_dim; ++i) {
+                                    const double p = double(q[static_cast<std::size_t>(
+                                                         r * head_dim + i)]) *
+                                                     double(k[static_cast<std::size_t>(i)]);
+                                    dot += p;
+                                    mag += std::fabs(p);
+                                }
+                                // head_dim FMA roundings and the scale's: (head_dim + 1) u of
+                                // the sum of |terms|.
+                                const double got = scores[static_cast<std::size_t>(r * kTile + j)];
+                                QVERIFY2(std::fabs(got - dot * scale) <=
+                                             (head_dim + 1) * 0x1p-24 * mag * scale,
+                                         qPrintable(where + QString(" score %1 %2: %3 vs %4")
+                                                                .arg(r)
+                                                                .arg(j)
+                                                                .arg(got)
+                                                                .arg(dot * scale)));
+                            }
+                        }
+                        if (head == 1) {
+                            if (first_scores.empty()) {
+                                first_scores = scores;
+                            } else {
+                                QVERIFY2(std::memcmp(first_scores.data(), scores.data(),
+                                                     scores.size() * sizeof(float)) == 0,
+                                         qPrintable(where + " scores differ from the scalar table's"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
