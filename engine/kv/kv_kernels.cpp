@@ -46,7 +46,8 @@ void q8_to_f32(const std::int8_t* in, float scale, float* out, int n) {
 
 void k_run_f16(const std::uint16_t* src, int stride, int len, int n, float* dst, int dst_stride) {
     for (int i = 0; i < n; ++i) {
-        for (int j = 0; j < len; ++j) dst[i * dst_stride + j] = tensor::f16_to_f32(src[i * stride + j]);
+        for (int j = 0; j < len; ++j)
+            dst[i * dst_stride + j] = tensor::f16_to_f32(src[i * stride + j]);
     }
 }
 
@@ -81,9 +82,8 @@ void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const floa
     }
 }
 
-constexpr Kernels kScalar{"scalar",  f32_to_f16, f16_to_f32, dot_f32,     axpy_f32,
-                          axpy_f16,  axpy_q8,    q8_to_f32,  k_run_f16,   k_run_q8,
-                          tile_scores, tile_accumulate};
+constexpr Kernels kScalar{"scalar", f32_to_f16, f16_to_f32, dot_f32,  axpy_f32,    axpy_f16,
+                          axpy_q8,  q8_to_f32,  k_run_f16,  k_run_q8, tile_scores, tile_accumulate};
 
 const Kernels& choose_best() {
 #if defined(TOKENSCOPE_KV_AVX2)

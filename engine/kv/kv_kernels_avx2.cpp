@@ -169,21 +169,10 @@ constexpr int kScoreRows = 6;
 template <int V>
 void score_rows(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                 __m256 scale, float* s, std::int64_t s_stride) {
-    int r = 0;
-    for (; r + kScoreRows <= rows; r += kScoreRows) {
-        score_keys<kScoreRows, V>(q + r * n, n, kt, kt_stride, keys, scale, s + r * s_stride,
-                                  s_stride);
-    }
-    const float* qr = q + r * n;
-    float* sr = s + r * s_stride;
-    switch (rows - r) {
-        case 5: score_keys<5, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 4: score_keys<4, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 3: score_keys<3, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 2: score_keys<2, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 1: score_keys<1, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        default: break;
-    }
+    for_row_groups<kScoreRows>(rows, [&](int r, auto count) {
+        score_keys<decltype(count)::value, V>(q + r * n, n, kt, kt_stride, keys, scale,
+                                              s + r * s_stride, s_stride);
+    });
 }
 
 void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
@@ -249,9 +238,9 @@ void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const floa
     });
 }
 
-constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16, f16_to_f32, dot_f32,     axpy_f32,
-                        axpy_f16,        axpy_q8,    q8_to_f32,  k_run_f16,   k_run_q8,
-                        tile_scores,     tile_accumulate};
+constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16, f16_to_f32,  dot_f32,
+                        axpy_f32,        axpy_f16,   axpy_q8,     q8_to_f32,
+                        k_run_f16,       k_run_q8,   tile_scores, tile_accumulate};
 
 }  // namespace
 

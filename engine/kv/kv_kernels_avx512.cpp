@@ -72,27 +72,10 @@ constexpr int kScoreRows = 12;
 template <int V>
 void score_rows(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                 __m512 scale, float* s, std::int64_t s_stride) {
-    int r = 0;
-    for (; r + kScoreRows <= rows; r += kScoreRows) {
-        score_keys<kScoreRows, V>(q + r * n, n, kt, kt_stride, keys, scale, s + r * s_stride,
-                                  s_stride);
-    }
-    const float* qr = q + r * n;
-    float* sr = s + r * s_stride;
-    switch (rows - r) {
-        case 11: score_keys<11, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 10: score_keys<10, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 9: score_keys<9, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 8: score_keys<8, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 7: score_keys<7, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 6: score_keys<6, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 5: score_keys<5, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 4: score_keys<4, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 3: score_keys<3, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 2: score_keys<2, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        case 1: score_keys<1, V>(qr, n, kt, kt_stride, keys, scale, sr, s_stride); break;
-        default: break;
-    }
+    for_row_groups<kScoreRows>(rows, [&](int r, auto count) {
+        score_keys<decltype(count)::value, V>(q + r * n, n, kt, kt_stride, keys, scale,
+                                              s + r * s_stride, s_stride);
+    });
 }
 
 // Output rows [0, R) += p * v over the keys, columns [i, i + 64) (vectors past n masked off).

@@ -42,7 +42,8 @@ void for_runs(std::span<const std::int64_t> slot_ids, std::int64_t block_size, F
         const std::int64_t slot = slot_ids[static_cast<std::size_t>(j)];
         const std::int64_t room = block_size - slot % block_size;
         std::int64_t len = 1;
-        while (j + len < n && len < room && slot_ids[static_cast<std::size_t>(j + len)] == slot + len)
+        while (j + len < n && len < room &&
+               slot_ids[static_cast<std::size_t>(j + len)] == slot + len)
             ++len;
         f(j, slot, len);
         j += len;
@@ -239,23 +240,27 @@ void KvStorage::convert_k(std::int64_t row, int first, int n, float* out) const 
     }
 }
 
-void KvStorage::convert(Part part, std::int64_t row, float* out) const {
-    const int d = shape_.head_dim;
-    if (part == Part::K) {
-        convert_k(row, 0, d, out);
-        return;
-    }
-    const std::byte* x = v_row(row);
+// Elements [first, first + n) of V row `row`.
+void KvStorage::convert_v(std::int64_t row, int first, int n, float* out) const {
+    const std::byte* x = v_row(row) + first * element_bytes_;
     switch (shape_.type) {
         case ElementType::F32:
-            std::memcpy(out, x, static_cast<std::size_t>(d) * sizeof(float));
+            std::memcpy(out, x, static_cast<std::size_t>(n) * sizeof(float));
             break;
         case ElementType::F16:
-            kernels_->f16_to_f32(reinterpret_cast<const std::uint16_t*>(x), out, d);
+            kernels_->f16_to_f32(reinterpret_cast<const std::uint16_t*>(x), out, n);
             break;
         case ElementType::Q8:
-            kernels_->q8_to_f32(reinterpret_cast<const std::int8_t*>(x), v_scales_[row], out, d);
+            kernels_->q8_to_f32(reinterpret_cast<const std::int8_t*>(x), v_scales_[row], out, n);
             break;
+    }
+}
+
+void KvStorage::convert(Part part, std::int64_t row, float* out) const {
+    if (part == Part::K) {
+        convert_k(row, 0, shape_.head_dim, out);
+    } else {
+        convert_v(row, 0, shape_.head_dim, out);
     }
 }
 
@@ -300,10 +305,13 @@ void KvStorage::k_tile(int layer, int head, std::span<const std::int64_t> slot_i
 }
 
 void KvStorage::v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
-                       Tile& tile) const {
+                       Tile& tile, int first, int cols) const {
     assert(slot_ids.size() <= static_cast<std::size_t>(kTileKeys));
     const int d = shape_.head_dim;
+    if (cols == 0) cols = d - first;
+    assert(first >= 0 && cols > 0 && first + cols <= d);
     tile.keys = static_cast<int>(slot_ids.size());
+    tile.cols = cols;
     for_runs(slot_ids, shape_.block_size, [&](std::int64_t j, std::int64_t slot, std::int64_t len) {
         assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
                head >= 0 && head < shape_.kv_heads);
@@ -312,10 +320,10 @@ void KvStorage::v_tile(int layer, int head, std::span<const std::int64_t> slot_i
             const std::int64_t row = row0 + i - j;
             if (shape_.type == ElementType::F32) {
                 // Already floats: no copy.
-                tile.rows[i] = reinterpret_cast<const float*>(v_row(row));
+                tile.rows[i] = reinterpret_cast<const float*>(v_row(row)) + first;
             } else {
-                float* out = buffer + i * d;
-                convert(Part::V, row, out);
+                float* out = buffer + i * cols;
+                convert_v(row, first, cols, out);
                 tile.rows[i] = out;
             }
         }
@@ -331,8 +339,8 @@ void KvStorage::prefetch(Part part, int layer, int head,
         const std::int64_t row = row_index(layer, slot, head);
         // V: the run's rows, one range. K: the run's columns cut across the whole region of the
         // block (head_dim rows of block_size elements), so the whole region.
-        const std::byte* x = part == Part::V ? v_row(row)
-                                             : k_values_ + (row - slot % bs) * row_value_bytes_;
+        const std::byte* x =
+            part == Part::V ? v_row(row) : k_values_ + (row - slot % bs) * row_value_bytes_;
         const std::int64_t bytes = (part == Part::V ? len : bs) * row_value_bytes_;
         for (std::int64_t b = 0; b < bytes; b += kLine) __builtin_prefetch(x + b);
         if (shape_.type == ElementType::Q8)
@@ -359,7 +367,7 @@ void KvStorage::tile_scores(const float* q, int rows, const KeyTile& k, float sc
 
 void KvStorage::tile_accumulate(const float* weights, std::int64_t stride, int rows, const Tile& v,
                                 float* out) const {
-    kernels_->tile_accumulate(weights, stride, rows, v.rows, v.keys, shape_.head_dim, out);
+    kernels_->tile_accumulate(weights, stride, rows, v.rows, v.keys, v.cols, out);
 }
 
 void KvStorage::read_k(int layer, std::int64_t slot, int head, float* out) const {

@@ -73,19 +73,22 @@ class KvStorage {
         const float* values = nullptr;
         int keys = 0;
     };
-    // V tile: row j is V of key j.
+    // V tile: row j is columns [first, first + cols) of V of key j.
     struct Tile {
         const float* rows[kTileKeys];
         int keys = 0;
+        int cols = 0;
     };
     // Converts K (or V) [layer, slot_ids[i], head] into `buffer` (kTileKeys * head_dim
     // floats), with the same values read_k / read_v give; V of an F32 cache is pointed at in
     // place instead. At most kTileKeys slots. Runs of slots that follow each other inside a
     // block (the usual case: a sequence's positions fill its blocks in order) convert as one.
+    // v_tile takes columns [first, first + cols) of each row (cols = 0: to the end), so that
+    // threads can share one head's weighted sum by columns.
     void k_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
                 KeyTile& tile) const;
     void v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
-                Tile& tile) const;
+                Tile& tile, int first = 0, int cols = 0) const;
     // Asks the CPU to start loading K (or V) [layer, slot_ids[i], head] into its caches, without
     // waiting. Decode attention reads rows that the weight stream has evicted since they were
     // written: one row at a time, each a DRAM round trip, the conversion had been a tenth of a
@@ -98,8 +101,9 @@ class KvStorage {
     void tile_scores(const float* q, int rows, const KeyTile& k, float scale, float* scores,
                      std::int64_t stride) const;
     // out_r += sum over the tile's rows j, in order, of weights[r * stride + j] * V row j, for
-    // r < rows; out_r = out + r * head_dim. A query's result is the same bit for bit whether
-    // it shares the call with other rows or not (and whatever the tiles' boundaries).
+    // r < rows; out_r = out + r * v.cols. An output element's result is the same bit for bit
+    // whether it shares the call with other rows or columns or not (and whatever the tiles'
+    // boundaries).
     void tile_accumulate(const float* weights, std::int64_t stride, int rows, const Tile& v,
                          float* out) const;
 
@@ -143,6 +147,7 @@ class KvStorage {
     }
     void write_k(std::int64_t row, const float* x);
     void convert_k(std::int64_t row, int first, int n, float* out) const;
+    void convert_v(std::int64_t row, int first, int n, float* out) const;
     void write_v(std::int64_t row, const float* x);
     void read(Part part, int layer, std::int64_t slot, int head, float* out) const;
     // Row `row` of `part` as floats into out (head_dim values).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <utility>
 
 #include "inspect/attention_capture.h"
 #include "runtime/cpu_ops.h"
@@ -65,7 +66,7 @@ std::uint64_t CpuAttention::bytes() const {
 
 void CpuAttention::run(ThreadPool& pool, const kv::KvStorage& storage, const AttentionLayer& layer,
                        std::span<const AttentionChunk> chunks, const float* q, float* out) {
-    const int group = layer.heads / layer.kv_heads;
+    [[maybe_unused]] const int group = layer.heads / layer.kv_heads;
     assert(layer.head_dim == head_dim_ && storage.shape().head_dim == head_dim_);
     assert(static_cast<int>(scratch_.size()) >= pool.size() && rows_ >= block_tokens_ * group);
 
@@ -79,133 +80,214 @@ void CpuAttention::run(ThreadPool& pool, const kv::KvStorage& storage, const Att
         for (std::int64_t b = blocks - 1; b >= 0; --b) {
             const std::int64_t first = b * block_tokens_;
             for (int kvh = 0; kvh < layer.kv_heads; ++kvh) {
-                items_.push_back({static_cast<int>(ci), kvh, 0, group, first,
-                                  std::min(block_tokens_, c.tokens - first)});
+                items_.push_back(
+                    {static_cast<int>(ci), kvh, first, std::min(block_tokens_, c.tokens - first)});
             }
         }
     }
-    // Too few items to keep every thread busy (decode of one sequence, often with one kv
-    // head): split each item's query heads into slices. Costs a second read of K and V, but
-    // the threads would idle otherwise. Does not change any result.
-    const auto count = static_cast<std::int64_t>(items_.size());
-    int slices = 1;
-    while (slices < group && count * slices < pool.size()) {
-        do {
-            ++slices;
-        } while (group % slices != 0);
+    const Context ctx{storage, layer, chunks, q, out};
+    if (static_cast<std::int64_t>(items_.size()) < pool.size() && pool.size() > 1) {
+        run_shared(pool, ctx);
+        return;
     }
-    if (slices > 1) {
-        const int per = group / slices;
-        std::vector<Item> split;
-        split.reserve(items_.size() * static_cast<std::size_t>(slices));
-        for (const Item& it : items_) {
-            for (int s = 0; s < slices; ++s)
-                split.push_back({it.chunk, it.kv_head, s * per, per, it.first_token, it.tokens});
-        }
-        items_.swap(split);
-    }
-
     pool.parallel_for_indexed(static_cast<std::int64_t>(items_.size()), 1,
                               [&](std::int64_t b, std::int64_t e, int thread) {
                                   Scratch& s = scratch_[static_cast<std::size_t>(thread)];
                                   for (std::int64_t i = b; i < e; ++i) {
-                                      run_item(items_[static_cast<std::size_t>(i)], s, storage,
-                                               layer, chunks, q, out);
+                                      const Item& item = items_[static_cast<std::size_t>(i)];
+                                      const Span span = span_of(item, ctx);
+                                      pack_queries(item, span, s, ctx);
+                                      score_tiles(item, span, s, 0, span.tiles, s.tile.data(), ctx);
+                                      softmax_rows(item, span, s, 0, span.rows, ctx);
+                                      accumulate_columns(item, span, s, 0, head_dim_, s.tile.data(),
+                                                         s.out.data(), ctx);
                                   }
                               });
 }
 
-void CpuAttention::run_item(const Item& item, Scratch& s, const kv::KvStorage& storage,
-                            const AttentionLayer& layer, std::span<const AttentionChunk> chunks,
-                            const float* q, float* out) const {
-    const AttentionChunk& c = chunks[static_cast<std::size_t>(item.chunk)];
-    const std::int64_t hd = layer.head_dim;
-    const std::int64_t row_floats = static_cast<std::int64_t>(layer.heads) * hd;
-    const int group = layer.heads / layer.kv_heads;
-    const int first_head = item.kv_head * group + item.first_head;  // global head index
-    const int G = item.heads;
-    const auto R = static_cast<int>(item.tokens * G);  // score rows: r = token * G + head
-    const std::int64_t pos0 = c.start_pos + item.first_token;
+// Fewer items than threads (decode of one sequence, often with one to three kv heads): the
+// threads share each item's work instead of idling. Scores are split by key tiles, the softmax
+// by rows, the weighted sums by output columns: every score, weight and output element comes
+// out of the same operations as in the one-thread-per-item form (scores and sums do not depend
+// on the tile or column range of a call), so decode still equals prefill bit for bit. Unlike
+// splitting a group's query heads over threads, no K or V row is converted twice.
+void CpuAttention::run_shared(ThreadPool& pool, const Context& ctx) {
+    const auto count = static_cast<int>(items_.size());
+    spans_.clear();
+    std::int64_t tile_units = 0;
+    for (int i = 0; i < count; ++i) {
+        spans_.push_back(span_of(items_[static_cast<std::size_t>(i)], ctx));
+        tile_units += spans_.back().tiles;
+        // Item i keeps its queries, scores and outputs in scratch i (count < threads).
+        pack_queries(items_[static_cast<std::size_t>(i)], spans_.back(),
+                     scratch_[static_cast<std::size_t>(i)], ctx);
+    }
+    // Units of work per phase are handed out in order over the items' ranges.
+    auto locate = [&](std::int64_t unit, auto size_of) {
+        int i = 0;
+        while (unit >= size_of(spans_[static_cast<std::size_t>(i)])) {
+            unit -= size_of(spans_[static_cast<std::size_t>(i)]);
+            ++i;
+        }
+        return std::pair<int, std::int64_t>{i, unit};
+    };
+    pool.parallel_for_indexed(tile_units, 1, [&](std::int64_t b, std::int64_t e, int thread) {
+        float* buffer = scratch_[static_cast<std::size_t>(thread)].tile.data();
+        for (std::int64_t u = b; u < e; ++u) {
+            const auto [i, tile] = locate(u, [](const Span& sp) { return sp.tiles; });
+            score_tiles(items_[static_cast<std::size_t>(i)], spans_[static_cast<std::size_t>(i)],
+                        scratch_[static_cast<std::size_t>(i)], tile, tile + 1, buffer, ctx);
+        }
+    });
+    std::int64_t row_units = 0;
+    for (const Span& sp : spans_) row_units += sp.rows;
+    pool.parallel_for(row_units, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t u = b; u < e; ++u) {
+            const auto [i, row] = locate(u, [](const Span& sp) { return sp.rows; });
+            softmax_rows(items_[static_cast<std::size_t>(i)], spans_[static_cast<std::size_t>(i)],
+                         scratch_[static_cast<std::size_t>(i)], static_cast<int>(row),
+                         static_cast<int>(row) + 1, ctx);
+        }
+    });
+    // Column slices: enough for every thread, whole 16-float vectors where head_dim allows.
+    const int threads = pool.size();
+    int slices = (threads + count - 1) / count;
+    int width = (head_dim_ + slices - 1) / slices;
+    if (head_dim_ >= 16 * slices) width = (width + 15) / 16 * 16;
+    slices = (head_dim_ + width - 1) / width;
+    pool.parallel_for_indexed(static_cast<std::int64_t>(count) * slices, 1,
+                              [&](std::int64_t b, std::int64_t e, int thread) {
+                                  Scratch& mine = scratch_[static_cast<std::size_t>(thread)];
+                                  for (std::int64_t u = b; u < e; ++u) {
+                                      const auto i = static_cast<std::size_t>(u / slices);
+                                      const int first = static_cast<int>(u % slices) * width;
+                                      const int cols = std::min(width, head_dim_ - first);
+                                      accumulate_columns(items_[i], spans_[i], scratch_[i], first,
+                                                         cols, mine.tile.data(), mine.out.data(),
+                                                         ctx);
+                                  }
+                              });
+}
+
+CpuAttention::Span CpuAttention::span_of(const Item& item, const Context& ctx) const {
+    const AttentionChunk& c = ctx.chunks[static_cast<std::size_t>(item.chunk)];
+    const int group = ctx.layer.heads / ctx.layer.kv_heads;
+    Span sp;
+    sp.pos0 = c.start_pos + item.first_token;
     // The keys any query of the block sees: from the first one's window start to the last
     // one's position.
-    const std::int64_t kfirst = first_key(pos0, layer.window);
-    const std::int64_t nk = pos0 + item.tokens - kfirst;
-    const std::span<const std::int64_t> slots =
-        c.slot_ids.subspan(static_cast<std::size_t>(kfirst), static_cast<std::size_t>(nk));
-    float* scores = s.scores.data();
-    float* qb = s.q.data();
-    float* ob = s.out.data();
+    sp.kfirst = first_key(sp.pos0, ctx.layer.window);
+    sp.keys = sp.pos0 + item.tokens - sp.kfirst;
+    sp.tiles = (sp.keys + kTile - 1) / kTile;
+    sp.rows = static_cast<int>(item.tokens * group);  // score rows: r = token * group + head
+    sp.key_slots =
+        c.slot_ids.subspan(static_cast<std::size_t>(sp.kfirst), static_cast<std::size_t>(sp.keys));
+    return sp;
+}
+
+void CpuAttention::pack_queries(const Item& item, const Span& sp, Scratch& s,
+                                const Context& ctx) const {
+    const AttentionChunk& c = ctx.chunks[static_cast<std::size_t>(item.chunk)];
+    const std::int64_t hd = ctx.layer.head_dim;
+    const std::int64_t row_floats = static_cast<std::int64_t>(ctx.layer.heads) * hd;
+    const std::int64_t group = ctx.layer.heads / ctx.layer.kv_heads;
+    (void)sp;
+    for (std::int64_t t = 0; t < item.tokens; ++t) {
+        const float* src =
+            ctx.q + (c.first_row + item.first_token + t) * row_floats + item.kv_head * group * hd;
+        std::memcpy(s.q.data() + t * group * hd, src,
+                    static_cast<std::size_t>(group * hd) * sizeof(float));
+    }
+}
+
+// Scores (times the scale) of every row against the keys of tiles [tile_begin, tile_end).
+// Entries a row must not see (past its position, before its window) are computed too and
+// overwritten by softmax_rows: cheaper than ragged tiles. K and then V rows are prefetched
+// kPrefetchKeys ahead of the tile in use, as one stream over the item's keys.
+void CpuAttention::score_tiles(const Item& item, const Span& sp, Scratch& s,
+                               std::int64_t tile_begin, std::int64_t tile_end, float* buffer,
+                               const Context& ctx) const {
     kv::KvStorage::KeyTile ktile;
-    kv::KvStorage::Tile vtile;
-
-    for (std::int64_t t = 0; t < item.tokens; ++t) {
-        const float* src = q + (c.first_row + item.first_token + t) * row_floats + first_head * hd;
-        std::memcpy(qb + t * G * hd, src, static_cast<std::size_t>(G * hd) * sizeof(float));
+    for (std::int64_t t = tile_begin; t < tile_end; ++t) {
+        const std::int64_t k0 = t * kTile;
+        const auto n = static_cast<std::size_t>(std::min(kTile, sp.keys - k0));
+        if (t == 0) prefetch(item, sp, 0, kPrefetchKeys, ctx);
+        prefetch(item, sp, k0 + kPrefetchKeys, kTile, ctx);
+        ctx.storage.k_tile(ctx.layer.layer, item.kv_head,
+                           sp.key_slots.subspan(static_cast<std::size_t>(k0), n), buffer, ktile);
+        ctx.storage.tile_scores(s.q.data(), sp.rows, ktile, ctx.layer.scale, s.scores.data() + k0,
+                                stride_);
     }
+}
 
-    // Pass 1: every row's scores (times the scale) against every key of the range. Entries a row
-    // must not see (past its position, before its window) are computed too and overwritten
-    // below: cheaper than ragged tiles.
-    // K, then V, rows are prefetched kPrefetchKeys ahead of the tile in use, as one stream.
-    auto prefetch_keys = [&](std::int64_t from, std::int64_t count) {
-        // Positions [nk, 2 nk) of the stream are V's.
-        const std::int64_t end = std::min(from + count, 2 * nk);
-        for (std::int64_t i = from; i < end;) {
-            const bool v = i >= nk;
-            const std::int64_t base = v ? nk : 0;
-            const std::int64_t stop = std::min(end, base + nk);
-            const auto part = slots.subspan(static_cast<std::size_t>(i - base),
-                                            static_cast<std::size_t>(stop - i));
-            if (v) {
-                storage.prefetch_v(layer.layer, item.kv_head, part);
-            } else {
-                storage.prefetch_k(layer.layer, item.kv_head, part);
-            }
-            i = stop;
-        }
-    };
-    prefetch_keys(0, kPrefetchKeys);
-    for (std::int64_t k0 = 0; k0 < nk; k0 += kTile) {
-        const auto n = static_cast<std::size_t>(std::min(kTile, nk - k0));
-        prefetch_keys(k0 + kPrefetchKeys, kTile);
-        storage.k_tile(layer.layer, item.kv_head, slots.subspan(static_cast<std::size_t>(k0), n),
-                       s.tile.data(), ktile);
-        storage.tile_scores(qb, R, ktile, layer.scale, scores + k0, stride_);
-    }
-
-    // Softmax over each row's own keys, then weight 0 for the others.
-    for (std::int64_t t = 0; t < item.tokens; ++t) {
-        const std::int64_t pos = pos0 + t;
-        const std::int64_t first = first_key(pos, layer.window);
-        const std::int64_t a = first - kfirst;
+// Softmax over each of rows [row_begin, row_end)'s own keys, then weight 0 for the others.
+void CpuAttention::softmax_rows(const Item& item, const Span& sp, Scratch& s, int row_begin,
+                                int row_end, const Context& ctx) const {
+    const AttentionChunk& c = ctx.chunks[static_cast<std::size_t>(item.chunk)];
+    const int group = ctx.layer.heads / ctx.layer.kv_heads;
+    for (int r = row_begin; r < row_end; ++r) {
+        const std::int64_t pos = sp.pos0 + r / group;
+        const std::int64_t first = first_key(pos, ctx.layer.window);
+        const std::int64_t a = first - sp.kfirst;
         const std::int64_t n = pos - first + 1;
-        for (int g = 0; g < G; ++g) {
-            float* row = scores + (t * G + g) * stride_;
-            const std::span<float> weights(row + a, static_cast<std::size_t>(n));
-            ops::softmax(weights);
-            const int h = first_head + g;
-            if (c.capture && c.capture->wants(layer.layer, h) && c.capture->wants_position(pos)) {
-                c.capture->set_row(layer.layer, h, pos, first, weights);
-            }
-            std::fill(row, row + a, 0.0f);
-            std::fill(row + a + n, row + nk, 0.0f);
+        float* row = s.scores.data() + r * stride_;
+        const std::span<float> weights(row + a, static_cast<std::size_t>(n));
+        ops::softmax(weights);
+        const int h = item.kv_head * group + r % group;
+        if (c.capture && c.capture->wants(ctx.layer.layer, h) && c.capture->wants_position(pos)) {
+            c.capture->set_row(ctx.layer.layer, h, pos, first, weights);
         }
+        std::fill(row, row + a, 0.0f);
+        std::fill(row + a + n, row + sp.keys, 0.0f);
     }
+}
 
-    // Pass 2: the weighted sums of V, tile by tile. A zero weight adds exactly nothing, so a
-    // row gets the same sum as it would alone over its own keys.
-    std::fill(ob, ob + R * hd, 0.0f);
-    for (std::int64_t k0 = 0; k0 < nk; k0 += kTile) {
-        const auto n = static_cast<std::size_t>(std::min(kTile, nk - k0));
-        prefetch_keys(nk + k0 + kPrefetchKeys, kTile);
-        storage.v_tile(layer.layer, item.kv_head, slots.subspan(static_cast<std::size_t>(k0), n),
-                       s.tile.data(), vtile);
-        storage.tile_accumulate(scores + k0, stride_, R, vtile, ob);
+// Columns [first, first + cols) of every row's weighted sum of V, tile by tile, summed in
+// `acc` (rows x cols floats) and then stored in the output. A zero weight adds exactly
+// nothing, so a row gets the same sum as it would alone over its own keys.
+void CpuAttention::accumulate_columns(const Item& item, const Span& sp, const Scratch& s, int first,
+                                      int cols, float* buffer, float* acc,
+                                      const Context& ctx) const {
+    const AttentionChunk& c = ctx.chunks[static_cast<std::size_t>(item.chunk)];
+    const std::int64_t hd = ctx.layer.head_dim;
+    const std::int64_t row_floats = static_cast<std::int64_t>(ctx.layer.heads) * hd;
+    const int group = ctx.layer.heads / ctx.layer.kv_heads;
+    kv::KvStorage::Tile vtile;
+    std::fill(acc, acc + static_cast<std::int64_t>(sp.rows) * cols, 0.0f);
+    for (std::int64_t k0 = 0; k0 < sp.keys; k0 += kTile) {
+        const auto n = static_cast<std::size_t>(std::min(kTile, sp.keys - k0));
+        prefetch(item, sp, sp.keys + k0 + kPrefetchKeys, kTile, ctx);
+        ctx.storage.v_tile(ctx.layer.layer, item.kv_head,
+                           sp.key_slots.subspan(static_cast<std::size_t>(k0), n), buffer, vtile,
+                           first, cols);
+        ctx.storage.tile_accumulate(s.scores.data() + k0, stride_, sp.rows, vtile, acc);
     }
+    for (int r = 0; r < sp.rows; ++r) {
+        const std::int64_t t = r / group;
+        float* dst = ctx.out + (c.first_row + item.first_token + t) * row_floats +
+                     (item.kv_head * group + r % group) * hd + first;
+        std::memcpy(dst, acc + static_cast<std::int64_t>(r) * cols,
+                    static_cast<std::size_t>(cols) * sizeof(float));
+    }
+}
 
-    for (std::int64_t t = 0; t < item.tokens; ++t) {
-        float* dst = out + (c.first_row + item.first_token + t) * row_floats + first_head * hd;
-        std::memcpy(dst, ob + t * G * hd, static_cast<std::size_t>(G * hd) * sizeof(float));
+// Positions [from, from + count) of the item's stream: K of its keys, then (from sp.keys on)
+// V of the same keys.
+void CpuAttention::prefetch(const Item& item, const Span& sp, std::int64_t from, std::int64_t count,
+                            const Context& ctx) const {
+    const std::int64_t end = std::min(from + count, 2 * sp.keys);
+    for (std::int64_t i = from; i < end;) {
+        const bool v = i >= sp.keys;
+        const std::int64_t base = v ? sp.keys : 0;
+        const std::int64_t stop = std::min(end, base + sp.keys);
+        const auto part = sp.key_slots.subspan(static_cast<std::size_t>(i - base),
+                                               static_cast<std::size_t>(stop - i));
+        if (v) {
+            ctx.storage.prefetch_v(ctx.layer.layer, item.kv_head, part);
+        } else {
+            ctx.storage.prefetch_k(ctx.layer.layer, item.kv_head, part);
+        }
+        i = stop;
     }
 }
 

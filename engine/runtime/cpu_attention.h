@@ -63,14 +63,21 @@ class CpuAttention {
              std::span<const AttentionChunk> chunks, const float* q, float* out);
 
   private:
-    // A block of one chunk's tokens times a slice of one kv head's query heads.
+    // A block of one chunk's tokens times the query heads that share one kv head.
     struct Item {
         int chunk;
         int kv_head;
-        int first_head;  // within the group
-        int heads;
         std::int64_t first_token;  // within the chunk
         std::int64_t tokens;
+    };
+    // An item's keys and score rows.
+    struct Span {
+        std::int64_t pos0 = 0;                    // position of its first token
+        std::int64_t kfirst = 0;                  // first key any of its queries sees
+        std::int64_t keys = 0;                    // keys [kfirst, kfirst + keys)
+        std::int64_t tiles = 0;                   // of kv::KvStorage::kTileKeys keys
+        int rows = 0;                             // tokens x group
+        std::span<const std::int64_t> key_slots;  // of those keys
     };
     struct Scratch {
         std::vector<float> scores;  // rows * stride: a block's scores, then its weights
@@ -78,9 +85,25 @@ class CpuAttention {
         std::vector<float> out;     // rows * head_dim: their outputs
         std::vector<float> tile;    // kTileKeys * head_dim: converted K or V rows
     };
-    void run_item(const Item& item, Scratch& s, const kv::KvStorage& storage,
-                  const AttentionLayer& layer, std::span<const AttentionChunk> chunks,
-                  const float* q, float* out) const;
+    // One run()'s arguments.
+    struct Context {
+        const kv::KvStorage& storage;
+        const AttentionLayer& layer;
+        std::span<const AttentionChunk> chunks;
+        const float* q;
+        float* out;
+    };
+    void run_shared(ThreadPool& pool, const Context& ctx);
+    Span span_of(const Item& item, const Context& ctx) const;
+    void pack_queries(const Item& item, const Span& sp, Scratch& s, const Context& ctx) const;
+    void score_tiles(const Item& item, const Span& sp, Scratch& s, std::int64_t tile_begin,
+                     std::int64_t tile_end, float* buffer, const Context& ctx) const;
+    void softmax_rows(const Item& item, const Span& sp, Scratch& s, int row_begin, int row_end,
+                      const Context& ctx) const;
+    void accumulate_columns(const Item& item, const Span& sp, const Scratch& s, int first, int cols,
+                            float* buffer, float* acc, const Context& ctx) const;
+    void prefetch(const Item& item, const Span& sp, std::int64_t from, std::int64_t count,
+                  const Context& ctx) const;
 
     std::int64_t block_tokens_ = 1;  // query tokens per item
     std::int64_t rows_ = 0;          // block_tokens_ * group: score rows per item
@@ -88,6 +111,7 @@ class CpuAttention {
     int head_dim_ = 0;
     std::vector<Scratch> scratch_;  // per thread
     std::vector<Item> items_;
+    std::vector<Span> spans_;  // run_shared's
 };
 
 }  // namespace tokenscope::runtime

@@ -1,13 +1,14 @@
 // AVX-512 softmax for ops:: (see cpu_ops_kernels.h): the AVX-512 table is the AVX2 one with
-// this kernel (and its exp, exposed like the AVX2 table's for the tests). Why: at 512 prompt tokens the AVX2 softmax was a quarter of attention's time
-// once the score kernel kept keys in the lanes (SmolLM2's shape, one thread). The other ops
-// are a few percent of a forward pass and stay AVX2.
+// this kernel (and its exp, exposed like the AVX2 table's for the tests). Why: at 512 prompt tokens
+// the AVX2 softmax was a quarter of attention's time once the score kernel kept keys in the lanes
+// (SmolLM2's shape, one thread). The other ops are a few percent of a forward pass and stay AVX2.
 //
 // The same arithmetic as softmax_avx2, sixteen lanes wide: the exp is exp_avx2.h's polynomial
 // step for step (so each exp(x - max) equals the AVX2 one), the sum is taken in double, and the
 // result is x times the float inverse of the sum. Only the order of the double additions
 // differs. (Adding four vectors in float before widening, to save conversions, measured the
-// same: 4.21-4.23 against 4.02-4.09 ms for a 512-token SmolLM2 layer, alternated.) Baseline file like cpu_ops_avx2.cpp: the functions carry TOKENSCOPE_TARGET.
+// same: 4.21-4.23 against 4.02-4.09 ms for a 512-token SmolLM2 layer, alternated.) Baseline file
+// like cpu_ops_avx2.cpp: the functions carry TOKENSCOPE_TARGET.
 #include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
 
 #include "runtime/cpu_ops_kernels.h"
@@ -74,8 +75,9 @@ TOKENSCOPE_TARGET("avx512f") float softmax_avx512(float* x, std::int64_t n) {
             exp_nonpositive16(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, m, x + i), shift));
         _mm512_mask_storeu_ps(x + i, m, e);
         acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-        acc1 = _mm512_add_pd(acc1, _mm512_cvtps_pd(_mm256_castpd_ps(
-                                       _mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+        acc1 = _mm512_add_pd(
+            acc1,
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
     }
     const double sum = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
     const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));

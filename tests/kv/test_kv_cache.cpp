@@ -991,20 +991,18 @@ void TestKvCache::tilesMatchReadBackAndTablesAgree() {
                             storage.read_v(1, list[static_cast<std::size_t>(j)], head, v.data());
                             for (int i = 0; i < head_dim; ++i) {
                                 QVERIFY2(kt.values[i * kTile + j] == k[static_cast<std::size_t>(i)],
-                                         qPrintable(where + QString(" K key %1 element %2")
-                                                                .arg(j)
-                                                                .arg(i)));
+                                         qPrintable(where +
+                                                    QString(" K key %1 element %2").arg(j).arg(i)));
                                 QVERIFY2(vt.rows[j][i] == v[static_cast<std::size_t>(i)],
-                                         qPrintable(where + QString(" V key %1 element %2")
-                                                                .arg(j)
-                                                                .arg(i)));
+                                         qPrintable(where +
+                                                    QString(" V key %1 element %2").arg(j).arg(i)));
                             }
                             for (int r = 0; r < rows; ++r) {
                                 double dot = 0, mag = 0;
                                 for (int i = 0; i < head_dim; ++i) {
-                                    const double p = double(q[static_cast<std::size_t>(
-                                                         r * head_dim + i)]) *
-                                                     double(k[static_cast<std::size_t>(i)]);
+                                    const double p =
+                                        double(q[static_cast<std::size_t>(r * head_dim + i)]) *
+                                        double(k[static_cast<std::size_t>(i)]);
                                     dot += p;
                                     mag += std::fabs(p);
                                 }
@@ -1024,9 +1022,10 @@ void TestKvCache::tilesMatchReadBackAndTablesAgree() {
                             if (first_scores.empty()) {
                                 first_scores = scores;
                             } else {
-                                QVERIFY2(std::memcmp(first_scores.data(), scores.data(),
-                                                     scores.size() * sizeof(float)) == 0,
-                                         qPrintable(where + " scores differ from the scalar table's"));
+                                QVERIFY2(
+                                    std::memcmp(first_scores.data(), scores.data(),
+                                                scores.size() * sizeof(float)) == 0,
+                                    qPrintable(where + " scores differ from the scalar table's"));
                             }
                         }
                     }
