@@ -170,19 +170,30 @@ const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
     return a.acts + static_cast<std::size_t>(t) * a.act_stride;
 }
 
+// The last token group of for_rows_in_token_groups: `left` tokens, 1 <= left <= T.
+template <int T, class Row>
+inline void last_token_group(std::int64_t r, std::int64_t t0, std::int64_t left, Row& row) {
+    if constexpr (T > 1) {
+        if (left < T) {
+            last_token_group<T - 1>(r, t0, left, row);
+            return;
+        }
+    }
+    row(r, t0, std::integral_constant<int, T>{});
+}
+
 // The loop of the kernels that read weight blocks in place for a few tokens (decode, small
 // batches): rows outermost, each prefetched ahead and then read from memory once (it stays in L1
-// for the later token groups), tokens in groups of up to three. row(r, t0, tokens) is called
-// with std::integral_constant<int, T> for T = 3, 2 or 1.
-template <class Row>
+// for the later token groups), tokens in groups of up to Max. row(r, t0, tokens) is called with
+// std::integral_constant<int, T> for T = 1 .. Max.
+template <int Max = 3, class Row>
 void for_rows_in_token_groups(const MatmulArgs& a, Row&& row) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
         prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes, w_end);
         std::int64_t t0 = 0;
-        for (; t0 + 3 <= a.tokens; t0 += 3) row(r, t0, std::integral_constant<int, 3>{});
-        if (a.tokens - t0 == 2) row(r, t0, std::integral_constant<int, 2>{});
-        if (a.tokens - t0 == 1) row(r, t0, std::integral_constant<int, 1>{});
+        for (; t0 + Max <= a.tokens; t0 += Max) row(r, t0, std::integral_constant<int, Max>{});
+        if (t0 < a.tokens) last_token_group<Max>(r, t0, a.tokens - t0, row);
     }
 }
 
