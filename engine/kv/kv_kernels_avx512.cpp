@@ -81,27 +81,34 @@ void score_rows(const float* q, int rows, const float* kt, int kt_stride, int ke
 // Output rows [0, R) += p * v over the keys, columns [i, i + 64) (vectors past n masked off).
 // Four accumulator arrays with every loop over them unrolled: otherwise GCC keeps them in
 // memory and stores all of them on every key (seen in the generated code).
-template <int R>
+template <int R, bool kFull>
 void accumulate64(const float* p, std::int64_t p_stride, const float* const* v, int keys, int n,
                   int i, float* out) {
-    const __mmask16 m0 = lanes16(n - i), m1 = i + 16 < n ? lanes16(n - i - 16) : 0;
-    const __mmask16 m2 = i + 32 < n ? lanes16(n - i - 32) : 0;
-    const __mmask16 m3 = i + 48 < n ? lanes16(n - i - 48) : 0;
+    // kFull: all 64 columns; plain loads and stores, so that the next tile's loads of the
+    // accumulators are forwarded from this one's stores (masked stores do not forward on every
+    // CPU).
+    const __mmask16 m0 = kFull ? 0xFFFF : lanes16(n - i);
+    const __mmask16 m1 = kFull ? 0xFFFF : i + 16 < n ? lanes16(n - i - 16) : 0;
+    const __mmask16 m2 = kFull ? 0xFFFF : i + 32 < n ? lanes16(n - i - 32) : 0;
+    const __mmask16 m3 = kFull ? 0xFFFF : i + 48 < n ? lanes16(n - i - 48) : 0;
+    auto load = [&](__mmask16 m, const float* x) __attribute__((always_inline)) {
+        return kFull ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(m, x);
+    };
     __m512 a0[R], a1[R], a2[R], a3[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
         const float* o = out + r * n + i;
-        a0[r] = _mm512_maskz_loadu_ps(m0, o);
-        a1[r] = _mm512_maskz_loadu_ps(m1, o + 16);
-        a2[r] = _mm512_maskz_loadu_ps(m2, o + 32);
-        a3[r] = _mm512_maskz_loadu_ps(m3, o + 48);
+        a0[r] = load(m0, o);
+        a1[r] = load(m1, o + 16);
+        a2[r] = load(m2, o + 32);
+        a3[r] = load(m3, o + 48);
     }
     for (int j = 0; j < keys; ++j) {
         const float* vj = v[j] + i;
-        const __m512 x0 = _mm512_maskz_loadu_ps(m0, vj);
-        const __m512 x1 = _mm512_maskz_loadu_ps(m1, vj + 16);
-        const __m512 x2 = _mm512_maskz_loadu_ps(m2, vj + 32);
-        const __m512 x3 = _mm512_maskz_loadu_ps(m3, vj + 48);
+        const __m512 x0 = load(m0, vj);
+        const __m512 x1 = load(m1, vj + 16);
+        const __m512 x2 = load(m2, vj + 32);
+        const __m512 x3 = load(m3, vj + 48);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             const __m512 w = _mm512_set1_ps(p[r * p_stride + j]);
@@ -114,17 +121,26 @@ void accumulate64(const float* p, std::int64_t p_stride, const float* const* v, 
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
         float* o = out + r * n + i;
-        _mm512_mask_storeu_ps(o, m0, a0[r]);
-        _mm512_mask_storeu_ps(o + 16, m1, a1[r]);
-        _mm512_mask_storeu_ps(o + 32, m2, a2[r]);
-        _mm512_mask_storeu_ps(o + 48, m3, a3[r]);
+        if constexpr (kFull) {
+            _mm512_storeu_ps(o, a0[r]);
+            _mm512_storeu_ps(o + 16, a1[r]);
+            _mm512_storeu_ps(o + 32, a2[r]);
+            _mm512_storeu_ps(o + 48, a3[r]);
+        } else {
+            _mm512_mask_storeu_ps(o, m0, a0[r]);
+            _mm512_mask_storeu_ps(o + 16, m1, a1[r]);
+            _mm512_mask_storeu_ps(o + 32, m2, a2[r]);
+            _mm512_mask_storeu_ps(o + 48, m3, a3[r]);
+        }
     }
 }
 
 template <int R>
 void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* v, int keys, int n,
                      float* out) {
-    for (int i = 0; i < n; i += 64) accumulate64<R>(p, p_stride, v, keys, n, i, out);
+    int i = 0;
+    for (; i + 64 <= n; i += 64) accumulate64<R, true>(p, p_stride, v, keys, n, i, out);
+    if (i < n) accumulate64<R, false>(p, p_stride, v, keys, n, i, out);
 }
 
 }  // namespace
