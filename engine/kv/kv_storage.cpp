@@ -316,6 +316,14 @@ void KvStorage::v_tile(int layer, int head, std::span<const std::int64_t> slot_i
         assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
                head >= 0 && head < shape_.kv_heads);
         const std::int64_t row0 = row_index(layer, slot, head);  // the run's rows follow it
+        if (shape_.type == ElementType::F16 && cols == d) {
+            // Whole F16 rows of a run are one contiguous range: one conversion call.
+            float* out = buffer + j * d;
+            kernels_->f16_to_f32(reinterpret_cast<const std::uint16_t*>(v_row(row0)), out,
+                                 static_cast<int>(len * d));
+            for (std::int64_t i = j; i < j + len; ++i) tile.rows[i] = out + (i - j) * d;
+            return;
+        }
         for (std::int64_t i = j; i < j + len; ++i) {
             const std::int64_t row = row0 + i - j;
             if (shape_.type == ElementType::F32) {
