@@ -157,12 +157,13 @@ void TestCpuAttention::matchesFloat64Reference_data() {
         kernel_sets.push_back({KernelChoice::Best, tensor::SimdLevel::Avx512});
     for (const auto& [kc, level] : kernel_sets) {
         for (ElementType t : {ElementType::F32, ElementType::F16, ElementType::Q8}) {
-            for (int group : {1, 2, 4}) {
+            // 3 x 3: SmolLM2's shape (3 kv heads: one thread per item on 2 or 3 threads).
+            for (int group : {1, 2, 3, 4}) {
                 // 64: whole vectors; 20: one 16-column step and a masked tail of 4.
                 for (int d : {64, 20}) {
                     // 7: a window shorter than the prefill, so that it cuts into blocks.
                     for (int window : {0, 7}) {
-                        const int kv_heads = group == 4 ? 1 : 2;
+                        const int kv_heads = group == 4 ? 1 : group == 3 ? 3 : 2;
                         QTest::addRow(
                             "%s-%s-g%d-d%d-w%d", kv::element_type_name(t),
                             kc == KernelChoice::Best ? tensor::simd_level_name(level) : "scalar",
@@ -206,9 +207,10 @@ void TestCpuAttention::matchesFloat64Reference() {
     std::vector<runtime::AttentionChunk> chunks = f.chunks;
     chunks[0].capture = &capture;
 
-    // Three threads: more than one kv head's worth of items for the decode-only runs below,
-    // so that they also take the path that splits a group's heads over threads.
+    // Three threads: more threads than kv heads for the decode-only runs below, so that they
+    // also take the form in which the threads share each item (CpuAttention::run_shared).
     runtime::ThreadPool pool(3);
+    runtime::ThreadPool two(2);
     runtime::CpuAttention attention;
     attention.reserve(pool.size(), f.longest, group, head_dim);
     std::vector<float> out(static_cast<std::size_t>(f.rows * heads * hd), -1.0f);
@@ -232,6 +234,13 @@ void TestCpuAttention::matchesFloat64Reference() {
                                  single.size() * sizeof(float)) == 0,
                      qPrintable(
                          QString("chunk %1 token %2: alone differs from blocked").arg(ci).arg(t)));
+            // And on two threads: one kv head there takes the shared form (the threads split the
+            // item's keys, rows and columns), two or three the one-thread-per-item form.
+            const std::vector<float> pair = f.run(two, {&alone, 1}, qrow, 1);
+            QVERIFY2(std::memcmp(pair.data(), single.data(), single.size() * sizeof(float)) == 0,
+                     qPrintable(QString("chunk %1 token %2: two threads differ from three")
+                                    .arg(ci)
+                                    .arg(t)));
 
             for (int h = 0; h < heads; ++h) {
                 const int kvh = h / group;
