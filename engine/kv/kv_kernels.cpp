@@ -110,10 +110,12 @@ const Kernels& best_kernels() {
         k.name = "avx512+avx2+fma+f16c";
         k.tile_scores = tile_scores_avx512;
         k.tile_accumulate = tile_accumulate_avx512;
+        k.f16_to_f32 = f16_to_f32_avx512;
+        k.k_run_f16 = k_run_f16_avx512;
         return k;
     }();
     const cpu::X86Features& f = cpu::x86_features();
-    if (&best != &kScalar && f.avx512f &&
+    if (&best != &kScalar && f.avx512f && f.avx512bw && f.avx512vl &&
         tensor::active_simd_level() == tensor::SimdLevel::Avx512) {
         return avx512;
     }

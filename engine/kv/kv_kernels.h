@@ -57,12 +57,16 @@ const Kernels& best_kernels();
 // AVX2 + FMA + F16C (kv_kernels_avx2.cpp, built on x86-64 with GCC or Clang only). Callers
 // must check the CPU first.
 const Kernels& avx2_kernel_table();
-// The two blocked-attention kernels for AVX-512 F (kv_kernels_avx512.cpp); the AVX-512 table is
-// the AVX2 one with these two. Callers must check the CPU first.
+// The blocked-attention kernels and F16 conversions for AVX-512 F/BW/VL (kv_kernels_avx512.cpp);
+// the AVX-512 table is the AVX2 one with these. Callers must check the CPU first.
 void tile_scores_avx512(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                         float scale, float* s, std::int64_t s_stride);
 void tile_accumulate_avx512(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                             int keys, int n, float* out);
+// Sixteen-lane forms of the AVX2 table's F16 conversions (exact, so the same values).
+void f16_to_f32_avx512(const std::uint16_t* in, float* out, int n);
+void k_run_f16_avx512(const std::uint16_t* src, int stride, int len, int n, float* dst,
+                      int dst_stride);
 #endif
 
 }  // namespace tokenscope::kv::detail

@@ -1,5 +1,7 @@
 // AVX-512 forms of the two blocked-attention kernels (KvStorage::tile_scores and
-// tile_accumulate); the row conversions stay AVX2 (kv_kernels.cpp builds the table).
+// tile_accumulate) and of the F16 conversions the tiles use; the other row kernels stay AVX2
+// (kv_kernels.cpp builds the table). Compiled with AVX-512 F/BW/VL, used at the AVX-512 matmul
+// level only, which requires them.
 //
 // Why: at 512 prompt tokens these two were 14 % of a 246M model's prefill, the AVX2 score
 // kernel at about 45 % of the AVX2 FMA rate, and on AVX-512 machines half the FMA width idled.
@@ -144,6 +146,26 @@ void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* 
 }
 
 }  // namespace
+
+void f16_to_f32_avx512(const std::uint16_t* in, float* out, int n) {
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = lanes16(n - i);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, in + i)));
+    }
+}
+
+// Element row i of a run: len (at most a block, here up to 32) halves at src + i * stride.
+void k_run_f16_avx512(const std::uint16_t* src, int stride, int len, int n, float* dst,
+                      int dst_stride) {
+    for (int i = 0; i < n; ++i) {
+        const std::uint16_t* x = src + static_cast<std::int64_t>(i) * stride;
+        float* y = dst + static_cast<std::int64_t>(i) * dst_stride;
+        for (int j = 0; j < len; j += 16) {
+            const __mmask16 m = lanes16(len - j);
+            _mm512_mask_storeu_ps(y + j, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + j)));
+        }
+    }
+}
 
 void tile_scores_avx512(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                         float scale, float* s, std::int64_t s_stride) {
