@@ -328,6 +328,22 @@ struct Heads8 {
     }
 };
 
+// block(i, acc) for blocks 0 .. count - 1 of a group of up to 8, alternating two accumulator
+// sets so that consecutive blocks do not wait on one FMA chain; a full group unrolled.
+template <class Block>
+__attribute__((always_inline)) inline void alternate_blocks(int count, __m256* acc0, __m256* acc1,
+                                                            Block& block) {
+    if (count == 8) {
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i += 2) {
+            block(i, acc0);
+            block(i + 1, acc1);
+        }
+    } else {
+        for (int i = 0; i < count; ++i) block(i, (i & 1) ? acc1 : acc0);
+    }
+}
+
 // coef_b of the 8 blocks of `heads`: the min m (Q4_1, Q5_1) or -offset * d (Q4_0, Q5_0), the
 // factor of the activation block's sum (NibbleLayout).
 template <Type W>
@@ -374,16 +390,7 @@ __attribute__((always_inline)) inline void nibble_blocks(const std::uint8_t* row
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_broadcast_ss(&scale[t][i]), acc[t]);
         }
     };
-    // Alternate accumulators so consecutive blocks do not wait on one FMA chain.
-    if (count == 8) {
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i += 2) {
-            block(i, acc0);
-            block(i + 1, acc1);
-        }
-    } else {
-        for (int i = 0; i < count; ++i) block(i, (i & 1) ? acc1 : acc0);
-    }
+    alternate_blocks(count, acc0, acc1, block);
 }
 
 // Q8_0 for decode (one token) and small batches (2-15 tokens: a speculative verification chunk,
@@ -432,15 +439,7 @@ void q8_0_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
                                          acc[t]);
             }
         };
-        if (count == 8) {
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i += 2) {
-                block(i, acc0);
-                block(i + 1, acc1);
-            }
-        } else {
-            for (int i = 0; i < count; ++i) block(i, (i & 1) ? acc1 : acc0);
-        }
+        alternate_blocks(count, acc0, acc1, block);
     }
     for (int t = 0; t < T; ++t)
         a.out[(t0 + t) * a.out_stride + r] = hsum(_mm256_add_ps(acc0[t], acc1[t]));
