@@ -22,12 +22,6 @@ void f16_to_f32(const std::uint16_t* in, float* out, int n) {
     for (int i = 0; i < n; ++i) out[i] = tensor::f16_to_f32(in[i]);
 }
 
-float dot_f32(const float* k, const float* q, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; ++i) sum += k[i] * q[i];
-    return sum;
-}
-
 void axpy_f32(const float* v, float w, float* acc, int n) {
     for (int i = 0; i < n; ++i) acc[i] += w * v[i];
 }
@@ -82,8 +76,8 @@ void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const floa
     }
 }
 
-constexpr Kernels kScalar{"scalar", f32_to_f16, f16_to_f32, dot_f32,  axpy_f32,    axpy_f16,
-                          axpy_q8,  q8_to_f32,  k_run_f16,  k_run_q8, tile_scores, tile_accumulate};
+constexpr Kernels kScalar{"scalar",  f32_to_f16, f16_to_f32, axpy_f32,    axpy_f16,       axpy_q8,
+                          q8_to_f32, k_run_f16,  k_run_q8,   tile_scores, tile_accumulate};
 
 const Kernels& choose_best() {
 #if defined(TOKENSCOPE_KV_AVX2)

@@ -14,7 +14,6 @@ struct Kernels {
     const char* name;
     void (*f32_to_f16)(const float* in, std::uint16_t* out, int n);
     void (*f16_to_f32)(const std::uint16_t* in, float* out, int n);
-    float (*dot_f32)(const float* k, const float* q, int n);
     void (*axpy_f32)(const float* v, float w, float* acc, int n);
     void (*axpy_f16)(const std::uint16_t* v, float w, float* acc, int n);
     void (*axpy_q8)(const std::int8_t* v, float w, float* acc, int n);  // w includes the scale

@@ -4,19 +4,12 @@
 #include <immintrin.h>
 
 #include "kv/kv_kernels.h"
+#include "kv/score_keys.h"
 #include "kv/tile_row_groups.h"
 
 namespace tokenscope::kv::detail {
 
 namespace {
-
-float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 shuf = _mm_movehdup_ps(s);
-    s = _mm_add_ps(s, shuf);
-    shuf = _mm_movehl_ps(shuf, s);
-    return _mm_cvtss_f32(_mm_add_ss(s, shuf));
-}
 
 __m256 load_f16(const std::uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -47,16 +40,6 @@ void f16_to_f32(const std::uint16_t* in, float* out, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load_f16(in + i));
     for (; i < n; ++i) out[i] = half_to_float(in[i]);
-}
-
-float dot_f32(const float* k, const float* q, int n) {
-    __m256 acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), _mm256_loadu_ps(q + i), acc);
-    float sum = hsum(acc);
-    for (; i < n; ++i) sum += k[i] * q[i];
-    return sum;
 }
 
 void axpy_f32(const float* v, float w, float* acc, int n) {
@@ -123,68 +106,30 @@ void k_run_q8(const std::int8_t* src, int stride, const float* scales, int len, 
     }
 }
 
-// Rows [0, R) against the V * 8 keys from kt's column 0 (`keys` of them stored, 1 to 8 V):
-// per (row, key) acc = fma(q_i, k_i, acc) over the row in order, keys in the lanes, as the
-// table contract says. The key vectors are loaded once per element and serve R rows.
-template <int R, int V>
-void score_keys(const float* q, int n, const float* kt, int kt_stride, int keys, __m256 scale,
-                float* s, std::int64_t s_stride) {
-    __m256 acc[R][V];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
-    }
-    for (int i = 0; i < n; ++i) {
-        __m256 k[V];
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) k[v] = _mm256_loadu_ps(kt + i * kt_stride + 8 * v);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const __m256 b = _mm256_broadcast_ss(q + r * n + i);
-#pragma GCC unroll 2
-            for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(b, k[v], acc[r][v]);
+// 8-lane vectors for score_keys.h: 6 rows x 16 keys per pass (12 accumulators, two key vectors
+// and a broadcast fill 15 of the 16 registers).
+struct Lanes8 {
+    using Vec = __m256;
+    static constexpr int kLanes = 8;
+    static constexpr int kRows = 6;
+    static Vec zero() { return _mm256_setzero_ps(); }
+    static Vec set1(float x) { return _mm256_set1_ps(x); }
+    static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+    static Vec broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+    static Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+    static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+    static void store(float* p, Vec x, int cols) {
+        if (cols == kLanes) {
+            _mm256_storeu_ps(p, x);
+        } else {
+            _mm256_maskstore_ps(p, lanes(cols), x);
         }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) {
-            const __m256 x = _mm256_mul_ps(acc[r][v], scale);
-            float* out = s + r * s_stride + 8 * v;
-            const int cols = keys - 8 * v;
-            if (cols >= 8) {
-                _mm256_storeu_ps(out, x);
-            } else if (cols > 0) {
-                _mm256_maskstore_ps(out, lanes(cols), x);
-            }
-        }
-    }
-}
-
-// Up to 6 rows x 16 keys per pass: 12 accumulators, two key vectors and a broadcast fill 15
-// of the 16 registers.
-constexpr int kScoreRows = 6;
-
-template <int V>
-void score_rows(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
-                __m256 scale, float* s, std::int64_t s_stride) {
-    for_row_groups<kScoreRows>(rows, [&](int r, auto count) {
-        score_keys<decltype(count)::value, V>(q + r * n, n, kt, kt_stride, keys, scale,
-                                              s + r * s_stride, s_stride);
-    });
-}
+};
 
 void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                  float scale, float* s, std::int64_t s_stride) {
-    const __m256 sv = _mm256_set1_ps(scale);
-    for (int j = 0; j < keys; j += 16) {
-        if (keys - j > 8) {
-            score_rows<2>(q, rows, kt + j, kt_stride, keys - j, n, sv, s + j, s_stride);
-        } else {
-            score_rows<1>(q, rows, kt + j, kt_stride, keys - j, n, sv, s + j, s_stride);
-        }
-    }
+    scores_in_lanes<Lanes8>(q, rows, kt, kt_stride, keys, n, scale, s, s_stride);
 }
 
 // R output rows: 16 columns at a time in registers over all keys, then the rest 8 at a time
@@ -239,9 +184,9 @@ void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const floa
     });
 }
 
-constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16, f16_to_f32,  dot_f32,
-                        axpy_f32,        axpy_f16,   axpy_q8,     q8_to_f32,
-                        k_run_f16,       k_run_q8,   tile_scores, tile_accumulate};
+constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16,  f16_to_f32,     axpy_f32,
+                        axpy_f16,        axpy_q8,     q8_to_f32,      k_run_f16,
+                        k_run_q8,        tile_scores, tile_accumulate};
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kv/kv_kernels.h"
+#include "kv/score_keys.h"
 #include "kv/tile_row_groups.h"
 
 namespace tokenscope::kv::detail {
@@ -32,53 +33,20 @@ inline __mmask16 lanes16(int m) {
     return static_cast<__mmask16>(m >= 16 ? 0xFFFF : (1u << m) - 1u);
 }
 
-// Rows [0, R) against the V * 16 keys from kt's column 0 (`keys` of them stored, 1 to 16 V):
-// per (row, key) acc = fma(q_i, k_i, acc) over the row in order, keys in the lanes, as the
-// table contract says (the AVX2 and scalar tables compute the same chains: equal scores).
-template <int R, int V>
-void score_keys(const float* q, int n, const float* kt, int kt_stride, int keys, __m512 scale,
-                float* s, std::int64_t s_stride) {
-    __m512 acc[R][V];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
-    }
-    for (int i = 0; i < n; ++i) {
-        __m512 k[V];
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) k[v] = _mm512_loadu_ps(kt + i * kt_stride + 16 * v);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-            const __m512 b = _mm512_set1_ps(q[r * n + i]);
-#pragma GCC unroll 2
-            for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(b, k[v], acc[r][v]);
-        }
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) {
-            const int cols = keys - 16 * v;
-            if (cols > 0) {
-                _mm512_mask_storeu_ps(s + r * s_stride + 16 * v, lanes16(cols),
-                                      _mm512_mul_ps(acc[r][v], scale));
-            }
-        }
-    }
-}
-
-// Up to 12 rows x 32 keys per pass: 24 accumulators and two key vectors of the 32 registers.
-constexpr int kScoreRows = 12;
-
-template <int V>
-void score_rows(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
-                __m512 scale, float* s, std::int64_t s_stride) {
-    for_row_groups<kScoreRows>(rows, [&](int r, auto count) {
-        score_keys<decltype(count)::value, V>(q + r * n, n, kt, kt_stride, keys, scale,
-                                              s + r * s_stride, s_stride);
-    });
-}
+// 16-lane vectors for score_keys.h: 12 rows x 32 keys per pass (24 accumulators and two key
+// vectors of the 32 registers).
+struct Lanes16 {
+    using Vec = __m512;
+    static constexpr int kLanes = 16;
+    static constexpr int kRows = 12;
+    static Vec zero() { return _mm512_setzero_ps(); }
+    static Vec set1(float x) { return _mm512_set1_ps(x); }
+    static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+    static Vec broadcast(const float* p) { return _mm512_set1_ps(*p); }
+    static Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+    static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+    static void store(float* p, Vec x, int cols) { _mm512_mask_storeu_ps(p, lanes16(cols), x); }
+};
 
 // Output rows [0, R) += p * v over the keys, columns [i, i + 64) (vectors past n masked off).
 // Four accumulator arrays with every loop over them unrolled: otherwise GCC keeps them in
@@ -169,14 +137,7 @@ void k_run_f16_avx512(const std::uint16_t* src, int stride, int len, int n, floa
 
 void tile_scores_avx512(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                         float scale, float* s, std::int64_t s_stride) {
-    const __m512 sv = _mm512_set1_ps(scale);
-    for (int j = 0; j < keys; j += 32) {
-        if (keys - j > 16) {
-            score_rows<2>(q, rows, kt + j, kt_stride, keys - j, n, sv, s + j, s_stride);
-        } else {
-            score_rows<1>(q, rows, kt + j, kt_stride, keys - j, n, sv, s + j, s_stride);
-        }
-    }
+    scores_in_lanes<Lanes16>(q, rows, kt, kt_stride, keys, n, scale, s, s_stride);
 }
 
 // Rows per accumulate pass: 24 accumulators, four value vectors and a broadcast of the 32

@@ -96,7 +96,7 @@ void CpuAttention::run(ThreadPool& pool, const kv::KvStorage& storage, const Att
                                   for (std::int64_t i = b; i < e; ++i) {
                                       const Item& item = items_[static_cast<std::size_t>(i)];
                                       const Span span = span_of(item, ctx);
-                                      pack_queries(item, span, s, ctx);
+                                      pack_queries(item, s, ctx);
                                       score_tiles(item, span, s, 0, span.tiles, s.tile.data(), ctx);
                                       softmax_rows(item, span, s, 0, span.rows, ctx);
                                       accumulate_columns(item, span, s, 0, head_dim_, s.tile.data(),
@@ -119,8 +119,8 @@ void CpuAttention::run_shared(ThreadPool& pool, const Context& ctx) {
         spans_.push_back(span_of(items_[static_cast<std::size_t>(i)], ctx));
         tile_units += spans_.back().tiles;
         // Item i keeps its queries, scores and outputs in scratch i (count < threads).
-        pack_queries(items_[static_cast<std::size_t>(i)], spans_.back(),
-                     scratch_[static_cast<std::size_t>(i)], ctx);
+        pack_queries(items_[static_cast<std::size_t>(i)], scratch_[static_cast<std::size_t>(i)],
+                     ctx);
     }
     // Units of work per phase are handed out in order over the items' ranges.
     auto locate = [&](std::int64_t unit, auto size_of) {
@@ -185,13 +185,11 @@ CpuAttention::Span CpuAttention::span_of(const Item& item, const Context& ctx) c
     return sp;
 }
 
-void CpuAttention::pack_queries(const Item& item, const Span& sp, Scratch& s,
-                                const Context& ctx) const {
+void CpuAttention::pack_queries(const Item& item, Scratch& s, const Context& ctx) const {
     const AttentionChunk& c = ctx.chunks[static_cast<std::size_t>(item.chunk)];
     const std::int64_t hd = ctx.layer.head_dim;
     const std::int64_t row_floats = static_cast<std::int64_t>(ctx.layer.heads) * hd;
     const std::int64_t group = ctx.layer.heads / ctx.layer.kv_heads;
-    (void)sp;
     for (std::int64_t t = 0; t < item.tokens; ++t) {
         const float* src =
             ctx.q + (c.first_row + item.first_token + t) * row_floats + item.kv_head * group * hd;

@@ -95,7 +95,7 @@ class CpuAttention {
     };
     void run_shared(ThreadPool& pool, const Context& ctx);
     Span span_of(const Item& item, const Context& ctx) const;
-    void pack_queries(const Item& item, const Span& sp, Scratch& s, const Context& ctx) const;
+    void pack_queries(const Item& item, Scratch& s, const Context& ctx) const;
     void score_tiles(const Item& item, const Span& sp, Scratch& s, std::int64_t tile_begin,
                      std::int64_t tile_end, float* buffer, const Context& ctx) const;
     void softmax_rows(const Item& item, const Span& sp, Scratch& s, int row_begin, int row_end,
