@@ -12,6 +12,7 @@
 #include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
 
 #include "runtime/cpu_ops_kernels.h"
+#include "runtime/exp_constants.h"
 #include "util/cpu_features.h"
 
 #if defined(TOKENSCOPE_X86_64)
@@ -23,22 +24,19 @@ namespace tokenscope::runtime::ops::detail {
 #if defined(TOKENSCOPE_X86_64)
 namespace {
 
-// exp_avx2.h's exp_nonpositive on sixteen lanes: the same constants and operations in the same
-// order, so every lane gives the AVX2 function's bits.
+// exp_avx2.h's exp_nonpositive on sixteen lanes: the same constants (exp_constants.h) and
+// operations in the same order, so every lane gives the AVX2 function's bits (test_cpu_ops).
 TOKENSCOPE_TARGET("avx512f") __m512 exp_nonpositive16(__m512 x) {
-    const __m512 lowest = _mm512_set1_ps(-87.33654f);
+    namespace c = simd::exp_constants;
+    const __m512 lowest = _mm512_set1_ps(c::kLowest);
     const __mmask16 keep = _mm512_cmp_ps_mask(x, lowest, _CMP_NLT_UQ);  // not underflowing
     x = _mm512_max_ps(x, lowest);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(c::kLog2e)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Hi), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(c::kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(c::kP[0]);
+    for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c::kP[i]));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
     p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
     const __m512i exponent =

@@ -4,6 +4,7 @@
 // `#if defined(TOKENSCOPE_X86_64)` after <immintrin.h>; the function carries its own target
 // attribute and lives in an unnamed namespace, so each including file gets its own copy and no
 // baseline caller can pick it up. No standard headers: see engine/kv/kv_kernels.h.
+#include "runtime/exp_constants.h"
 #include "util/cpu_features.h"
 
 namespace tokenscope::runtime::simd {
@@ -15,20 +16,16 @@ namespace {
 // correctly rounded, 5.96e-8); test_cpu_ops checks 10^7 of them. Arguments below
 // ln(FLT_MIN) ~ -87.34, -infinity included, give exactly 0 instead of a denormal.
 TOKENSCOPE_TARGET("avx2,fma") __m256 exp_nonpositive(__m256 x) {
-    const __m256 lowest = _mm256_set1_ps(-87.33654f);
+    namespace c = exp_constants;
+    const __m256 lowest = _mm256_set1_ps(c::kLowest);
     const __m256 underflow = _mm256_cmp_ps(x, lowest, _CMP_LT_OQ);
     x = _mm256_max_ps(x, lowest);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(c::kLog2e)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    // ln2 in two parts (Cody-Waite): n * 0.693359375 is exact in float.
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(c::kLn2Hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(c::kLn2Lo), r);
+    __m256 p = _mm256_set1_ps(c::kP[0]);
+    for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c::kP[i]));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
     p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
     // n >= -126 after the clamp, so 2^n is a normal float.
