@@ -179,7 +179,7 @@ float KvStorage::dot_k(int layer, std::int64_t slot, int head, const float* q) c
     float sum = 0.0f;
     for (int i0 = 0; i0 < d; i0 += kChunk) {
         const int n = std::min(kChunk, d - i0);
-        convert_k(row, i0, n, k);
+        convert_k(row, i0, n, 1, k, 1);
         for (int i = 0; i < n; ++i) sum += k[i] * q[i0 + i];
     }
     return sum;
@@ -219,23 +219,29 @@ void KvStorage::axpy_v(int layer, int head, std::span<const std::int64_t> slot_i
         axpy_v(layer, slot_ids[i], head, weights[i], acc);
 }
 
-// Elements [first, first + n) of K row `row`, gathered from its column.
-void KvStorage::convert_k(std::int64_t row, int first, int n, float* out) const {
+// Elements [first, first + n) of K rows row .. row + len - 1 (a run of one block's slots),
+// into out[i * out_stride + j] for element first + i of row + j: K is stored by element, so each
+// element's len values are adjacent.
+void KvStorage::convert_k(std::int64_t row, int first, int n, int len, float* out,
+                          int out_stride) const {
     const std::int64_t bs = shape_.block_size;
     const std::int64_t e = k_element(row) + first * bs;
     switch (shape_.type) {
         case ElementType::F32: {
             const auto* x = reinterpret_cast<const float*>(k_values_) + e;
-            for (int i = 0; i < n; ++i) out[i] = x[i * bs];
+            for (int i = 0; i < n; ++i) {
+                std::memcpy(out + static_cast<std::int64_t>(i) * out_stride, x + i * bs,
+                            static_cast<std::size_t>(len) * sizeof(float));
+            }
             break;
         }
         case ElementType::F16:
             kernels_->k_run_f16(reinterpret_cast<const std::uint16_t*>(k_values_) + e,
-                                static_cast<int>(bs), 1, n, out, 1);
+                                static_cast<int>(bs), len, n, out, out_stride);
             break;
         case ElementType::Q8:
             kernels_->k_run_q8(reinterpret_cast<const std::int8_t*>(k_values_) + e,
-                               static_cast<int>(bs), k_scales_ + row, 1, n, out, 1);
+                               static_cast<int>(bs), k_scales_ + row, len, n, out, out_stride);
             break;
     }
 }
@@ -258,7 +264,7 @@ void KvStorage::convert_v(std::int64_t row, int first, int n, float* out) const 
 
 void KvStorage::convert(Part part, std::int64_t row, float* out) const {
     if (part == Part::K) {
-        convert_k(row, 0, shape_.head_dim, out);
+        convert_k(row, 0, shape_.head_dim, 1, out, 1);
     } else {
         convert_v(row, 0, shape_.head_dim, out);
     }
@@ -280,27 +286,7 @@ void KvStorage::k_tile(int layer, int head, std::span<const std::int64_t> slot_i
         assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
                head >= 0 && head < shape_.kv_heads);
         const std::int64_t row = row_index(layer, slot, head);
-        const std::int64_t e = k_element(row);
-        float* out = buffer + j;
-        const auto n = static_cast<int>(len);
-        switch (shape_.type) {
-            case ElementType::F32: {
-                const auto* x = reinterpret_cast<const float*>(k_values_) + e;
-                for (int i = 0; i < d; ++i) {
-                    std::memcpy(out + i * kTileKeys, x + i * bs,
-                                static_cast<std::size_t>(n) * sizeof(float));
-                }
-                break;
-            }
-            case ElementType::F16:
-                kernels_->k_run_f16(reinterpret_cast<const std::uint16_t*>(k_values_) + e,
-                                    static_cast<int>(bs), n, d, out, kTileKeys);
-                break;
-            case ElementType::Q8:
-                kernels_->k_run_q8(reinterpret_cast<const std::int8_t*>(k_values_) + e,
-                                   static_cast<int>(bs), k_scales_ + row, n, d, out, kTileKeys);
-                break;
-        }
+        convert_k(row, 0, d, static_cast<int>(len), buffer + j, kTileKeys);
     });
 }
 

@@ -146,7 +146,7 @@ class KvStorage {
         return k_values_ + k_element(row) * element_bytes_;
     }
     void write_k(std::int64_t row, const float* x);
-    void convert_k(std::int64_t row, int first, int n, float* out) const;
+    void convert_k(std::int64_t row, int first, int n, int len, float* out, int out_stride) const;
     void convert_v(std::int64_t row, int first, int n, float* out) const;
     void write_v(std::int64_t row, const float* x);
     void read(Part part, int layer, std::int64_t slot, int head, float* out) const;
