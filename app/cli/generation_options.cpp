@@ -26,7 +26,8 @@ std::vector<OptionSpec> join(std::vector<OptionSpec> specs, const std::vector<Op
 }
 
 std::vector<OptionSpec> engine_option_specs() {
-    return {{"threads"}, {"ctx"}, {"kv-type"}, {"batch"}, {"device"}, {"cuda-graphs"}, {"split-k"}};
+    return {{"threads"}, {"ctx"}, {"kv-type"}, {"batch"}, {"device"}, {"cuda-graphs"}, {"split-k"},
+            {"large-pages"}};
 }
 
 namespace {
@@ -53,6 +54,7 @@ runtime::EngineOptions engine_options(const Arguments& args) {
     }
     o.gpu.decode_graphs = on_off(args, "cuda-graphs", true);
     o.gpu.split_k_attention = on_off(args, "split-k", true);
+    o.large_pages = on_off(args, "large-pages", true);
     if (auto type = args.value("kv-type")) {
         auto parsed = kv::parse_element_type(*type);
         if (!parsed) throw InvalidArgument("option '--kv-type' must be f32, f16 or q8, got '" + *type + "'");

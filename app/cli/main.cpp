@@ -25,7 +25,7 @@ const char* const kUsage =
     "  run       --model FILE --prompt TEXT [--chat [--template NAME]] [--n-predict N] [--json]\n"
     "            [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window N --seed S]\n"
     "            [--threads N --ctx N --kv-type f16|f32|q8 --batch N --device cpu|cuda|auto]\n"
-    "            [--cuda-graphs on|off --split-k on|off]\n"
+    "            [--cuda-graphs on|off --split-k on|off --large-pages on|off]\n"
     "            generate a continuation (or, with --chat, an answer) and stream it\n"
     "  chat      --model FILE [--system TEXT] [--think on|off]\n"
     "            [--template gemma|llama2|llama3|chatml|mistral|phi3|zephyr|fallback]  (default: the model's own)\n"

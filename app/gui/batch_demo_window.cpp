@@ -103,6 +103,9 @@ void BatchDemoJob::run(const BatchDemoSettings& settings) {
         o.token_budget = settings.token_budget;
         o.kv_capacity_tokens = settings.kv_tokens;
         o.device = runtime::Device::Cpu;
+        // A second engine beside the chat's: the file mapping shares its pages with the chat
+        // engine's page cache instead of holding a second copy of the weights.
+        o.large_pages = false;
         auto engine = runtime::Engine::load(settings.model_path.toStdString(), o);
         const auto& tok = engine->tokenizer();
         runtime::BatchDemoOptions d;

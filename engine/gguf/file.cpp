@@ -1,20 +1,51 @@
 #include "gguf/file.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "util/checked_math.h"
 #include "util/error.h"
+#include "util/large_pages.h"
 #include "util/mapped_file.h"
 
 namespace tokenscope::gguf {
 
 struct File::Mapping {
-    explicit Mapping(const std::string& path) : file(path) {}
-    MappedFile file;
+    explicit Mapping(const std::string& path) : file(std::in_place, path) {}
+    std::optional<MappedFile> file;  // empty once copied
+    LargePageBuffer copy;
+
+    std::span<const std::uint8_t> bytes() const {
+        if (file) return file->bytes();
+        return {reinterpret_cast<const std::uint8_t*>(copy.data()), copy.size()};
+    }
+    // Replaces the mapping by a read-only copy in large pages. The copy is read from the file
+    // (the page cache) rather than from the mapping, which would fault in every 4 KiB page of
+    // it first: 470 MiB took 0.65-1.5 s that way.
+    void copy_to_large_pages(const std::string& path) {
+        const std::size_t size = file->bytes().size();
+        copy = LargePageBuffer(size);
+        std::ifstream in(std::filesystem::path(path), std::ios::binary);
+        // Whole 2 MiB steps: each destination page is faulted in once, as a huge page, and
+        // reads this large go straight from the page cache into it.
+        for (std::size_t at = 0; in && at < size; at += kLargePageBytes) {
+            const std::size_t n = std::min(kLargePageBytes, size - at);
+            in.read(reinterpret_cast<char*>(copy.data() + at), static_cast<std::streamsize>(n));
+        }
+        if (!in) {
+            throw IoError(path + ": cannot read its " + std::to_string(size) +
+                          " bytes into memory (did the file change while it was open?)");
+        }
+        copy.make_read_only();
+        file.reset();
+    }
 };
 
 namespace {
@@ -377,11 +408,28 @@ std::string TensorInfo::shape_string() const {
     return out;
 }
 
-File File::open(const std::string& path) {
+File File::open(const std::string& path, FileBytes where) {
     File file;
     file.path_ = path;
     file.mapping_ = std::make_unique<Mapping>(path);
-    file.bytes_ = file.mapping_->file.bytes();
+    if (where == FileBytes::LargePages && file.mapping_->file->bytes().size() > 0) {
+        if (large_pages_available()) {
+            const auto start = std::chrono::steady_clock::now();
+            file.mapping_->copy_to_large_pages(path);
+            const double ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count();
+            spdlog::info(
+                "{}: copied {:.0f} MiB into 2 MiB pages in {:.0f} ms ({:.0f} MiB of them "
+                "huge pages)",
+                path, static_cast<double>(file.mapping_->copy.size()) / (1 << 20), ms,
+                static_cast<double>(file.mapping_->copy.huge_page_bytes()) / (1 << 20));
+        } else {
+            spdlog::info("{}: kept as a file mapping (transparent huge pages: {})", path,
+                         transparent_huge_pages_mode());
+        }
+    }
+    file.bytes_ = file.mapping_->bytes();
     Parser(file).run();
     spdlog::debug("gguf: {} v{}: {} keys, {} tensors, data at {}", path, file.version_,
                   file.metadata_.size(), file.tensors_.size(), file.data_offset_);
@@ -394,6 +442,10 @@ File File::parse(std::string display_name, std::span<const std::uint8_t> bytes) 
     file.bytes_ = bytes;
     Parser(file).run();
     return file;
+}
+
+bool File::in_large_pages() const {
+    return mapping_ && !mapping_->file;
 }
 
 File::File(File&&) noexcept = default;

@@ -1,8 +1,9 @@
 #pragma once
 // A validated, memory-mapped GGUF file (versions 2 and 3). Opening checks everything the
 // format promises; any violation is a FormatError whose message names the file, the byte
-// offset, the key or tensor involved and what is wrong. Tensor data is not copied: each
-// TensorInfo points into the mapping, which lives as long as the File.
+// offset, the key or tensor involved and what is wrong. Each TensorInfo points into the File's
+// bytes, which live as long as the File: the mapping itself, or (FileBytes::LargePages) a
+// read-only copy in 2 MiB pages that the CPU streams faster (util/large_pages.h).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -34,10 +35,16 @@ struct TensorInfo {
     std::string shape_string() const;  // "640 x 262144"
 };
 
+// Where an opened file's bytes live.
+enum class FileBytes {
+    Mapped,      // the file mapping: nothing copied, pages shared with the page cache
+    LargePages,  // copied into anonymous 2 MiB pages where the system offers them, else Mapped
+};
+
 class File {
   public:
     // Maps and validates `path`. Throws IoError or FormatError.
-    static File open(const std::string& path);
+    static File open(const std::string& path, FileBytes where = FileBytes::Mapped);
     // Validates bytes already in memory (the fuzzer, tests). `bytes` must outlive the File.
     static File parse(std::string display_name, std::span<const std::uint8_t> bytes);
 
@@ -50,6 +57,9 @@ class File {
     std::uint64_t alignment() const { return alignment_; }
     std::uint64_t data_offset() const { return data_offset_; }
     std::uint64_t file_size() const { return bytes_.size(); }
+    // True when the bytes are a copy in large pages (open(..., FileBytes::LargePages) on a
+    // system that offers them).
+    bool in_large_pages() const;
 
     const std::vector<std::pair<std::string, Value>>& metadata() const { return metadata_; }
     const Value* find(std::string_view key) const;

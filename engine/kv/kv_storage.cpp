@@ -55,10 +55,6 @@ constexpr int kChunk = 64;
 
 }  // namespace
 
-void KvStorage::Freer::operator()(void* p) const {
-    std::free(p);
-}
-
 KvStorage::KvStorage(const CacheShape& shape, KernelChoice kernels)
     : shape_(shape),
       kernels_(kernels == KernelChoice::Scalar ||
@@ -76,12 +72,12 @@ KvStorage::KvStorage(const CacheShape& shape, KernelChoice kernels)
     const std::size_t total = 2 * (value_bytes + scale_bytes);
     assert(total == capacity_bytes(shape_));
 
-    // calloc: large blocks come straight from mmap as zero pages, so untouched slots cost
-    // neither time nor resident memory, and a slot read before it is written reads zeros.
-    memory_.reset(static_cast<std::byte*>(std::calloc(total, 1)));
-    if (!memory_) throw std::bad_alloc();
-    // Scales first: the float arrays then sit at calloc's alignment.
-    std::byte* p = memory_.get();
+    // Anonymous zero pages: untouched slots cost neither time nor resident memory (beyond the
+    // 2 MiB page a first write commits), a slot read before it is written reads zeros, and
+    // attention's reads over long contexts walk few TLB entries.
+    memory_ = LargePageBuffer(total);
+    // Scales first: the float arrays then sit at the page's alignment.
+    std::byte* p = memory_.data();
     if (scale_bytes != 0) {
         k_scales_ = reinterpret_cast<float*>(p);
         v_scales_ = reinterpret_cast<float*>(p + scale_bytes);

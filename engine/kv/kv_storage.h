@@ -20,6 +20,7 @@
 
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_types.h"
+#include "util/large_pages.h"
 
 namespace tokenscope::kv {
 
@@ -124,9 +125,6 @@ class KvStorage {
     const char* kernel_name() const;
 
   private:
-    struct Freer {
-        void operator()(void* p) const;
-    };
     enum class Part { K, V };
 
     void check(int layer, std::int64_t slot, int head, const char* what) const;
@@ -159,7 +157,7 @@ class KvStorage {
     std::int64_t slots_ = 0;
     std::int64_t element_bytes_ = 0;
     std::int64_t row_value_bytes_ = 0;  // head_dim * element bytes
-    std::unique_ptr<std::byte, Freer> memory_;
+    LargePageBuffer memory_;
     std::byte* k_values_ = nullptr;
     std::byte* v_values_ = nullptr;
     float* k_scales_ = nullptr;  // Q8 only

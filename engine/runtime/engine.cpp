@@ -97,17 +97,23 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 namespace {
-std::unique_ptr<Backend> create_backend(const model::ModelConfig& config,
+// The GPU backend the options ask for and this machine can run, or null for the CPU.
+const GpuBackendFactory* choose_gpu(const EngineOptions& options) {
+    if (options.device == Device::Cpu) return nullptr;
+    std::string reason;
+    const GpuBackendFactory* gpu = registered_gpu_backend(&reason);
+    if (gpu) reason = gpu->unavailable_reason();
+    if (reason.empty()) return gpu;
+    if (options.device == Device::Cuda) throw Error("--device cuda: " + reason);
+    spdlog::info("device auto: using the CPU ({})", reason);
+    return nullptr;
+}
+
+std::unique_ptr<Backend> create_backend(const GpuBackendFactory* gpu,
+                                        const model::ModelConfig& config,
                                         const model::ModelWeights& weights,
                                         const kv::CacheShape& shape, const EngineOptions& options) {
-    if (options.device != Device::Cpu) {
-        std::string reason;
-        const GpuBackendFactory* gpu = registered_gpu_backend(&reason);
-        if (gpu) reason = gpu->unavailable_reason();
-        if (reason.empty()) return gpu->create(config, weights, shape, options.gpu);
-        if (options.device == Device::Cuda) throw Error("--device cuda: " + reason);
-        spdlog::info("device auto: using the CPU ({})", reason);
-    }
+    if (gpu) return gpu->create(config, weights, shape, options.gpu);
     return std::make_unique<CpuBackend>(config, weights, shape, options.threads);
 }
 }  // namespace
@@ -153,7 +159,12 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     }
     validate_speculation(options.speculation);
     const auto start = Clock::now();
-    std::unique_ptr<Engine> engine(new Engine(gguf::File::open(path), options));
+    const GpuBackendFactory* gpu = choose_gpu(options);
+    // The CPU streams its weights from large pages faster; a GPU copies them to the device
+    // once, so its host copy may stay a mapping.
+    const gguf::FileBytes where =
+        !gpu && options.large_pages ? gguf::FileBytes::LargePages : gguf::FileBytes::Mapped;
+    std::unique_ptr<Engine> engine(new Engine(gguf::File::open(path, where), options));
     Engine& e = *engine;
     e.config_ = model::load_model_config(e.file_);
     e.weights_ = model::bind_weights(e.file_, e.config_);
@@ -172,7 +183,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
                                         options.kv_block_size);
     shape.type = options.kv_type;
     e.kv_ = std::make_unique<kv::KvCacheManager>(shape);
-    e.backend_ = create_backend(e.config_, e.weights_, shape, options);
+    e.backend_ = create_backend(gpu, e.config_, e.weights_, shape, options);
     e.proposer_ = make_proposer(options, *e.tokenizer_);
     e.step_cost_ = speculation::StepCost(options.speculation.verify_fixed_cost,
                                          options.speculation.verify_token_cost);

@@ -66,7 +66,11 @@ struct EngineOptions {
     int kv_block_size = 16;
     std::int64_t token_budget = 512;  // tokens per step (prefill chunk size)
     Device device = Device::Cpu;      // Auto: CUDA when a usable GPU is registered and present
-    GpuOptions gpu;                   // CUDA graphs, split-K attention (the bench toggles them)
+    // CPU backend: copy the weights out of the file mapping into 2 MiB pages (where the system
+    // offers them), which decode streams 5-11 % faster; false keeps the mapping (no copy, pages
+    // shared with the page cache and other processes).
+    bool large_pages = true;
+    GpuOptions gpu;  // CUDA graphs, split-K attention (the bench toggles them)
     SpeculationOptions speculation;
 };
 
@@ -133,7 +137,7 @@ struct ScheduleEntry {
 };
 
 struct StepSchedule {
-    std::int64_t budget = 0;  // EngineOptions::token_budget
+    std::int64_t budget = 0;             // EngineOptions::token_budget
     std::vector<ScheduleEntry> entries;  // oldest request first; finished ones are not listed
     std::int64_t scheduled_tokens() const;
 };

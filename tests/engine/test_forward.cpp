@@ -7,6 +7,7 @@
 #include "inspect/attention_capture.h"
 #include "reference/reference_forward.h"
 #include "reference/tiny_model.h"
+#include "util/large_pages.h"
 
 using namespace tokenscope;
 using test::TinyModelSpec;
@@ -176,6 +177,23 @@ private slots:
     // Cached decode must equal recomputing everything at once (same kernels, different
     // grouping of tokens): a bound of 1e-5 allows for the different summation order of the
     // batched matmul kernels.
+    // The CPU backend reads its weights from a copy in large pages by default; the copy must
+    // compute exactly what the file mapping does, and the option must choose between them.
+    void largePageWeightsEqualTheMapping() {
+        const std::string path = test::tiny_model_path("llama", TinyModelSpec{});
+        runtime::EngineOptions mapped_options = options(kv::ElementType::F16);
+        mapped_options.large_pages = false;
+        auto mapped = runtime::Engine::load(path, mapped_options);
+        auto copied = runtime::Engine::load(path, options(kv::ElementType::F16));
+        QVERIFY(!mapped->file().in_large_pages());
+        QCOMPARE(copied->file().in_large_pages(), large_pages_available());
+        const auto tokens = sample_tokens(20, mapped->config().vocab_size, 5);
+        const auto a = test::run_sequence(*mapped, tokens, 7);
+        const auto b = test::run_sequence(*copied, tokens, 7);
+        QCOMPARE(a.size(), b.size());
+        QVERIFY(a == b);  // bit for bit: same bytes, same kernels
+    }
+
     void incrementalDecodeEqualsFullRecompute() {
         const std::string path = test::tiny_model_path("llama", TinyModelSpec{});
         auto engine = runtime::Engine::load(path, options(kv::ElementType::F16));

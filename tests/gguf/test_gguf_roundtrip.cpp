@@ -9,6 +9,7 @@
 #include "gguf/writer.h"
 #include "tensor/type.h"
 #include "util/error.h"
+#include "util/large_pages.h"
 #include "util/test_paths.h"
 
 using namespace tokenscope;
@@ -51,15 +52,24 @@ class TestGgufRoundtrip : public QObject {
     void metadataAndTensors_data() {
         QTest::addColumn<int>("version");
         QTest::addColumn<int>("alignment");
-        QTest::newRow("v3, default alignment") << 3 << 0;
-        QTest::newRow("v2, default alignment") << 2 << 0;
-        QTest::newRow("v3, alignment 64") << 3 << 64;
-        QTest::newRow("v3, alignment 1") << 3 << 1;
+        QTest::addColumn<bool>("large_pages");
+        // Each file also read as a copy in large pages (what the CPU backend loads): the
+        // same values, tensors and bytes must come out.
+        for (const bool large : {false, true}) {
+            const char* suffix = large ? ", large pages" : ", mapped";
+            QTest::newRow((std::string("v3, default alignment") + suffix).c_str())
+                << 3 << 0 << large;
+            QTest::newRow((std::string("v2, default alignment") + suffix).c_str())
+                << 2 << 0 << large;
+            QTest::newRow((std::string("v3, alignment 64") + suffix).c_str()) << 3 << 64 << large;
+            QTest::newRow((std::string("v3, alignment 1") + suffix).c_str()) << 3 << 1 << large;
+        }
     }
 
     void metadataAndTensors() {
         QFETCH(int, version);
         QFETCH(int, alignment);
+        QFETCH(bool, large_pages);
         gguf::Writer writer(static_cast<std::uint32_t>(version));
         const auto values = every_value_type();
         for (const auto& [key, value] : values) writer.set(key, value);
@@ -92,7 +102,10 @@ class TestGgufRoundtrip : public QObject {
 
         const std::string path = test::scratch_dir() + "/roundtrip.gguf";
         writer.write(path);
-        const gguf::File file = gguf::File::open(path);
+        const gguf::File file = gguf::File::open(
+            path, large_pages ? gguf::FileBytes::LargePages : gguf::FileBytes::Mapped);
+        // The copy is made where the system offers large pages, and only then.
+        QCOMPARE(file.in_large_pages(), large_pages && large_pages_available());
         QCOMPARE(file.version(), static_cast<std::uint32_t>(version));
         QCOMPARE(file.alignment(), static_cast<std::uint64_t>(alignment ? alignment : 32));
         for (const auto& [key, value] : values) {

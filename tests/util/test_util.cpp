@@ -1,11 +1,15 @@
-// The engine's small utilities: UTF-8 validation, the JSON writer, log-level parsing.
+// The engine's small utilities: UTF-8 validation, the JSON writer, log-level parsing, the
+// large-page buffer.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QtTest>
+#include <algorithm>
+#include <cstdint>
 
 #include "util/error.h"
 #include "util/json_writer.h"
+#include "util/large_pages.h"
 #include "util/log.h"
 #include "util/utf8.h"
 
@@ -15,6 +19,42 @@ class TestUtil : public QObject {
     Q_OBJECT
 
   private slots:
+    // Aligned, zeroed, writable, movable, protectable; and where the system offers
+    // transparent huge pages, backed by them once touched (the reason the buffer exists).
+    void largePageBuffer() {
+        const std::size_t bytes = 3 * kLargePageBytes + 5;
+        LargePageBuffer buffer(bytes);
+        QCOMPARE(buffer.size(), bytes);
+        QCOMPARE(reinterpret_cast<std::uintptr_t>(buffer.data()) % kLargePageBytes,
+                 std::uintptr_t{0});
+        QVERIFY(std::all_of(buffer.data(), buffer.data() + bytes,
+                            [](std::byte b) { return b == std::byte{0}; }));
+        for (std::size_t i = 0; i < bytes; ++i) buffer.data()[i] = static_cast<std::byte>(i % 251);
+        const std::string mode = transparent_huge_pages_mode();
+        qInfo("transparent huge pages: %s; %zu of %zu bytes in huge pages", mode.c_str(),
+              buffer.huge_page_bytes(), bytes);
+        QVERIFY(buffer.huge_page_bytes() <= 4 * kLargePageBytes);
+        if (large_pages_available()) {
+            QVERIFY2(buffer.huge_page_bytes() >= kLargePageBytes,
+                     "THP is on, yet none of 8 MiB of touched, madvised memory is in huge pages");
+        } else {
+            QCOMPARE(buffer.huge_page_bytes(), std::size_t{0});
+        }
+
+        LargePageBuffer moved(std::move(buffer));
+        QCOMPARE(buffer.data(), nullptr);
+        QCOMPARE(moved.size(), bytes);
+        QCOMPARE(moved.data()[bytes - 1], static_cast<std::byte>((bytes - 1) % 251));
+        QVERIFY(moved.make_read_only());
+        QCOMPARE(moved.data()[12345], static_cast<std::byte>(12345 % 251));
+
+        LargePageBuffer empty(0);
+        QCOMPARE(empty.data(), nullptr);
+        QCOMPARE(empty.huge_page_bytes(), std::size_t{0});
+        moved = std::move(empty);
+        QCOMPARE(moved.data(), nullptr);
+    }
+
     void utf8SequenceLengths() {
         QCOMPARE(utf8::sequence_length("a"), 1);
         QCOMPARE(utf8::sequence_length("\xC3\xA9"), 2);          // é

@@ -1,0 +1,147 @@
+#include "util/large_pages.h"
+
+#include <cstdint>
+#include <fstream>
+#include <new>
+#include <sstream>
+#include <utility>
+
+#ifdef _WIN32
+#include "util/windows_api.h"
+#else
+#include <sys/mman.h>
+#endif
+
+namespace tokenscope {
+
+std::string transparent_huge_pages_mode() {
+#ifdef __linux__
+    // The file reads like "always [madvise] never": the bracketed word is the mode.
+    std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string line;
+    if (!in || !std::getline(in, line)) return "unavailable";
+    const auto open = line.find('['), close = line.find(']');
+    if (open == std::string::npos || close == std::string::npos || close < open)
+        return "unavailable";
+    return line.substr(open + 1, close - open - 1);
+#else
+    return "unavailable";
+#endif
+}
+
+bool large_pages_available() {
+    const std::string mode = transparent_huge_pages_mode();
+    return mode == "always" || mode == "madvise";
+}
+
+namespace {
+std::size_t whole_pages(std::size_t bytes) {
+    if (bytes > SIZE_MAX - kLargePageBytes) throw std::bad_alloc();
+    return (bytes + kLargePageBytes - 1) / kLargePageBytes * kLargePageBytes;
+}
+}  // namespace
+
+LargePageBuffer::LargePageBuffer(std::size_t bytes) : size_(bytes), reserved_(whole_pages(bytes)) {
+    if (reserved_ == 0) return;
+#ifdef _WIN32
+    // Large pages on Windows need the "lock pages in memory" privilege, which a desktop user
+    // does not have: ordinary committed pages (zero-filled, like mmap's).
+    data_ = static_cast<std::byte*>(
+        VirtualAlloc(nullptr, reserved_, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE));
+    if (!data_) throw std::bad_alloc();
+#else
+    // mmap aligns to 4 KiB only: map one page more, keep the aligned 2 MiB-multiple inside,
+    // and give back the ends.
+    const std::size_t span = reserved_ + kLargePageBytes;
+    void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    const auto start = reinterpret_cast<std::uintptr_t>(raw);
+    const std::uintptr_t aligned = (start + kLargePageBytes - 1) & ~(kLargePageBytes - 1);
+    if (aligned > start) ::munmap(raw, aligned - start);
+    const std::uintptr_t end = aligned + reserved_;
+    if (start + span > end) ::munmap(reinterpret_cast<void*>(end), start + span - end);
+    data_ = reinterpret_cast<std::byte*>(aligned);
+#ifdef MADV_HUGEPAGE
+    // A refusal (THP "never", an old kernel) leaves ordinary pages: slower, still correct.
+    ::madvise(data_, reserved_, MADV_HUGEPAGE);
+#endif
+#endif
+}
+
+LargePageBuffer::LargePageBuffer(LargePageBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      reserved_(std::exchange(other.reserved_, 0)) {}
+
+LargePageBuffer& LargePageBuffer::operator=(LargePageBuffer&& other) noexcept {
+    if (this != &other) {
+        release();
+        data_ = std::exchange(other.data_, nullptr);
+        size_ = std::exchange(other.size_, 0);
+        reserved_ = std::exchange(other.reserved_, 0);
+    }
+    return *this;
+}
+
+LargePageBuffer::~LargePageBuffer() {
+    release();
+}
+
+void LargePageBuffer::release() noexcept {
+    if (!data_) return;
+#ifdef _WIN32
+    VirtualFree(data_, 0, MEM_RELEASE);
+#else
+    ::munmap(data_, reserved_);
+#endif
+    data_ = nullptr;
+    size_ = reserved_ = 0;
+}
+
+bool LargePageBuffer::make_read_only() {
+    if (!data_) return true;
+#ifdef _WIN32
+    DWORD previous = 0;
+    return VirtualProtect(data_, reserved_, PAGE_READONLY, &previous) != 0;
+#else
+    return ::mprotect(data_, reserved_, PROT_READ) == 0;
+#endif
+}
+
+std::size_t LargePageBuffer::huge_page_bytes() const {
+#ifdef __linux__
+    if (!data_) return 0;
+    // smaps lists each mapping as "start-end perms ..." followed by "Key: value kB" lines;
+    // AnonHugePages counts the mapping's bytes in huge pages.
+    std::ifstream in("/proc/self/smaps");
+    const auto first = reinterpret_cast<std::uintptr_t>(data_);
+    const std::uintptr_t last = first + reserved_;
+    bool inside = false;
+    std::size_t total = 0;
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto dash = line.find('-');
+        const auto space = line.find(' ');
+        if (dash != std::string::npos && space != std::string::npos && dash < space &&
+            line.find(':') > space) {
+            std::uintptr_t lo = 0, hi = 0;
+            std::istringstream range(line.substr(0, space));
+            char sep = 0;
+            range >> std::hex >> lo >> sep >> hi;
+            inside = range && lo < last && hi > first;
+            continue;
+        }
+        if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+            std::istringstream value(line.substr(14));
+            std::size_t kib = 0;
+            value >> kib;
+            total += kib * 1024;
+        }
+    }
+    return total;
+#else
+    return 0;
+#endif
+}
+
+}  // namespace tokenscope
