@@ -186,7 +186,7 @@ inline float load1(const std::uint8_t* row, std::int64_t k) {
 // Four independent accumulators per pair instead of one, so the FMA latency chain does not
 // limit how far ahead the core can have loads in flight (one chain per row kept a 1-thread
 // F16 decode at ~6 GB/s on a Zen core).
-template <Type W, int MR, int MT, int R, int T>
+template <Type W, int MR, int MT, int R, int T, bool kPrefetchInRow = false>
 void tile_four_chains(FTile<MR, MT>& t) {
     __m256 acc[R][T][4];
     for (int i = 0; i < R; ++i) {
@@ -196,6 +196,11 @@ void tile_four_chains(FTile<MR, MT>& t) {
     }
     const std::int64_t full32 = t.n / 32 * 32;
     for (std::int64_t k = 0; k < full32; k += 32) {
+        if constexpr (kPrefetchInRow) {
+            static_assert(R == 1);
+            prefetch_in_row(t.w[0], static_cast<std::size_t>(k) * 2, 64, t.prefetch_room,
+                            t.prefetch_level);
+        }
 #pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
             __m256 w[R];
@@ -277,9 +282,10 @@ template <Type W>
 struct FAvx2Small {
     static constexpr int kRows = 1;
     static constexpr int kTokens = 3;
+    static constexpr bool kPrefetchesInRow = true;  // one line per 32-weight step
     template <int R, int T>
     static void tile(FTile<kRows, kTokens>& t) {
-        tile_four_chains<W, kRows, kTokens, R, T>(t);
+        tile_four_chains<W, kRows, kTokens, R, T, true>(t);
     }
 };
 

@@ -494,6 +494,7 @@ template <Type W>
 struct FAvx512Small {
     static constexpr int kRows = 1;
     static constexpr int kTokens = 3;
+    static constexpr bool kPrefetchesInRow = true;  // two lines per 64-weight step
     template <int R, int T>
     static void tile(FTile<kRows, kTokens>& t) {
         static_assert(R == 1);
@@ -504,6 +505,8 @@ struct FAvx512Small {
         const std::uint8_t* row = t.w[0];
         const std::int64_t full64 = t.n / 64 * 64;
         for (std::int64_t k = 0; k < full64; k += 64) {
+            prefetch_in_row(row, static_cast<std::size_t>(k) * 2, 128, t.prefetch_room,
+                            t.prefetch_level);
 #pragma GCC unroll 4
             for (int u = 0; u < 4; ++u) {
                 const __m512 w = load16<W>(row, k + 16 * u);

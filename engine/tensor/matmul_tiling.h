@@ -69,6 +69,10 @@ struct FTile {
     const float* a[MT];
     std::int64_t n;
     float res[MR][MT];
+    // For tiles that prefetch inside the row (K::kPrefetchesInRow): bytes from w[0] on that
+    // belong to this call (past them lie another thread's rows), and the cache level.
+    std::size_t prefetch_room = 0;
+    WeightPrefetch prefetch_level = WeightPrefetch::None;
 };
 
 // Picks K::tile<rows, toks> for a partial tile at the edges with compile-time sizes, so the
@@ -154,6 +158,26 @@ inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::
     prefetch_weights(p, kPrefetchAhead, stop);
 }
 
+// The one-row decode tiles' prefetch, spread through the row: the lines kPrefetchAhead past
+// bytes [at, at + bytes) of the row just read, none of them `room` or more bytes past the row's
+// start. A whole row asked for at its start (prefetch_ahead) is a burst of 32-88 lines for F16
+// rows of 1024-2816 weights, more than the core keeps in flight: on the Intel Xeon of the
+// fifteenth pass one thread streamed an F16 matrix at 12.1-12.5 GB/s that way and 15.6-16.0
+// GB/s with two lines per 64-weight step (plain loads: 16.6-16.8). Steps are whole lines there;
+// rounding `from` up to a line boundary (for steps that are not) cost a fifth of the rate
+// again (13.4-13.7 -> 9.6-10.5 GB/s, one thread), so it is left out.
+inline void prefetch_in_row(const std::uint8_t* row, std::size_t at, std::size_t bytes,
+                            std::size_t room, WeightPrefetch level) {
+    const std::size_t from = at + kPrefetchAhead;
+    if (from >= room || level == WeightPrefetch::None) return;
+    const std::size_t stop = from + bytes < room ? from + bytes : room;
+    if (level == WeightPrefetch::L1) {
+        prefetch_lines<3>(row, from, stop);
+    } else {
+        prefetch_lines<2>(row, from, stop);
+    }
+}
+
 // The first kPrefetchAhead bytes of a call's rows, asked for at once. The kernels prefetch
 // kPrefetchAhead ahead of the row they read, so without this the head of every call is read
 // by demand misses and the hardware prefetcher alone. A decode step makes one call per row
@@ -185,7 +209,9 @@ inline void last_token_group(std::int64_t r, std::int64_t t0, std::int64_t left,
 // The loop of the kernels that read weight blocks in place for a few tokens (decode, small
 // batches): rows outermost, each prefetched ahead and then read from memory once (it stays in L1
 // for the later token groups), tokens in groups of up to Max. row(r, t0, tokens) is called with
-// std::integral_constant<int, T> for T = 1 .. Max.
+// std::integral_constant<int, T> for T = 1 .. Max. (Prefetching inside the row kernels instead,
+// as the F16 tiles do, read Q4_K / Q4_1 / Q8_0 rows of 11264 weights 10-20 % slower on the
+// Intel Xeon of the fifteenth pass, like no software prefetch at all: benchmarks.md.)
 template <int Max = 3, class Row>
 void for_rows_in_token_groups(const MatmulArgs& a, Row&& row) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
@@ -349,10 +375,16 @@ void run_f_rows(const MatmulArgs& a, SetRows&& set_rows) {
 template <class K>
 void run_f(const MatmulArgs& a) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const WeightPrefetch level = weight_prefetch();
     run_f_rows<K>(a, [&](std::int64_t r0, int rows, FTile<K::kRows, K::kTokens>& t) {
         for (int i = 0; i < rows; ++i) {
             t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
-            prefetch_ahead(t.w[i], a.row_bytes, w_end);
+            if constexpr (requires { K::kPrefetchesInRow; }) {
+                t.prefetch_room = static_cast<std::size_t>(w_end - t.w[i]);
+                t.prefetch_level = level;
+            } else {
+                prefetch_ahead(t.w[i], a.row_bytes, w_end);
+            }
         }
     });
 }
