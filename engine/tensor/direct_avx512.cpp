@@ -56,7 +56,7 @@ inline __m512i superblock_dot(const __m512i (&u)[4], const __m512i (&s16)[4],
 // - dmin * sum_s m[s] * s_a(s), s_a(s) the activation sums of sub-block s's two halves.
 // A 64-byte load of nibbles holds sub-blocks 4h, 4h+2 (low nibbles) and 4h+1, 4h+3 (high);
 // two 128-bit lane shuffles put them in element order, so the activations load as they are.
-template <bool kFifth, int T>
+template <bool kFifth, int T, bool kPieces>
 void q4_k_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 256;
@@ -71,8 +71,10 @@ void q4_k_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
     __m512 acc[T], min_acc[T];
     for (int t = 0; t < T; ++t) acc[t] = min_acc[t] = _mm512_setzero_ps();
+    RowPrefetch<kPieces> prefetch(a, r, t0);
     for (std::int64_t b = 0; b < nb; ++b) {
         const std::uint8_t* blk = row + static_cast<std::size_t>(b) * kBlockBytes;
+        prefetch.reach(static_cast<std::size_t>(b) * kBlockBytes);
         const Q4KScalesMins sm = q4_k_scales_mins_words(blk + 4);
         const __m512i sc512 = _mm512_castsi128_si512(
             _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sm.sc))));
@@ -126,7 +128,7 @@ void q4_k_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 // decoded in registers (k16_scales), two 32-element chunks (k16_chunk) per 512-bit vector,
 // and vpdpwssd applying the four sub-block scales of those 64 elements.
 // dot = d * d_a * sum_j sc[j] * sum(u * q_a) + sum_j coef[j] * s16_a[j] (pack_k_row).
-template <Type W, int T>
+template <Type W, int T, bool kPieces>
 void k16_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 256;
@@ -137,8 +139,10 @@ void k16_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     for (int p = 0; p < 4; ++p) pick[p] = scale_pick(4 * p, 8);
     __m512 acc[T], coef_acc[T];
     for (int t = 0; t < T; ++t) acc[t] = coef_acc[t] = _mm512_setzero_ps();
+    RowPrefetch<kPieces> prefetch(a, r, t0);
     for (std::int64_t b = 0; b < nb; ++b) {
         const std::uint8_t* blk = row + static_cast<std::size_t>(b) * block_bytes;
+        prefetch.reach(static_cast<std::size_t>(b) * block_bytes);
         const K16Scales k = k16_scales<W>(blk);
         const __m512i sc512 = _mm512_castsi256_si512(k.sc16);
         const __m512 coef = _mm512_insertf32x8(_mm512_castps256_ps512(k.coef[0]), k.coef[1], 1);
@@ -168,7 +172,7 @@ void k16_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 // block), and the two blocks' d * d_a scale them in one fma. The weight scales (and Q4_1 /
 // Q5_1 mins) of 16 blocks are collected and converted at once; the offset (8 or 16) or min
 // term is sum_b coef_b * s_a(b), one fma per 16 blocks.
-template <Type W, int T>
+template <Type W, int T, bool kPieces>
 void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
@@ -186,9 +190,11 @@ void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const BlockHeads<bb> heads;
     __m512 acc[T], corr[T];
     for (int t = 0; t < T; ++t) acc[t] = corr[t] = _mm512_setzero_ps();
+    RowPrefetch<kPieces> prefetch(a, r, t0);
     for (std::int64_t g = 0; g < nb; g += 16) {
         const int count = static_cast<int>(min_of(16, nb - g));
         const std::uint8_t* gb = row + static_cast<std::size_t>(g) * bb;
+        prefetch.reach(static_cast<std::size_t>(g) * bb);
         const __m512i head = heads.load(gb, count);
         const __m512 wd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
         // coef_b: Q4_1 / Q5_1 the min m; Q4_0 / Q5_0 -offset * d.
@@ -267,14 +273,14 @@ void q32_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     }
 }
 
-template <Type W, int T>
+template <Type W, int T, bool kPieces>
 void row_kernel(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     if constexpr (W == Type::Q4_K || W == Type::Q5_K) {
-        q4_k_row<W == Type::Q5_K, T>(a, r, t0);
+        q4_k_row<W == Type::Q5_K, T, kPieces>(a, r, t0);
     } else if constexpr (W == Type::Q6_K || W == Type::Q3_K || W == Type::Q2_K) {
-        k16_row<W, T>(a, r, t0);
+        k16_row<W, T, kPieces>(a, r, t0);
     } else {
-        q32_row<W, T>(a, r, t0);
+        q32_row<W, T, kPieces>(a, r, t0);
     }
 }
 
@@ -287,9 +293,18 @@ constexpr int kTokensPerPass = 5;
 
 template <Type W>
 void run_rows(const MatmulArgs& a) {
-    for_rows_in_token_groups<kTokensPerPass>(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
-        row_kernel<W, decltype(tokens)::value>(a, r, t0);
-    });
+    // Rows of 1 KiB and more prefetch in pieces as they go (RowPrefetch), shorter ones whole.
+    if (RowPrefetch<true>::uses_pieces(a)) {
+        for_rows_in_token_groups<kTokensPerPass, false>(
+            a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+                row_kernel<W, decltype(tokens)::value, true>(a, r, t0);
+            });
+    } else {
+        for_rows_in_token_groups<kTokensPerPass, true>(
+            a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+                row_kernel<W, decltype(tokens)::value, false>(a, r, t0);
+            });
+    }
 }
 
 }  // namespace

@@ -412,7 +412,7 @@ __attribute__((always_inline)) inline void nibble_blocks(const std::uint8_t* row
 // broadcast per block. One thread, ms, alternated: 2816 x 1024 one token in cache 0.141-0.149 ->
 // 0.135, from memory 0.256-0.260 -> 0.245-0.253 (the memory side barely moves: one thread's
 // stream rate); 1536 x 576 three tokens 0.107-0.108 -> 0.097-0.098.
-template <int T>
+template <int T, bool kPieces>
 void q8_0_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
@@ -422,9 +422,11 @@ void q8_0_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     // Two accumulators per token so consecutive blocks do not wait on one FMA chain.
     __m256 acc0[T], acc1[T];
     for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    RowPrefetch<kPieces> prefetch(a, r, t0);
     for (std::int64_t g = 0; g < nb; g += 8) {
         const int count = static_cast<int>(nb - g < 8 ? nb - g : 8);
         const std::uint8_t* gb = row + static_cast<std::size_t>(g) * bb;
+        prefetch.reach(static_cast<std::size_t>(g) * bb);
         const Heads8<bb> heads(gb, count);
         alignas(32) float scale[T][8];
 #pragma GCC unroll 4
@@ -453,16 +455,19 @@ void q8_0_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 
 // Q5_0 and Q5_1 for decode and small batches (as q8_0_direct_row: the blocks read in place,
 // the same per-token arithmetic for any T), 8 blocks at a time by nibble_blocks.
-template <Type W, int T>
+template <Type W, int T, bool kPieces>
 void q5_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 32;
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
     __m256 acc0[T], acc1[T], corr[T];
     for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = corr[t] = _mm256_setzero_ps();
-    for (std::int64_t g = 0; g < nb; g += 8)
+    RowPrefetch<kPieces> prefetch(a, r, t0);
+    for (std::int64_t g = 0; g < nb; g += 8) {
+        prefetch.reach(static_cast<std::size_t>(g) * NibbleLayout<W>::kBlockBytes);
         nibble_blocks<W, T>(row, g, static_cast<int>(nb - g < 8 ? nb - g : 8), acts, acc0, acc1,
                             corr);
+    }
     for (int t = 0; t < T; ++t) {
         a.out[(t0 + t) * a.out_stride + r] =
             hsum(_mm256_add_ps(_mm256_add_ps(acc0[t], acc1[t]), corr[t]));
@@ -484,7 +489,7 @@ void q5_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 // with nibble_blocks: their fifth bits would need spreading word by word. 576 x 1536 Q4_1, one
 // thread, in cache, ms: one token 0.040 -> 0.033, three tokens 0.086 -> 0.069 (Intel Xeon
 // 0xCF).
-template <Type W, int T>
+template <Type W, int T, bool kPieces>
 void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     static_assert(W == Type::Q4_0 || W == Type::Q4_1);
     using F = NibbleLayout<W>;
@@ -494,9 +499,11 @@ void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[T], acc1[T], corr[T];
     for (int t = 0; t < T; ++t) acc[t] = acc1[t] = corr[t] = _mm256_setzero_ps();
+    RowPrefetch<kPieces> prefetch(a, r, t0);
     std::int64_t g = 0;
     for (; g + 8 <= nb; g += 8) {
         const std::uint8_t* gb = row + static_cast<std::size_t>(g) * F::kBlockBytes;
+        prefetch.reach(static_cast<std::size_t>(g) * F::kBlockBytes);
         const Heads8<F::kBlockBytes> heads(gb, 8);
         __m256i quads[4];
         for (int i = 0; i < 4; ++i)
@@ -526,7 +533,10 @@ void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
             corr[t] = _mm256_fmadd_ps(coef, _mm256_loadu_ps(acts.s[t] + g), corr[t]);
         }
     }
-    if (g < nb) nibble_blocks<W, T>(row, g, static_cast<int>(nb - g), acts, acc, acc1, corr);
+    if (g < nb) {
+        prefetch.reach(static_cast<std::size_t>(g) * F::kBlockBytes);
+        nibble_blocks<W, T>(row, g, static_cast<int>(nb - g), acts, acc, acc1, corr);
+    }
     for (int t = 0; t < T; ++t) {
         a.out[(t0 + t) * a.out_stride + r] =
             hsum(_mm256_add_ps(_mm256_add_ps(acc[t], acc1[t]), corr[t]));
@@ -539,7 +549,7 @@ void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 //
 // Q4_K (and, with kFifth, Q5_K: the same header and scales, 32 bytes of fifth bits before the
 // nibbles) for T tokens, one row; the same per-token arithmetic for any T (see q8_0_direct_row).
-template <bool kFifth, int T>
+template <bool kFifth, int T, bool kPieces>
 void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 256;
@@ -547,9 +557,11 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
     __m256 acc[T], min_acc[T];
     for (int t = 0; t < T; ++t) acc[t] = min_acc[t] = _mm256_setzero_ps();
+    RowPrefetch<kPieces> prefetch(a, r, t0);
     for (std::int64_t b = 0; b < nb; ++b) {
         constexpr std::size_t kBlockBytes = kFifth ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
         const std::uint8_t* blk = row + static_cast<std::size_t>(b) * kBlockBytes;
+        prefetch.reach(static_cast<std::size_t>(b) * kBlockBytes);
         const Q4KScalesMins sm = q4_k_scales_mins_words(blk + 4);
         // The eight scales as int16 in both 128-bit lanes: one vpshufb spreads any of them
         // over a vector (a broadcast from a general register took two or three uops).
@@ -614,7 +626,7 @@ void q4_k_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 // (k16_scales, pack_simd256.h), each 32-element chunk is unpacked (k16_chunk) and multiplied
 // with the tokens' int8 blocks, and pmaddwd applies the chunk's two sub-block scales. As
 // pack_k_row describes: dot = d * d_a * sum_j sc[j] * sum(u * q_a) + sum_j coef[j] * s16_a[j].
-template <Type W, int T>
+template <Type W, int T, bool kPieces>
 void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
     const std::int64_t nb = a.n / 256;
@@ -622,8 +634,10 @@ void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const std::uint8_t* row = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
     __m256 acc[T], coef_acc[T];
     for (int t = 0; t < T; ++t) acc[t] = coef_acc[t] = _mm256_setzero_ps();
+    RowPrefetch<kPieces> prefetch(a, r, t0);
     for (std::int64_t b = 0; b < nb; ++b) {
         const std::uint8_t* blk = row + static_cast<std::size_t>(b) * block_bytes;
+        prefetch.reach(static_cast<std::size_t>(b) * block_bytes);
         const K16Scales k = k16_scales<W>(blk);
         __m256i isum[T];
         for (int t = 0; t < T; ++t) {
@@ -654,26 +668,33 @@ void k16_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 }
 
 // The direct row kernel of format W for T tokens.
-template <Type W, int T>
+template <Type W, int T, bool kPieces>
 void direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     if constexpr (W == Type::Q4_K || W == Type::Q5_K) {
-        q4_k_direct_row<W == Type::Q5_K, T>(a, r, t0);
+        q4_k_direct_row<W == Type::Q5_K, T, kPieces>(a, r, t0);
     } else if constexpr (W == Type::Q6_K || W == Type::Q3_K || W == Type::Q2_K) {
-        k16_direct_row<W, T>(a, r, t0);
+        k16_direct_row<W, T, kPieces>(a, r, t0);
     } else if constexpr (W == Type::Q8_0) {
-        q8_0_direct_row<T>(a, r, t0);
+        q8_0_direct_row<T, kPieces>(a, r, t0);
     } else if constexpr (W == Type::Q4_0 || W == Type::Q4_1) {
-        q4_direct_row<W, T>(a, r, t0);
+        q4_direct_row<W, T, kPieces>(a, r, t0);
     } else {
-        q5_direct_row<W, T>(a, r, t0);
+        q5_direct_row<W, T, kPieces>(a, r, t0);
     }
 }
 
 template <Type W>
 void run_direct(const MatmulArgs& a) {
-    for_rows_in_token_groups(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
-        direct_row<W, decltype(tokens)::value>(a, r, t0);
-    });
+    // Rows of 1 KiB and more prefetch in pieces as they go (RowPrefetch), shorter ones whole.
+    if (RowPrefetch<true>::uses_pieces(a)) {
+        for_rows_in_token_groups<3, false>(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+            direct_row<W, decltype(tokens)::value, true>(a, r, t0);
+        });
+    } else {
+        for_rows_in_token_groups<3, true>(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+            direct_row<W, decltype(tokens)::value, false>(a, r, t0);
+        });
+    }
 }
 
 }  // namespace

@@ -178,6 +178,49 @@ inline void prefetch_in_row(const std::uint8_t* row, std::size_t at, std::size_t
     }
 }
 
+// The direct decode kernels' prefetch: as a row's loop reaches each piece of about
+// kRowPrefetchBatch bytes, the piece kPrefetchAhead past it is asked for (only a row's first
+// token group asks; the later groups find the row in L1). Rows under two pieces are asked for
+// whole at their start by for_rows_in_token_groups, as before (uses_pieces). One thread from
+// memory, ms, against whole rows at their start (fifteenth pass): rows of 2816 weights AVX2 Q8_0
+// 0.266-0.274 -> 0.230-0.243, Q6_K 0.250 -> 0.199-0.201, Q4_K 0.146-0.151 -> 0.137-0.138; AVX-512
+// Q6_K 0.245-0.247 -> 0.190-0.193. Pieces of 4-5 lines (a group of 8 Q8_0 blocks) or of one block
+// were slower than whole rows; pieces of 512 bytes over rows shorter than 1 KiB asked for lines
+// twice (Q4_1 576-wide rows 0.143-0.151 -> 0.147-0.159).
+inline constexpr std::size_t kRowPrefetchBatch = 512;
+
+template <bool kPieces>
+class RowPrefetch {
+  public:
+    static bool uses_pieces(const MatmulArgs& a) { return a.row_bytes >= 2 * kRowPrefetchBatch; }
+
+    RowPrefetch(const MatmulArgs& a, std::int64_t r, std::int64_t t0)
+        : row_(a.weights + static_cast<std::size_t>(r) * a.row_bytes),
+          end_(a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes),
+          next_(t0 == 0 ? 0 : a.row_bytes) {}
+    // The loop is about to read the row's bytes from `at` on (at < row_bytes).
+    void reach(std::size_t at) {
+        while (at >= next_) {
+            prefetch_ahead(row_ + next_, kRowPrefetchBatch, end_);
+            next_ += kRowPrefetchBatch;
+        }
+    }
+
+  private:
+    const std::uint8_t* row_;
+    const std::uint8_t* end_;
+    std::size_t next_;  // offset of the next piece to ask for (row_bytes: none left)
+};
+
+// Short rows: for_rows_in_token_groups asks for each whole, and the kernels' calls compile away
+// (a run-time test of the row length kept in the kernels cost 3-5 % on 576-byte rows).
+template <>
+class RowPrefetch<false> {
+  public:
+    RowPrefetch(const MatmulArgs&, std::int64_t, std::int64_t) {}
+    void reach(std::size_t) {}
+};
+
 // The first kPrefetchAhead bytes of a call's rows, asked for at once. The kernels prefetch
 // kPrefetchAhead ahead of the row they read, so without this the head of every call is read
 // by demand misses and the hardware prefetcher alone. A decode step makes one call per row
@@ -209,14 +252,16 @@ inline void last_token_group(std::int64_t r, std::int64_t t0, std::int64_t left,
 // The loop of the kernels that read weight blocks in place for a few tokens (decode, small
 // batches): rows outermost, each prefetched ahead and then read from memory once (it stays in L1
 // for the later token groups), tokens in groups of up to Max. row(r, t0, tokens) is called with
-// std::integral_constant<int, T> for T = 1 .. Max. (Prefetching inside the row kernels instead,
-// as the F16 tiles do, read Q4_K / Q4_1 / Q8_0 rows of 11264 weights 10-20 % slower on the
-// Intel Xeon of the fifteenth pass, like no software prefetch at all: benchmarks.md.)
-template <int Max = 3, class Row>
+// std::integral_constant<int, T> for T = 1 .. Max. kWholeRows false: the row kernels prefetch
+// as they go (RowPrefetch<true>).
+template <int Max = 3, bool kWholeRows = true, class Row>
 void for_rows_in_token_groups(const MatmulArgs& a, Row&& row) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
-        prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes, w_end);
+        if constexpr (kWholeRows) {
+            prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes,
+                           w_end);
+        }
         std::int64_t t0 = 0;
         for (; t0 + Max <= a.tokens; t0 += Max) row(r, t0, std::integral_constant<int, Max>{});
         if (t0 < a.tokens) last_token_group<Max>(r, t0, a.tokens - t0, row);
