@@ -293,18 +293,10 @@ constexpr int kTokensPerPass = 5;
 
 template <Type W>
 void run_rows(const MatmulArgs& a) {
-    // Rows of 1 KiB and more prefetch in pieces as they go (RowPrefetch), shorter ones whole.
-    if (RowPrefetch<true>::uses_pieces(a)) {
-        for_rows_in_token_groups<kTokensPerPass, false>(
-            a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
-                row_kernel<W, decltype(tokens)::value, true>(a, r, t0);
-            });
-    } else {
-        for_rows_in_token_groups<kTokensPerPass, true>(
-            a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
-                row_kernel<W, decltype(tokens)::value, false>(a, r, t0);
-            });
-    }
+    for_rows_in_token_groups<kTokensPerPass>(
+        a, [&](std::int64_t r, std::int64_t t0, auto tokens, auto pieces) {
+            row_kernel<W, decltype(tokens)::value, decltype(pieces)::value>(a, r, t0);
+        });
 }
 
 }  // namespace

@@ -198,8 +198,7 @@ void tile_four_chains(FTile<MR, MT>& t) {
     for (std::int64_t k = 0; k < full32; k += 32) {
         if constexpr (kPrefetchInRow) {
             static_assert(R == 1);
-            prefetch_in_row(t.w[0], static_cast<std::size_t>(k) * 2, 64, t.prefetch_room,
-                            t.prefetch_level);
+            prefetch_ahead(t.w[0] + k * 2, 64, t.w_end, t.prefetch_level);
         }
 #pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
@@ -685,16 +684,9 @@ void direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
 
 template <Type W>
 void run_direct(const MatmulArgs& a) {
-    // Rows of 1 KiB and more prefetch in pieces as they go (RowPrefetch), shorter ones whole.
-    if (RowPrefetch<true>::uses_pieces(a)) {
-        for_rows_in_token_groups<3, false>(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
-            direct_row<W, decltype(tokens)::value, true>(a, r, t0);
-        });
-    } else {
-        for_rows_in_token_groups<3, true>(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
-            direct_row<W, decltype(tokens)::value, false>(a, r, t0);
-        });
-    }
+    for_rows_in_token_groups(a, [&](std::int64_t r, std::int64_t t0, auto tokens, auto pieces) {
+        direct_row<W, decltype(tokens)::value, decltype(pieces)::value>(a, r, t0);
+    });
 }
 
 }  // namespace

@@ -505,8 +505,7 @@ struct FAvx512Small {
         const std::uint8_t* row = t.w[0];
         const std::int64_t full64 = t.n / 64 * 64;
         for (std::int64_t k = 0; k < full64; k += 64) {
-            prefetch_in_row(row, static_cast<std::size_t>(k) * 2, 128, t.prefetch_room,
-                            t.prefetch_level);
+            prefetch_ahead(row + k * 2, 128, t.w_end, t.prefetch_level);
 #pragma GCC unroll 4
             for (int u = 0; u < 4; ++u) {
                 const __m512 w = load16<W>(row, k + 16 * u);

@@ -69,9 +69,9 @@ struct FTile {
     const float* a[MT];
     std::int64_t n;
     float res[MR][MT];
-    // For tiles that prefetch inside the row (K::kPrefetchesInRow): bytes from w[0] on that
-    // belong to this call (past them lie another thread's rows), and the cache level.
-    std::size_t prefetch_room = 0;
+    // For tiles that prefetch inside the row (K::kPrefetchesInRow): the end of this call's
+    // rows (past it lie another thread's) and the cache level.
+    const std::uint8_t* w_end = nullptr;
     WeightPrefetch prefetch_level = WeightPrefetch::None;
 };
 
@@ -135,9 +135,10 @@ inline void prefetch_lines(const std::uint8_t* p, std::size_t from, std::size_t 
     }
 }
 
-// [p + from, p + stop) line by line into the cache level weight_prefetch() names.
-inline void prefetch_weights(const std::uint8_t* p, std::size_t from, std::size_t stop) {
-    switch (weight_prefetch()) {
+// [p + from, p + stop) line by line into the cache level `level` names (weight_prefetch()).
+inline void prefetch_weights(const std::uint8_t* p, std::size_t from, std::size_t stop,
+                             WeightPrefetch level) {
+    switch (level) {
         case WeightPrefetch::L1:
             prefetch_lines<3>(p, from, stop);
             break;
@@ -152,48 +153,41 @@ inline void prefetch_weights(const std::uint8_t* p, std::size_t from, std::size_
 // Prefetches [p + kPrefetchAhead, p + kPrefetchAhead + bytes) line by line, but nothing from
 // `end` on (the end of this call's rows: the bytes after belong to another thread's chunk).
 // p < end. Offsets rather than pointers, since p + kPrefetchAhead may lie past the weights.
-inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end) {
+// Callers in a tight loop pass the level they read once.
+inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end,
+                           WeightPrefetch level = weight_prefetch()) {
     const auto left = static_cast<std::size_t>(end - p);
     const std::size_t stop = kPrefetchAhead + bytes < left ? kPrefetchAhead + bytes : left;
-    prefetch_weights(p, kPrefetchAhead, stop);
+    prefetch_weights(p, kPrefetchAhead, stop, level);
 }
 
-// The one-row decode tiles' prefetch, spread through the row: the lines kPrefetchAhead past
-// bytes [at, at + bytes) of the row just read, none of them `room` or more bytes past the row's
-// start. A whole row asked for at its start (prefetch_ahead) is a burst of 32-88 lines for F16
-// rows of 1024-2816 weights, more than the core keeps in flight: on the Intel Xeon of the
-// fifteenth pass one thread streamed an F16 matrix at 12.1-12.5 GB/s that way and 15.6-16.0
-// GB/s with two lines per 64-weight step (plain loads: 16.6-16.8). Steps are whole lines there;
-// rounding `from` up to a line boundary (for steps that are not) cost a fifth of the rate
-// again (13.4-13.7 -> 9.6-10.5 GB/s, one thread), so it is left out.
-inline void prefetch_in_row(const std::uint8_t* row, std::size_t at, std::size_t bytes,
-                            std::size_t room, WeightPrefetch level) {
-    const std::size_t from = at + kPrefetchAhead;
-    if (from >= room || level == WeightPrefetch::None) return;
-    const std::size_t stop = from + bytes < room ? from + bytes : room;
-    if (level == WeightPrefetch::L1) {
-        prefetch_lines<3>(row, from, stop);
-    } else {
-        prefetch_lines<2>(row, from, stop);
-    }
-}
+// The one-row F16/BF16 decode tiles prefetch spread through the row: after each 64-weight step
+// (32 on AVX2), prefetch_ahead of the bytes just read. A whole row asked for at its start is a
+// burst of 32-88 lines for F16 rows of 1024-2816 weights, more than the core keeps in flight:
+// on the Intel Xeon of the fifteenth pass one thread streamed an F16 matrix at 12.1-12.5 GB/s
+// that way and 15.6-16.0 GB/s with two lines per 64-weight step (plain loads: 16.6-16.8).
+// Rounding the start up to a line boundary (for steps that are not whole lines) cost a fifth
+// of the rate again (13.4-13.7 -> 9.6-10.5 GB/s, one thread), so it is left out.
 
 // The direct decode kernels' prefetch: as a row's loop reaches each piece of about
 // kRowPrefetchBatch bytes, the piece kPrefetchAhead past it is asked for (only a row's first
 // token group asks; the later groups find the row in L1). Rows under two pieces are asked for
-// whole at their start by for_rows_in_token_groups, as before (uses_pieces). One thread from
-// memory, ms, against whole rows at their start (fifteenth pass): rows of 2816 weights AVX2 Q8_0
-// 0.266-0.274 -> 0.230-0.243, Q6_K 0.250 -> 0.199-0.201, Q4_K 0.146-0.151 -> 0.137-0.138; AVX-512
-// Q6_K 0.245-0.247 -> 0.190-0.193. Pieces of 4-5 lines (a group of 8 Q8_0 blocks) or of one block
-// were slower than whole rows; pieces of 512 bytes over rows shorter than 1 KiB asked for lines
-// twice (Q4_1 576-wide rows 0.143-0.151 -> 0.147-0.159).
+// whole at their start by for_rows_in_token_groups, as before (prefetches_in_pieces). One thread
+// from memory, ms, against whole rows at their start (fifteenth pass): rows of 2816 weights AVX2
+// Q8_0 0.266-0.274 -> 0.230-0.243, Q6_K 0.250 -> 0.199-0.201, Q4_K 0.146-0.151 -> 0.137-0.138;
+// AVX-512 Q6_K 0.245-0.247 -> 0.190-0.193. Pieces of 4-5 lines (a group of 8 Q8_0 blocks) or of one
+// block were slower than whole rows; pieces of 512 bytes over rows shorter than 1 KiB asked for
+// lines twice (Q4_1 576-wide rows 0.143-0.151 -> 0.147-0.159).
 inline constexpr std::size_t kRowPrefetchBatch = 512;
+
+// Rows of two pieces and more are prefetched in pieces (for_rows_in_token_groups).
+inline bool prefetches_in_pieces(const MatmulArgs& a) {
+    return a.row_bytes >= 2 * kRowPrefetchBatch;
+}
 
 template <bool kPieces>
 class RowPrefetch {
   public:
-    static bool uses_pieces(const MatmulArgs& a) { return a.row_bytes >= 2 * kRowPrefetchBatch; }
-
     RowPrefetch(const MatmulArgs& a, std::int64_t r, std::int64_t t0)
         : row_(a.weights + static_cast<std::size_t>(r) * a.row_bytes),
           end_(a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes),
@@ -230,7 +224,7 @@ class RowPrefetch<false> {
 inline void prefetch_call_head(const MatmulArgs& a) {
     const std::uint8_t* begin = a.weights + static_cast<std::size_t>(a.row_begin) * a.row_bytes;
     const auto bytes = static_cast<std::size_t>(a.row_end - a.row_begin) * a.row_bytes;
-    prefetch_weights(begin, 0, bytes < kPrefetchAhead ? bytes : kPrefetchAhead);
+    prefetch_weights(begin, 0, bytes < kPrefetchAhead ? bytes : kPrefetchAhead, weight_prefetch());
 }
 
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
@@ -249,22 +243,38 @@ inline void last_token_group(std::int64_t r, std::int64_t t0, std::int64_t left,
     row(r, t0, std::integral_constant<int, T>{});
 }
 
-// The loop of the kernels that read weight blocks in place for a few tokens (decode, small
-// batches): rows outermost, each prefetched ahead and then read from memory once (it stays in L1
-// for the later token groups), tokens in groups of up to Max. row(r, t0, tokens) is called with
-// std::integral_constant<int, T> for T = 1 .. Max. kWholeRows false: the row kernels prefetch
-// as they go (RowPrefetch<true>).
-template <int Max = 3, bool kWholeRows = true, class Row>
-void for_rows_in_token_groups(const MatmulArgs& a, Row&& row) {
+// The row loop of for_rows_in_token_groups for one prefetch form: whole rows asked for here
+// (kPieces false) or in pieces by the row kernels (RowPrefetch<true>).
+template <int Max, bool kPieces, class Row>
+void rows_in_token_groups(const MatmulArgs& a, Row&& row) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
-        if constexpr (kWholeRows) {
+        if constexpr (!kPieces) {
             prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes,
                            w_end);
         }
         std::int64_t t0 = 0;
         for (; t0 + Max <= a.tokens; t0 += Max) row(r, t0, std::integral_constant<int, Max>{});
         if (t0 < a.tokens) last_token_group<Max>(r, t0, a.tokens - t0, row);
+    }
+}
+
+// The loop of the kernels that read weight blocks in place for a few tokens (decode, small
+// batches): rows outermost, each prefetched ahead and then read from memory once (it stays in L1
+// for the later token groups), tokens in groups of up to Max. row(r, t0, tokens, pieces) is
+// called with std::integral_constant<int, T> for T = 1 .. Max and std::bool_constant pieces:
+// true where the row kernel prefetches as it goes (RowPrefetch<true>, rows of 1 KiB and more),
+// false where this loop has asked for the whole row.
+template <int Max = 3, class Row>
+void for_rows_in_token_groups(const MatmulArgs& a, Row&& row) {
+    if (prefetches_in_pieces(a)) {
+        rows_in_token_groups<Max, true>(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+            row(r, t0, tokens, std::true_type{});
+        });
+    } else {
+        rows_in_token_groups<Max, false>(a, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+            row(r, t0, tokens, std::false_type{});
+        });
     }
 }
 
@@ -425,7 +435,7 @@ void run_f(const MatmulArgs& a) {
         for (int i = 0; i < rows; ++i) {
             t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
             if constexpr (requires { K::kPrefetchesInRow; }) {
-                t.prefetch_room = static_cast<std::size_t>(w_end - t.w[i]);
+                t.w_end = w_end;
                 t.prefetch_level = level;
             } else {
                 prefetch_ahead(t.w[i], a.row_bytes, w_end);

@@ -41,44 +41,46 @@ std::size_t whole_pages(std::size_t bytes) {
 }
 }  // namespace
 
-LargePageBuffer::LargePageBuffer(std::size_t bytes) : size_(bytes), reserved_(whole_pages(bytes)) {
-    if (reserved_ == 0) return;
+std::size_t LargePageBuffer::reserved() const {
+    return data_ ? whole_pages(size_) : 0;
+}
+
+LargePageBuffer::LargePageBuffer(std::size_t bytes) : size_(bytes) {
+    const std::size_t reserved = whole_pages(bytes);
+    if (reserved == 0) return;
 #ifdef _WIN32
     // Large pages on Windows need the "lock pages in memory" privilege, which a desktop user
     // does not have: ordinary committed pages (zero-filled, like mmap's).
     data_ = static_cast<std::byte*>(
-        VirtualAlloc(nullptr, reserved_, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE));
+        VirtualAlloc(nullptr, reserved, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE));
     if (!data_) throw std::bad_alloc();
 #else
     // mmap aligns to 4 KiB only: map one page more, keep the aligned 2 MiB-multiple inside,
     // and give back the ends.
-    const std::size_t span = reserved_ + kLargePageBytes;
+    const std::size_t span = reserved + kLargePageBytes;
     void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) throw std::bad_alloc();
     const auto start = reinterpret_cast<std::uintptr_t>(raw);
     const std::uintptr_t aligned = (start + kLargePageBytes - 1) & ~(kLargePageBytes - 1);
     if (aligned > start) ::munmap(raw, aligned - start);
-    const std::uintptr_t end = aligned + reserved_;
+    const std::uintptr_t end = aligned + reserved;
     if (start + span > end) ::munmap(reinterpret_cast<void*>(end), start + span - end);
     data_ = reinterpret_cast<std::byte*>(aligned);
 #ifdef MADV_HUGEPAGE
     // A refusal (THP "never", an old kernel) leaves ordinary pages: slower, still correct.
-    ::madvise(data_, reserved_, MADV_HUGEPAGE);
+    ::madvise(data_, reserved, MADV_HUGEPAGE);
 #endif
 #endif
 }
 
 LargePageBuffer::LargePageBuffer(LargePageBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)),
-      reserved_(std::exchange(other.reserved_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
 LargePageBuffer& LargePageBuffer::operator=(LargePageBuffer&& other) noexcept {
     if (this != &other) {
         release();
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
-        reserved_ = std::exchange(other.reserved_, 0);
     }
     return *this;
 }
@@ -92,19 +94,19 @@ void LargePageBuffer::release() noexcept {
 #ifdef _WIN32
     VirtualFree(data_, 0, MEM_RELEASE);
 #else
-    ::munmap(data_, reserved_);
+    ::munmap(data_, reserved());
 #endif
     data_ = nullptr;
-    size_ = reserved_ = 0;
+    size_ = 0;
 }
 
 bool LargePageBuffer::make_read_only() {
     if (!data_) return true;
 #ifdef _WIN32
     DWORD previous = 0;
-    return VirtualProtect(data_, reserved_, PAGE_READONLY, &previous) != 0;
+    return VirtualProtect(data_, reserved(), PAGE_READONLY, &previous) != 0;
 #else
-    return ::mprotect(data_, reserved_, PROT_READ) == 0;
+    return ::mprotect(data_, reserved(), PROT_READ) == 0;
 #endif
 }
 
@@ -115,7 +117,7 @@ std::size_t LargePageBuffer::huge_page_bytes() const {
     // AnonHugePages counts the mapping's bytes in huge pages.
     std::ifstream in("/proc/self/smaps");
     const auto first = reinterpret_cast<std::uintptr_t>(data_);
-    const std::uintptr_t last = first + reserved_;
+    const std::uintptr_t last = first + reserved();
     bool inside = false;
     std::size_t total = 0;
     std::string line;

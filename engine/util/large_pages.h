@@ -44,10 +44,10 @@ class LargePageBuffer {
 
   private:
     void release() noexcept;
+    std::size_t reserved() const;  // size_ in whole 2 MiB pages, as mapped
 
     std::byte* data_ = nullptr;
     std::size_t size_ = 0;
-    std::size_t reserved_ = 0;  // whole pages
 };
 
 }  // namespace tokenscope
