@@ -145,10 +145,11 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
 
 template <bool kPairedOffsets, int kWords>
 void k_gemm(const MatmulArgs& a) {
-    thread_local InterleavedRows packed;
+    thread_local InterleavedRows packed[kMaxPassGroups];
     for_lane_groups<kTileTokens>(
-        a, kGroupRows, packed, [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-            tile<decltype(tokens)::value, kPairedOffsets, kWords>(a, packed, r, rows, t0);
+        a, kGroupRows, packed,
+        [&](auto tokens, const InterleavedRows& p, std::int64_t r, int rows, std::int64_t t0) {
+            tile<decltype(tokens)::value, kPairedOffsets, kWords>(a, p, r, rows, t0);
         });
 }
 

@@ -145,11 +145,12 @@ bool gemm_int8_avx512(const MatmulArgs& a) {
         default:
             return false;
     }
-    thread_local InterleavedRows packed;
+    thread_local InterleavedRows packed[kMaxPassGroups];
     auto run = [&]<bool kPaired>() {
         for_lane_groups<kTileTokens>(
-            a, kGroupRows, packed, [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-                tile<decltype(tokens)::value, kPaired>(a, packed, r, rows, t0);
+            a, kGroupRows, packed,
+            [&](auto tokens, const InterleavedRows& p, std::int64_t r, int rows, std::int64_t t0) {
+                tile<decltype(tokens)::value, kPaired>(a, p, r, rows, t0);
             });
     };
     if (a.type == Type::Q4_K || a.type == Type::Q5_K) {

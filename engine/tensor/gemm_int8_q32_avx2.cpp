@@ -190,11 +190,12 @@ void tile(const MatmulArgs& a, const InterleavedBlocks& p, std::int64_t r0, int 
 
 template <int T, bool Signed, bool kNibbles = false>
 void q32_gemm(const MatmulArgs& a) {
-    thread_local InterleavedBlocks packed;
-    for_lane_groups<T>(a, kGroupRows, packed,
-                       [&](auto tokens, std::int64_t r, int rows, std::int64_t t0) {
-                           tile<decltype(tokens)::value, Signed, kNibbles>(a, packed, r, rows, t0);
-                       });
+    thread_local InterleavedBlocks packed[kMaxPassGroups];
+    for_lane_groups<T>(
+        a, kGroupRows, packed,
+        [&](auto tokens, const InterleavedBlocks& p, std::int64_t r, int rows, std::int64_t t0) {
+            tile<decltype(tokens)::value, Signed, kNibbles>(a, p, r, rows, t0);
+        });
 }
 
 }  // namespace

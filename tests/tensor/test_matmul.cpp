@@ -406,6 +406,7 @@ class TestMatmul : public QObject {
     void quantizedFromFloatsMatchesReference();
     void saturatedCodesMatchReference();
     void manyRowGroupsMatchReference();
+    void passesOfRowGroupsInTokenBlocksMatchReference();
     void subRangeWritesOnlyItsRowsAtTheStride();
     void smallBatchesMatchDecodeBitForBit();
     void halfPrefillEqualsF32OfTheSameValues();
@@ -518,6 +519,24 @@ void TestMatmul::manyRowGroupsMatchReference() {
         double worst = 0;
         const std::string failure = check_case({type, 37, 512, 64, false}, &worst);
         QVERIFY2(failure.empty(), failure.c_str());
+    }
+}
+
+// The lane GEMMs pack up to 128 rows (8 groups of 16 on AVX2, 4 of 32 on AVX-512) per pass and
+// run every group of a pass over 48 tokens (45 for the 5-token Q8_0 tile) before the next block
+// (int8_lanes_avx2.h, for_lane_groups). 293 rows: two full passes and a partial one that ends in a
+// partial group; 101 tokens: two full blocks and a short one. n = 4864 makes a group's packed
+// rows large enough that a pass holds fewer groups (5 on AVX2, 2 on AVX-512).
+void TestMatmul::passesOfRowGroupsInTokenBlocksMatchReference() {
+    for (Type type : kAllTypes) {
+        if (activation_format_for(type) == ActivationFormat::F32) continue;
+        double worst = 0;
+        std::string failure = check_case({type, 293, 256, 101, false}, &worst);
+        QVERIFY2(failure.empty(), failure.c_str());
+        if (traits(type).block_size == 256) {
+            failure = check_case({type, 293, 4864, 53, false}, &worst);
+            QVERIFY2(failure.empty(), failure.c_str());
+        }
     }
 }
 
