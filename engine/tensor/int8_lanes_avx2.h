@@ -216,16 +216,18 @@ inline SpreadPrefetch next_group(const MatmulArgs& a, std::int64_t r, int rows,
 // Why passes of several groups and blocks of tokens: with one group over all the call's tokens,
 // a group's output of every token is one cache line, a whole row stride from the next token's,
 // and row strides are multiples of 1 KiB (out_stride 1536, 2816 floats), so the lines of all
-// tokens fall into a few L1 sets (2 of 64 for 1536 rows) and, we think, evict each other and the
-// tile's own data (the page-table side is ruled out: the same runs with transparent huge pages
-// for every allocation measured the same). A pass writes 8 lines side by side per token. One
-// thread, AVX2, 512 tokens, GFLOP/s, one group at a time against passes of 8 groups in blocks of 48
-// tokens: Q4_K 2816 x 1024 119-138 -> 170 (128 tokens: 162-169 either way); Q4_1 1536 x 576 122 ->
-// 168 (128 tokens: 94 -> 152); Q8_0 2816 x 1024 85 -> 103. AVX-512 Q4_K (32-row groups) moved 1-2
-// %. Blocks of 24 tokens measured the same as 48; passes of 2 groups did not help, 4 helped half as
-// much. A pass's packed rows are re-read for every block, so a pass stays under kPassBytes (about
-// half an L2 of 1-2 MiB): wide rows (an 8B model's 14336-wide down projection) go one group at a
-// time, as before.
+// tokens fall into a few L1 sets (2 of 64 for 1536 rows) and, we think, evict each other and
+// the tile's own data (not the page walks: the same runs with transparent huge pages for every
+// allocation measured the same). A pass writes 8 lines side by side per token.
+// One thread, AVX2, 512 tokens, GFLOP/s, one group at a time -> passes of 8 groups in blocks
+// of 48 tokens:
+// - Q4_K 2816 x 1024: 119-138 -> 170 (128 tokens: 162-169 either way);
+// - Q4_1 1536 x 576: 122 -> 168 (128 tokens: 94 -> 152);
+// - Q8_0 2816 x 1024: 85 -> 103.
+// AVX-512 Q4_K (32-row groups) moved by 1-2 percent. Blocks of 24 tokens measured the same as
+// 48; passes of 2 groups did not help, passes of 4 half as much as 8. A pass's packed rows are
+// re-read for every block, so a pass stays under kPassBytes (about half an L2 of 1-2 MiB): wide
+// rows (an 8B model's 14336-wide down projection) go one group at a time, as before.
 constexpr int kMaxPassGroups = 8;
 constexpr std::int64_t kPassRows = 128;
 constexpr std::size_t kPassBytes = std::size_t{512} << 10;
