@@ -52,6 +52,12 @@ struct InterleavedBlocks {
     float* coef = nullptr;
 
     static constexpr std::size_t kU = 256, kD = 32;  // bytes per (b, h)
+    static constexpr std::size_t kPerBlock = kRowRegs * (2 * kU + 2 * kD);  // u, sign, d, coef
+
+    // Bytes of one packed group of rows of n elements.
+    static std::size_t packed_bytes(std::int64_t n) {
+        return static_cast<std::size_t>(n / 32) * kPerBlock;
+    }
 
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
@@ -59,10 +65,9 @@ struct InterleavedBlocks {
         const auto n = static_cast<std::size_t>(nb);
         // pack_q32_simd writes d and c 8 at a time and takes kPackChunk elements per call.
         const std::size_t nd = (n + 16) / 16 * 16;
-        const std::size_t per_b = kRowRegs * (2 * kU + 2 * kD);
         const std::size_t row_u = n * 32;
         const std::size_t tmp_bytes = kLanes * (row_u + 2 * nd * sizeof(float));
-        u = buffer_.get(n * per_b + tmp_bytes);
+        u = buffer_.get(packed_bytes(a.n) + tmp_bytes);
         sign = u + n * kRowRegs * kU;
         d = reinterpret_cast<float*>(sign + n * kRowRegs * kU);
         coef = d + n * kRowRegs * kLanes;

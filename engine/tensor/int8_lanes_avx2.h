@@ -191,10 +191,9 @@ struct SpreadPrefetch {
     }
 };
 
-// The next `rows` weight rows from row r (nothing at or past w_end), spread over the token tiles
-// of a call of a.tokens tokens, tile_tokens at a time.
-inline SpreadPrefetch next_group(const MatmulArgs& a, std::int64_t r, int rows,
-                                 const std::uint8_t* w_end, std::int64_t tile_tokens) {
+// The next `rows` weight rows from row r (nothing at or past w_end), spread over `steps` steps.
+inline SpreadPrefetch next_rows(const MatmulArgs& a, std::int64_t r, std::int64_t rows,
+                                const std::uint8_t* w_end, std::int64_t steps) {
     SpreadPrefetch s;
     const std::uint8_t* p = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
     if (p >= w_end) return s;
@@ -202,7 +201,7 @@ inline SpreadPrefetch next_group(const MatmulArgs& a, std::int64_t r, int rows,
     const std::size_t bytes = static_cast<std::size_t>(rows) * a.row_bytes;
     s.p = p;
     s.lines = ((bytes < left ? bytes : left) + 63) / 64;
-    s.steps = a.tokens / tile_tokens > 0 ? a.tokens / tile_tokens : 1;
+    s.steps = steps > 0 ? steps : 1;
     return s;
 }
 
@@ -245,11 +244,11 @@ void run_tail_tile(const Tile& tile, const Packed& packed, std::int64_t r, int r
     }
 }
 
-// Groups per pass for rows of a.n elements: the packed forms hold about 1.25 bytes per weight
-// (the int8 or nibble codes plus scales and offsets).
-inline int pass_groups(const MatmulArgs& a, int group_rows) {
-    const std::size_t group_bytes =
-        static_cast<std::size_t>(group_rows) * static_cast<std::size_t>(a.n) * 5 / 4;
+// Groups per pass: as many as kPassRows holds while their packed rows (Packed::packed_bytes
+// for rows of a.n elements) stay within kPassBytes, and at least one.
+template <class Packed>
+int pass_groups(const MatmulArgs& a, int group_rows) {
+    const std::size_t group_bytes = Packed::packed_bytes(a.n);
     std::int64_t groups = kPassRows / group_rows;
     while (groups > 1 && static_cast<std::size_t>(groups) * group_bytes > kPassBytes) --groups;
     return static_cast<int>(groups < 1 ? 1 : groups);
@@ -259,10 +258,9 @@ template <int T, class Packed, class Tile>
 void for_lane_groups(const MatmulArgs& a, int group_rows, Packed (&packed)[kMaxPassGroups],
                      const Tile& tile) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    const int groups = pass_groups(a, group_rows);
+    const int groups = pass_groups<Packed>(a, group_rows);
     const std::int64_t pass_rows = static_cast<std::int64_t>(groups) * group_rows;
     const std::int64_t block = kTokenBlock / T * T;
-    const std::int64_t tiles = a.tokens / T > 0 ? a.tokens / T : 1;  // full tiles per group
     for (std::int64_t r = a.row_begin; r < a.row_end; r += pass_rows) {
         int count = 0;
         int rows_of[kMaxPassGroups];
@@ -272,8 +270,9 @@ void for_lane_groups(const MatmulArgs& a, int group_rows, Packed (&packed)[kMaxP
                 static_cast<int>(a.row_end - rg < group_rows ? a.row_end - rg : group_rows);
             packed[count].pack(a, rg, rows_of[count]);
         }
-        SpreadPrefetch next = next_group(a, r + pass_rows, static_cast<int>(pass_rows), w_end, T);
-        next.steps = tiles * count;  // one slice per full tile of the pass
+        // One slice per full tile of the pass.
+        const SpreadPrefetch next =
+            next_rows(a, r + pass_rows, pass_rows, w_end, a.tokens / T * count);
         std::int64_t done = 0;
         for (std::int64_t b0 = 0; b0 < a.tokens; b0 += block) {
             const std::int64_t b1 = a.tokens - b0 <= block ? a.tokens : b0 + block;
@@ -315,6 +314,11 @@ struct InterleavedKRows {
     static_assert(R % kLanes == 0);
     static constexpr std::size_t kU = 64 * R * 4, kSc = 16 * R * 4, kD = R * 4, kCoef = 16 * R * 4;
 
+    // Bytes of one packed group of rows of n elements.
+    static std::size_t packed_bytes(std::int64_t n) {
+        return static_cast<std::size_t>(n / 256) * (kU + kSc + kD + kCoef);
+    }
+
     std::int64_t nb = 0;
     std::uint8_t* u = nullptr;
     std::int16_t* sc = nullptr;
@@ -332,7 +336,7 @@ struct InterleavedKRows {
         // pack_k_simd's arrays for 8 rows at a time: u, sc16, coef, d.
         const std::size_t row_u = n * 256, row_sc = n * 128, row_c = n * 16;
         const std::size_t tmp_bytes = kLanes * (row_u + 2 * row_sc + 4 * n + 4 * row_c);
-        const std::size_t need = n * (kU + kSc + kD + kCoef) + tmp_bytes;
+        const std::size_t need = packed_bytes(a.n) + tmp_bytes;
         u = buffer_.get(need);
         sc = reinterpret_cast<std::int16_t*>(u + n * kU);
         d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
@@ -391,7 +395,7 @@ struct InterleavedKRows {
     // and gathered 16 words back out of them. Q4_K is most of a Q4_K_M file's rows.
     void pack_q4_k(const MatmulArgs& a, std::int64_t r0, int rows) {
         const auto n = static_cast<std::size_t>(nb);
-        u = buffer_.get(n * (kU + kSc + kD + kCoef));
+        u = buffer_.get(packed_bytes(a.n));
         sc = reinterpret_cast<std::int16_t*>(u + n * kU);
         d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
         coef = d + n * kD / sizeof(float);

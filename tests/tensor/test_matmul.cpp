@@ -526,7 +526,7 @@ void TestMatmul::manyRowGroupsMatchReference() {
 // run every group of a pass over 48 tokens (45 for the 5-token Q8_0 tile) before the next block
 // (int8_lanes_avx2.h, for_lane_groups). 293 rows: two full passes and a partial one that ends in a
 // partial group; 101 tokens: two full blocks and a short one. n = 4864 makes a group's packed
-// rows large enough that a pass holds fewer groups (5 on AVX2, 2 on AVX-512).
+// rows large enough that a pass holds fewer groups (K-quants: 4 on AVX2, 2 on AVX-512).
 void TestMatmul::passesOfRowGroupsInTokenBlocksMatchReference() {
     for (Type type : kAllTypes) {
         if (activation_format_for(type) == ActivationFormat::F32) continue;
