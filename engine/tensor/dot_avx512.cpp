@@ -700,6 +700,9 @@ bool matmul_avx512(const MatmulArgs& args) {
             // went to direct_avx512): its GEMV gives a token of a small batch (a speculative
             // verification chunk) the result of its decode step bit for bit (test_matmul
             // smallBatchesMatchDecodeBitForBit).
+            if (args.int8_gemm && args.tokens >= kLaneGemmMinTokensAvx512 &&
+                gemm_int8_q32_avx512(args))
+                return true;
             if (args.tokens >= kPanelMinTokensInternal) {
                 run_q32<Q32InterleavedAvx512>(args);
             } else {

@@ -55,8 +55,10 @@ bool gemm_panels_avx2(const MatmulArgs& args);
 // Q4_1, Q5_0, Q5_1 and Q8_0; each returns false for any other type.
 bool gemm_int8_avx2(const MatmulArgs& args);
 bool gemm_int8_q32_avx2(const MatmulArgs& args);
-// The K-quant tile in 512-bit registers, 32 rows x 6 tokens (gemm_int8_avx512.cpp).
+// The K-quant tile in 512-bit registers, 32 rows x 6 tokens (gemm_int8_avx512.cpp), and the
+// 32-block one (gemm_int8_q32_avx512.cpp); each returns false for any other type.
 bool gemm_int8_avx512(const MatmulArgs& args);
+bool gemm_int8_q32_avx512(const MatmulArgs& args);
 // Rows per group of the lane GEMMs (their 32-bit lanes are weight rows): 16 for the AVX2 ones,
 // 32 for the AVX-512 one. A call whose row range ends in a partial group still computes the
 // whole group (missing rows are zeros), so callers cut rows at multiples of these

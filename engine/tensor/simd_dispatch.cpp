@@ -125,9 +125,7 @@ namespace {
 // the int8 GEMMs whose lanes are weight rows: at AVX2 every quantized type, at AVX-512 the
 // K-quants (from kLaneGemmMinTokensAvx512 tokens; matmul_avx512 checks the count per block).
 bool lane_gemm_prefill(Type type, bool int8_gemm, SimdLevel level) {
-    return int8_gemm &&
-           (level == SimdLevel::Avx2 || (level == SimdLevel::Avx512 &&
-                                         activation_format_for(type) == ActivationFormat::Q8_256));
+    return int8_gemm && (level == SimdLevel::Avx2 || level == SimdLevel::Avx512);
 }
 }  // namespace
 

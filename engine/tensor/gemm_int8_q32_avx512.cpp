@@ -1,0 +1,186 @@
+// Prefill (32 tokens and more) for the 32-blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on AVX-512 (BW +
+// VNNI): the lane GEMM of gemm_int8_q32_avx2.cpp in 512-bit registers. 32-bit lanes are weight
+// rows, 16 per register; a token's 4 activation bytes are broadcast to every lane, and vpdpbusd
+// adds 4 products per lane, so one block's 32 products per lane take 8 of them.
+//
+// Why: the row tile it replaces (Q32InterleavedAvx512, dot_avx512.cpp) keeps 16 blocks in the
+// lanes of a register, so it works on whole groups of 512 weights and pads every row to a
+// multiple of 512. SmolLM2's rows are 576 wide (seven ninths of its matrix work): they did 1024
+// weights of work for 576, and the gate and up projections (1536 x 576) ran at 145-149 GFLOP/s
+// against the down projection's 236 (one thread, 128 tokens). Here a row's work is its own
+// blocks, whatever the width.
+//
+// Per 32-block b, row r and token t, in pack_q32_row's terms (matmul_internal.h):
+//   dot = d_r * d_a(t) * sum_k u_r[k] * q_a(t)[k] + coef_r * s_a(t)
+// with u unsigned, Q8_0's u = q + 128 included: vpdpbusd multiplies unsigned by signed bytes, so
+// no type needs AVX2's sign trick. Bounds: a lane's block sum is at most 32 * 255 * 128 < 2^21.
+// Each output is computed in its own lane in the same order whatever rows share its group, so a
+// split of the rows between threads gives the same bits.
+#include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/int8_lanes_avx2.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/matmul_tiling.h"
+#include "tensor/pack_simd256.h"
+
+namespace tokenscope::tensor::detail {
+
+namespace {
+
+constexpr int kLanes512 = 16;  // rows per register
+constexpr int kRowRegs = 2;    // registers of rows per tile: 32 rows
+constexpr int kGroupRows = kLanes512 * kRowRegs;
+// 2 x 6 = 12 int32 block sums and 12 float accumulators of the 32 registers.
+constexpr int kTileTokens = 6;
+
+// Up to kGroupRows weight rows interleaved for the tile. Per 32-block b:
+//   u:    [b][word 0..7][row 0..31][4 bytes]  1024 bytes, bytes 4w..4w+3 of each row's block
+//   d:    [b][row 0..31]                      block scales
+//   coef: [b][row 0..31]                      offset / min terms
+// A register of 16 rows is a contiguous 64-byte slice of each word. Rows past the end are zero
+// everywhere, so their lanes compute 0.
+struct InterleavedQ32Rows {
+    static constexpr std::size_t kU = 8 * kGroupRows * 4;
+    static constexpr std::size_t kPerBlock = kU + 2 * kGroupRows * sizeof(float);
+
+    // Bytes of one packed group of rows of n elements.
+    static std::size_t packed_bytes(std::int64_t n) {
+        return static_cast<std::size_t>(n / 32) * kPerBlock;
+    }
+
+    std::int64_t nb = 0;
+    std::uint8_t* u = nullptr;
+    float* d = nullptr;
+    float* coef = nullptr;
+
+    // Rows [r0, r0 + rows) of the call's weights: 8 at a time through pack_q32_simd into
+    // per-row arrays, then interleaved.
+    void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
+        nb = a.n / 32;
+        const auto n = static_cast<std::size_t>(nb);
+        // pack_q32_simd writes d and c 8 at a time and takes kPackChunk elements per call.
+        const std::size_t nd = (n + 16) / 16 * 16;
+        const std::size_t row_u = n * 32;
+        const std::size_t tmp_bytes = kLanes * (row_u + 2 * nd * sizeof(float));
+        u = buffer_.get(packed_bytes(a.n) + tmp_bytes);
+        d = reinterpret_cast<float*>(u + n * kU);
+        coef = d + n * kGroupRows;
+        auto* tu = reinterpret_cast<std::uint8_t*>(coef + n * kGroupRows);
+        auto* td = reinterpret_cast<float*>(tu + kLanes * row_u);
+        auto* tc = td + kLanes * nd;
+        const std::int64_t chunk_blocks = kPackChunk / 32;
+        const std::size_t block_bytes = a.row_bytes / n;
+        for (int s = 0; s < kGroupRows / kLanes; ++s) {
+            const int here = rows - kLanes * s < kLanes ? rows - kLanes * s : kLanes;
+            // Missing rows (here may be 0 or less): all zero.
+            if (here < kLanes) std::memset(tu, 0, tmp_bytes);
+            for (int r = 0; r < here; ++r) {
+                const auto i = static_cast<std::size_t>(r);
+                const std::uint8_t* row =
+                    a.weights + static_cast<std::size_t>(r0 + kLanes * s + r) * a.row_bytes;
+                for (std::int64_t b0 = 0; b0 < nb; b0 += chunk_blocks) {
+                    const auto o = static_cast<std::size_t>(b0);
+                    pack_q32_simd(a.type, row + o * block_bytes, min_of(chunk_blocks, nb - b0),
+                                  tu + i * row_u + 32 * o, td + i * nd + o, tc + i * nd + o);
+                }
+            }
+            const auto lane0 = static_cast<std::size_t>(kLanes * s);
+            for (std::size_t b = 0; b < n; ++b) {
+                interleave_rows32(tu + 32 * b, row_u, u + b * kU + 4 * lane0, kGroupRows * 4);
+                for (std::size_t i = 0; i < kLanes; ++i) {
+                    d[b * kGroupRows + lane0 + i] = td[i * nd + b];
+                    coef[b * kGroupRows + lane0 + i] = tc[i * nd + b];
+                }
+            }
+        }
+    }
+
+  private:
+    ScratchBuffer buffer_;
+};
+
+// kRowRegs x 16 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
+template <int T>
+void tile(const MatmulArgs& a, const InterleavedQ32Rows& p, std::int64_t r0, int rows,
+          std::int64_t t0) {
+    constexpr int H = kRowRegs;
+    const TokenRows<T> acts(a, t0);
+    __m512 f[H][T];
+    for (int h = 0; h < H; ++h) {
+        for (int t = 0; t < T; ++t) f[h][t] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 1
+    for (std::int64_t b = 0; b < p.nb; ++b) {
+        __m512i acc[H][T];
+        for (int h = 0; h < H; ++h) {
+            for (int t = 0; t < T; ++t) acc[h][t] = _mm512_setzero_si512();
+        }
+        const auto bi = static_cast<std::size_t>(b);
+        const std::uint8_t* ub = p.u + bi * InterleavedQ32Rows::kU;
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+            __m512i w[H];
+            for (int h = 0; h < H; ++h)
+                w[h] = _mm512_load_si512(ub + (kGroupRows * g + kLanes512 * h) * 4);
+#pragma GCC unroll 6
+            for (int t = 0; t < T; ++t) {
+                __m512i x = broadcast4<__m512i>(acts.q[t] + 32 * b + 4 * g);
+                keep_in_order(x);
+#pragma GCC unroll 2
+                for (int h = 0; h < H; ++h) {
+                    __m512i sum = _mm512_dpbusd_epi32(acc[h][t], w[h], x);
+                    keep_in_order(sum);
+                    acc[h][t] = sum;
+                }
+            }
+        }
+        for (int h = 0; h < H; ++h) {
+            const __m512 dw = _mm512_load_ps(p.d + bi * kGroupRows + kLanes512 * h);
+            const __m512 c = _mm512_load_ps(p.coef + bi * kGroupRows + kLanes512 * h);
+            for (int t = 0; t < T; ++t) {
+                const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d[t][b]));
+                f[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
+                f[h][t] = _mm512_fmadd_ps(c, _mm512_set1_ps(acts.s[t][b]), f[h][t]);
+            }
+        }
+    }
+    for (int h = 0; h < H; ++h) {
+        const int valid = rows - kLanes512 * h;
+        if (valid <= 0) break;
+        const auto mask = static_cast<__mmask16>(valid >= kLanes512 ? 0xFFFF : (1u << valid) - 1);
+        for (int t = 0; t < T; ++t) {
+            _mm512_mask_storeu_ps(a.out + (t0 + t) * a.out_stride + r0 + kLanes512 * h, mask,
+                                  f[h][t]);
+        }
+    }
+}
+
+}  // namespace
+
+bool gemm_int8_q32_avx512(const MatmulArgs& a) {
+    switch (a.type) {
+        case Type::Q4_0:
+        case Type::Q4_1:
+        case Type::Q5_0:
+        case Type::Q5_1:
+        case Type::Q8_0:
+            break;
+        default:
+            return false;
+    }
+    thread_local InterleavedQ32Rows packed[kMaxPassGroups];
+    for_lane_groups<kTileTokens>(
+        a, kGroupRows, packed,
+        [&](auto tokens, const InterleavedQ32Rows& p, std::int64_t r, int rows, std::int64_t t0) {
+            tile<decltype(tokens)::value>(a, p, r, rows, t0);
+        });
+    return true;
+}
+
+}  // namespace tokenscope::tensor::detail
