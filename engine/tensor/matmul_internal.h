@@ -65,7 +65,8 @@ bool gemm_int8_q32_avx512(const MatmulArgs& args);
 // (matmul_row_multiple in matmul.h).
 constexpr std::int64_t kLaneGroupRowsAvx2 = 16;
 constexpr std::int64_t kLaneGroupRowsAvx512 = 32;
-// AVX-512 K-quant products take the lane GEMM (gemm_int8_avx512.cpp) from this many tokens: below
+// AVX-512 K-quant products take the lane GEMM (gemm_int8_avx512.cpp) from this many tokens, and the
+// 32-blocks theirs (gemm_int8_q32_avx512.cpp, where 16 and 24 tokens measured either way): below
 // it, packing 32 rows for a few token tiles costs more than the row tile's own packing. With the
 // vpmaddubsw lane GEMM the line was at 48 (batched decode, tok/s, lane GEMM against the row
 // tile: 16 sequences 528-556 / 567-676, 32 sequences 647-702 / 757-769, 64 sequences 763-860 /
@@ -76,7 +77,8 @@ constexpr std::int64_t kLaneGroupRowsAvx512 = 32;
 constexpr std::int64_t kLaneGemmMinTokensAvx512 = 32;
 // Whether AVX2 prefill (kPanelMinTokensInternal tokens or more) of `type` takes one of
 // the int8 GEMMs instead of the f32 panels (which prepare_activations then does not build), and
-// AVX-512 prefill of a K-quant gemm_int8_avx512 instead of the row tile KAvx512.
+// AVX-512 prefill gemm_int8_avx512 / gemm_int8_q32_avx512 instead of the row tiles KAvx512 /
+// Q32InterleavedAvx512.
 // TOKENSCOPE_INT8_GEMM=0 in the environment turns it off, to compare the two. Baseline code
 // (simd_dispatch.cpp).
 bool uses_int8_gemm(Type type);

@@ -122,8 +122,8 @@ bool detail::uses_int8_gemm(Type type) {
 
 namespace {
 // Whether prefill (kPanelMinTokensInternal tokens or more) of `type` at `level` goes to one of
-// the int8 GEMMs whose lanes are weight rows: at AVX2 every quantized type, at AVX-512 the
-// K-quants (from kLaneGemmMinTokensAvx512 tokens; matmul_avx512 checks the count per block).
+// the int8 GEMMs whose lanes are weight rows: every quantized type, at AVX2 always, at AVX-512
+// from kLaneGemmMinTokensAvx512 tokens (matmul_avx512 checks the count per block).
 bool lane_gemm_prefill(Type type, bool int8_gemm, SimdLevel level) {
     return int8_gemm && (level == SimdLevel::Avx2 || level == SimdLevel::Avx512);
 }
@@ -250,7 +250,7 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     // go to the decode kernels, which read one weight row at a time for a few tokens (F16
     // prefill of a 2816-wide layer, 12-token blocks by the L2 rule, fell from 680 to 445 tok/s).
     //
-    // The int8 GEMMs whose lanes are rows (AVX2: every quantized type; AVX-512: the K-quants)
+    // The int8 GEMMs whose lanes are rows (every quantized type)
     // re-pack their weight rows for every block, and a tile reads only 6-8 tokens' activations
     // at a time, from L3 as well as from L2 (16-32 rows of work per activation byte), so they
     // take 4 MiB blocks, sized by the bytes a kernel reads rather than the whole stride (the
