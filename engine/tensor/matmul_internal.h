@@ -82,6 +82,11 @@ constexpr std::int64_t kLaneGemmMinTokensAvx512 = 32;
 // TOKENSCOPE_INT8_GEMM=0 in the environment turns it off, to compare the two. Baseline code
 // (simd_dispatch.cpp).
 bool uses_int8_gemm(Type type);
+// Fewest tokens from which every product of `type` at the active level goes to a lane GEMM
+// (matmul_rows then never makes a call with fewer: a short last block joins the one before it),
+// or INT64_MAX where none does. prepare_activations leaves out the Q8_32 rows' interleaved copy,
+// which only the other kernels read, for that many rows or more (simd_dispatch.cpp).
+std::int64_t lane_gemm_min_tokens(Type type);
 
 // Weight rows are decoded into one of two "packed" forms that the integer kernels consume.
 // Both are plain arrays, identical for every instruction set, so that all levels compute the
@@ -106,8 +111,9 @@ void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std
                 std::int16_t* sc16, float* d, float* coef16);
 
 // Activation rows to int8, the AVX2 forms of activation_quant.cpp's quantizers with the same
-// bytes (activation_quant_avx2.cpp): Q8_32's qs, d, sum and interleaved copy; Q8_256's qs, d and
-// sum16. Offsets are PreparedActivations' (matmul.h). The row's padding must be zero already.
+// bytes (activation_quant_avx2.cpp): Q8_32's qs, d, sum and interleaved copy (none where
+// interleaved_offset is 0); Q8_256's qs, d and sum16. Offsets are PreparedActivations' (matmul.h).
+// The row's padding must be zero already.
 void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
                              std::size_t scale_offset, std::size_t sum_offset,
                              std::size_t interleaved_offset);

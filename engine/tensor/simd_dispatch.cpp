@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -121,10 +122,11 @@ bool detail::uses_int8_gemm(Type type) {
 }
 
 namespace {
-// Whether prefill (kPanelMinTokensInternal tokens or more) of `type` at `level` goes to one of
-// the int8 GEMMs whose lanes are weight rows: every quantized type, at AVX2 always, at AVX-512
-// from kLaneGemmMinTokensAvx512 tokens (matmul_avx512 checks the count per block).
-bool lane_gemm_prefill(Type type, bool int8_gemm, SimdLevel level) {
+// Whether prefill (kPanelMinTokensInternal tokens or more) of a type with int8_gemm
+// (uses_int8_gemm) at `level` goes to one of the int8 GEMMs whose lanes are weight rows: every
+// quantized type, at AVX2 always, at AVX-512 from kLaneGemmMinTokensAvx512 tokens (matmul_avx512
+// checks the count per block).
+bool lane_gemm_prefill(bool int8_gemm, SimdLevel level) {
     return int8_gemm && (level == SimdLevel::Avx2 || level == SimdLevel::Avx512);
 }
 }  // namespace
@@ -135,10 +137,17 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
     constexpr std::int64_t kTiles = 24;
     const SimdLevel level = active_simd_level();
     if (tokens < detail::kPanelMinTokensInternal ||
-        !lane_gemm_prefill(weight_type, detail::uses_int8_gemm(weight_type), level))
+        !lane_gemm_prefill(detail::uses_int8_gemm(weight_type), level))
         return kTiles;
     if (level == SimdLevel::Avx2) return detail::kLaneGroupRowsAvx2;
     return tokens >= detail::kLaneGemmMinTokensAvx512 ? detail::kLaneGroupRowsAvx512 : kTiles;
+}
+
+std::int64_t detail::lane_gemm_min_tokens(Type type) {
+    const SimdLevel level = active_simd_level();
+    if (!lane_gemm_prefill(uses_int8_gemm(type), level))
+        return std::numeric_limits<std::int64_t>::max();
+    return level == SimdLevel::Avx2 ? kPanelMinTokensInternal : kLaneGemmMinTokensAvx512;
 }
 
 bool detail::quantize_rows_avx2_active() {
@@ -260,7 +269,7 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     // 1.11 -> 1.26 and 1.21 -> 1.31; 1024 x 2816 1.47 -> 1.52-1.67 against 256 KiB blocks; no
     // difference at 2816 x 1024.
     const SimdLevel level = active_simd_level();
-    const bool lane_gemm = lane_gemm_prefill(weight_type, all.int8_gemm, level);
+    const bool lane_gemm = lane_gemm_prefill(all.int8_gemm, level);
     const std::size_t kActivationBlockBytes = std::size_t{lane_gemm ? 4096u : 256u} << 10;
     const std::size_t bytes_read =
         lane_gemm ? static_cast<std::size_t>(n) + static_cast<std::size_t>(n) / 4  // + scales, sums
@@ -269,14 +278,20 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
         12,
         static_cast<std::int64_t>(kActivationBlockBytes / std::max<std::size_t>(1, bytes_read)) /
             12 * 12);
-    if (all.tokens >= detail::kPanelMinTokensInternal) block = std::max<std::int64_t>(block, 24);
+    // The fewest tokens a call of this product may have: a batch that reaches a lane GEMM
+    // stays in it (its activations may lack the interleaved copy the other kernels read).
+    const std::int64_t lane_min = detail::lane_gemm_min_tokens(weight_type);
+    const std::int64_t min_call = all.tokens >= lane_min
+                                      ? std::max(lane_min, detail::kPanelMinTokensInternal)
+                                      : detail::kPanelMinTokensInternal;
+    if (all.tokens >= detail::kPanelMinTokensInternal)
+        block = std::max<std::int64_t>(block, std::max<std::int64_t>(24, min_call));
     if (all.tokens < detail::kPanelMinTokensInternal) detail::prefetch_call_head(all);
     for (std::int64_t t0 = 0; t0 < all.tokens;) {
         detail::MatmulArgs args = all;
         args.acts = all.acts + static_cast<std::size_t>(t0) * all.act_stride;
         args.tokens = std::min(block, all.tokens - t0);
-        if (all.tokens - t0 - args.tokens < detail::kPanelMinTokensInternal)
-            args.tokens = all.tokens - t0;
+        if (all.tokens - t0 - args.tokens < min_call) args.tokens = all.tokens - t0;
         args.out = all.out + t0 * all.out_stride;
         run_kernel(args);
         t0 += args.tokens;
