@@ -134,13 +134,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
             }
         }
     }
-    for (int h = 0; h < H; ++h) {
-        const int valid = rows - kLanes * h;
-        if (valid <= 0) break;
-        for (int t = 0; t < T; ++t) {
-            store_lanes(a.out + (t0 + t) * a.out_stride + r0 + kLanes * h, f[h][t], valid);
-        }
-    }
+    store_tile_rows(a, f, r0, rows, t0);
 }
 
 template <bool kPairedOffsets, int kWords>

@@ -121,15 +121,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
             }
         }
     }
-    for (int h = 0; h < H; ++h) {
-        const int valid = rows - kLanes512 * h;
-        if (valid <= 0) break;
-        const auto mask = static_cast<__mmask16>(valid >= kLanes512 ? 0xFFFF : (1u << valid) - 1);
-        for (int t = 0; t < T; ++t) {
-            _mm512_mask_storeu_ps(a.out + (t0 + t) * a.out_stride + r0 + kLanes512 * h, mask,
-                                  f[h][t]);
-        }
-    }
+    store_tile_rows(a, f, r0, rows, t0);
 }
 
 }  // namespace

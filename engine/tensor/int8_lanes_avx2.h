@@ -301,6 +301,29 @@ inline void store_lanes(float* out, __m256 v, int valid) {
     std::memcpy(out, lanes, static_cast<std::size_t>(valid) * sizeof(float));
 }
 
+// A lane GEMM tile's results: f[h][t] holds rows r0 + L h .. r0 + L h + L - 1 of token t0 + t
+// (L = 8 for __m256, 16 for __m512, which only the AVX-512 files instantiate); only the first
+// `rows` rows of the group are real and stored.
+template <class V, int H, int T>
+inline void store_tile_rows(const MatmulArgs& a, const V (&f)[H][T], std::int64_t r0, int rows,
+                            std::int64_t t0) {
+    constexpr int L = static_cast<int>(sizeof(V) / sizeof(float));
+    for (int h = 0; h < H; ++h) {
+        const int valid = rows - L * h;
+        if (valid <= 0) break;
+        for (int t = 0; t < T; ++t) {
+            float* out = a.out + (t0 + t) * a.out_stride + r0 + L * h;
+            if constexpr (L == 16) {
+                const auto mask =
+                    static_cast<__mmask16>(valid >= L ? 0xFFFF : (1u << valid) - 1);
+                _mm512_mask_storeu_ps(out, mask, f[h][t]);
+            } else {
+                store_lanes(out, f[h][t], valid);
+            }
+        }
+    }
+}
+
 // Up to R weight rows of a K-quant (R a multiple of 8), interleaved for the int8 tiles whose
 // lanes are rows, packed once per call and then used by every token tile. Per super-block b:
 //   u:    [b][group 0..63][row 0..R-1][4 bytes]       the rows' unsigned elements
