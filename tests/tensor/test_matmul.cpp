@@ -412,6 +412,7 @@ class TestMatmul : public QObject {
     void halfPrefillEqualsF32OfTheSameValues();
     void rowMultipleSplitsGiveTheSameBits();
     void q4kLanePackerEqualsTheGeneralOne();
+    void q41LanePackerEqualsTheGeneralOne();
     void prefetchLevelsChangeNoResult();
     void preparedActivationsAreReused();
     void parallelPreparationMatchesSerial();
@@ -737,6 +738,47 @@ void TestMatmul::q4kLanePackerEqualsTheGeneralOne() {
                 const std::string what = std::string(simd_level_name(level)) + " " +
                                          std::to_string(rows) + " rows x " +
                                          std::to_string(tokens) + " tokens, Q4_K against Q5_K: ";
+                const std::string diff = first_bit_difference(got4, got5);
+                QVERIFY2(diff.empty(), (what + diff).c_str());
+            }
+        }
+    }
+}
+
+// The AVX-512 32-block lane GEMM packs Q4_0, Q4_1 and Q8_0 in registers straight from the
+// blocks and Q5_0/Q5_1 through per-row arrays (gemm_int8_q32_avx512.cpp). Q5_1 blocks whose
+// fifth bits are all zero hold the values of the Q4_1 blocks they copy, so both must give the
+// same bits; 45 rows end in a partial group whose second register is partly empty, 16 in one
+// whose second register is empty; 13 blocks end in an odd one (Q4 packs blocks in pairs).
+void TestMatmul::q41LanePackerEqualsTheGeneralOne() {
+    LevelGuard guard;
+    const std::int64_t n = 416;
+    for (SimdLevel level : supported_levels()) {
+        set_simd_level(level);
+        for (std::int64_t rows : {45, 16}) {
+            const Bytes q4 = random_weights(Type::Q4_1, rows, n, 321);
+            const std::int64_t blocks = rows * n / 32;
+            Bytes q5(static_cast<std::size_t>(blocks) * sizeof(BlockQ5_1));
+            for (std::int64_t b = 0; b < blocks; ++b) {
+                const auto* from = reinterpret_cast<const BlockQ4_1*>(q4.data()) + b;
+                auto* to = reinterpret_cast<BlockQ5_1*>(q5.data()) + b;
+                std::memcpy(to->d, from->d, sizeof(to->d));
+                std::memcpy(to->m, from->m, sizeof(to->m));
+                std::memset(to->qh, 0, sizeof(to->qh));
+                std::memcpy(to->qs, from->qs, sizeof(to->qs));
+            }
+            for (std::int64_t tokens : {16, 32, 37, 64}) {
+                const std::vector<float> x = random_activations(tokens, n, 31);
+                PreparedActivations acts4, acts5;
+                prepare_activations(Type::Q4_1, x.data(), tokens, n, acts4);
+                prepare_activations(Type::Q5_1, x.data(), tokens, n, acts5);
+                std::vector<float> got4(static_cast<std::size_t>(tokens * rows));
+                std::vector<float> got5(got4.size());
+                matmul_rows(Type::Q4_1, q4.data(), n, 0, rows, acts4, got4.data(), rows);
+                matmul_rows(Type::Q5_1, q5.data(), n, 0, rows, acts5, got5.data(), rows);
+                const std::string what = std::string(simd_level_name(level)) + " " +
+                                         std::to_string(rows) + " rows x " +
+                                         std::to_string(tokens) + " tokens, Q4_1 against Q5_1: ";
                 const std::string diff = first_bit_difference(got4, got5);
                 QVERIFY2(diff.empty(), (what + diff).c_str());
             }
