@@ -62,6 +62,46 @@ struct InterleavedBlocks {
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
         is_signed = a.type == Type::Q8_0;
+        if (q32_words_in_registers(a.type)) {
+            pack_in_registers(a, r0, rows);
+        } else {
+            pack_through_rows(a, r0, rows);
+        }
+    }
+
+  private:
+    // Q4_0, Q4_1 and Q8_0 straight from the blocks (q32_words_of_8_rows), the same bytes as
+    // pack_through_rows.
+    void pack_in_registers(const MatmulArgs& a, std::int64_t r0, int rows) {
+        const auto n = static_cast<std::size_t>(nb);
+        u = buffer_.get(packed_bytes(a.n));
+        sign = u + n * kRowRegs * kU;
+        d = reinterpret_cast<float*>(sign + n * kRowRegs * kU);
+        coef = d + n * kRowRegs * kLanes;
+        for (int h = 0; h < kRowRegs; ++h) {
+            q32_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h,
+                                [&](std::size_t b, const __m256i(&word)[8], __m256 dv, __m256 cv) {
+                                    const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
+                                    for (int g = 0; g < 8; ++g) {
+                                        auto* pu = reinterpret_cast<__m256i*>(u + bh * kU + 32 * g);
+                                        if (is_signed) {
+                                            // Q8_0: q (in sign) and |q| (in u).
+                                            _mm256_store_si256(
+                                                reinterpret_cast<__m256i*>(sign + bh * kU + 32 * g),
+                                                word[g]);
+                                            _mm256_store_si256(pu, _mm256_abs_epi8(word[g]));
+                                        } else {
+                                            _mm256_store_si256(pu, word[g]);
+                                        }
+                                    }
+                                    _mm256_store_ps(d + bh * kLanes, dv);
+                                    _mm256_store_ps(coef + bh * kLanes, cv);
+                                });
+        }
+    }
+
+    // Any 32-block type through pack_q32_simd's per-row arrays, then interleaved.
+    void pack_through_rows(const MatmulArgs& a, std::int64_t r0, int rows) {
         const auto n = static_cast<std::size_t>(nb);
         // pack_q32_simd writes d and c 8 at a time and takes kPackChunk elements per call.
         const std::size_t nd = (n + 16) / 16 * 16;
@@ -112,7 +152,6 @@ struct InterleavedBlocks {
         }
     }
 
-  private:
     ScratchBuffer buffer_;
 };
 

@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "tensor/block_layouts.h"
 #include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
@@ -63,7 +62,7 @@ struct InterleavedQ32Rows {
     // Rows [r0, r0 + rows) of the call's weights.
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
-        if (a.type == Type::Q4_0 || a.type == Type::Q4_1 || a.type == Type::Q8_0) {
+        if (q32_words_in_registers(a.type)) {
             pack_in_registers(a, r0, rows);
         } else {
             pack_through_rows(a, r0, rows);
@@ -112,92 +111,30 @@ struct InterleavedQ32Rows {
         }
     }
 
-    // Q4_0, Q4_1 and Q8_0 straight from the blocks into the interleaved layout, the same bytes
-    // as pack_through_rows: per 8 rows, each block's codes are transposed by 32-bit words as
-    // loaded (Q4: two blocks' 16 nibble bytes per row, whose words give u's words 0-3 as low
-    // nibbles and 4-7 as high ones; Q8_0: a block's 32 bytes, flipped to q + 128), and the 8
-    // rows' scales and offsets, contiguous in d and coef, are converted in one vector. At 128
-    // tokens the per-row path was 15 % of SmolLM2's prefill, at 32 tokens a third.
+    // Q4_0, Q4_1 and Q8_0 straight from the blocks (q32_words_of_8_rows), the same bytes as
+    // pack_through_rows. At 128 tokens the per-row path was 15 % of SmolLM2's prefill, at 32
+    // tokens a third.
     void pack_in_registers(const MatmulArgs& a, std::int64_t r0, int rows) {
         const auto n = static_cast<std::size_t>(nb);
         u = buffer_.get(packed_bytes(a.n));
         d = reinterpret_cast<float*>(u + n * kU);
         coef = d + n * kGroupRows;
-        const std::size_t bb = a.row_bytes / n;
-        const bool q8 = a.type == Type::Q8_0;
-        const bool has_min = a.type == Type::Q4_1;
-        const std::size_t qs = q8        ? offsetof(BlockQ8_0, qs)
-                               : has_min ? offsetof(BlockQ4_1, qs)
-                                         : offsetof(BlockQ4_0, qs);
-        const __m256 neg_offset = _mm256_set1_ps(q8 ? -128.0f : -8.0f);
-        const __m256i low4 = _mm256_set1_epi8(0x0F);
         const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-        constexpr std::size_t kWordStride = kGroupRows * 4;  // bytes from one word to the next
+        const bool q8 = a.type == Type::Q8_0;
         for (int s = 0; s < kGroupRows / kLanes; ++s) {
-            const int here = rows - kLanes * s < kLanes ? rows - kLanes * s : kLanes;
             const auto lane0 = static_cast<std::size_t>(kLanes * s);
-            const std::uint8_t* row[kLanes];
-            for (int i = 0; i < kLanes; ++i) {
-                row[i] = i < here ? a.weights +
-                                        static_cast<std::size_t>(r0 + kLanes * s + i) * a.row_bytes
-                                  : nullptr;  // missing rows: all zero
-            }
-            // The 8 rows' half-float at byte `at` of block b, as floats (0 for missing rows).
-            auto halves = [&](std::size_t b, std::size_t at) {
-                alignas(16) std::uint16_t h[kLanes];
-                for (int i = 0; i < kLanes; ++i) {
-                    h[i] = 0;
-                    if (row[i]) std::memcpy(&h[i], row[i] + b * bb + at, 2);
-                }
-                return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
-            };
-            for (std::size_t b = 0; b < n; b += q8 ? 1 : 2) {
-                const bool pair = !q8 && b + 1 < n;
-                __m256i r[kLanes], v[kLanes];
-                for (int i = 0; i < kLanes; ++i) {
-                    if (!row[i]) {
-                        r[i] = _mm256_setzero_si256();
-                    } else if (q8) {
-                        r[i] = _mm256_loadu_si256(
-                            reinterpret_cast<const __m256i*>(row[i] + b * bb + qs));
-                    } else {
-                        const __m128i lo =
-                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[i] + b * bb + qs));
-                        const __m128i hi = pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                                                      row[i] + (b + 1) * bb + qs))
-                                                : _mm_setzero_si128();
-                        r[i] = _mm256_set_m128i(hi, lo);
-                    }
-                }
-                transpose_words8(r, v);
-                if (q8) {
-                    std::uint8_t* ub = u + b * kU + 4 * lane0;
-                    for (int w = 0; w < 8; ++w) {
-                        _mm256_store_si256(reinterpret_cast<__m256i*>(ub + w * kWordStride),
-                                           _mm256_xor_si256(v[w], flip));
-                    }
-                } else {
-                    for (std::size_t k = 0; k < (pair ? 2u : 1u); ++k) {
-                        std::uint8_t* ub = u + (b + k) * kU + 4 * lane0;
-                        for (int w = 0; w < 4; ++w) {
-                            const __m256i x = v[4 * k + static_cast<std::size_t>(w)];
-                            _mm256_store_si256(reinterpret_cast<__m256i*>(ub + w * kWordStride),
-                                               _mm256_and_si256(x, low4));
-                            _mm256_store_si256(
-                                reinterpret_cast<__m256i*>(ub + (w + 4) * kWordStride),
-                                _mm256_and_si256(_mm256_srli_epi16(x, 4), low4));
-                        }
-                    }
-                }
-                for (std::size_t k = 0; k < (pair ? 2u : 1u); ++k) {
-                    const __m256 dv = halves(b + k, 0);
-                    _mm256_store_ps(d + (b + k) * kGroupRows + lane0, dv);
-                    // Q4_1's min, or -offset * d as pack_q32_simd makes it.
-                    const __m256 cv = has_min ? halves(b + k, offsetof(BlockQ4_1, m))
-                                              : _mm256_mul_ps(dv, neg_offset);
-                    _mm256_store_ps(coef + (b + k) * kGroupRows + lane0, cv);
-                }
-            }
+            q32_words_of_8_rows(a, r0 + kLanes * s, rows - kLanes * s,
+                                [&](std::size_t b, const __m256i(&word)[8], __m256 dv, __m256 cv) {
+                                    std::uint8_t* ub = u + b * kU + 4 * lane0;
+                                    for (int w = 0; w < 8; ++w) {
+                                        // Q8_0's codes to u = q + 128.
+                                        _mm256_store_si256(
+                                            reinterpret_cast<__m256i*>(ub + w * kGroupRows * 4),
+                                            q8 ? _mm256_xor_si256(word[w], flip) : word[w]);
+                                    }
+                                    _mm256_store_ps(d + b * kGroupRows + lane0, dv);
+                                    _mm256_store_ps(coef + b * kGroupRows + lane0, cv);
+                                });
         }
     }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "tensor/block_layouts.h"
 #include "tensor/pack_simd256.h"
 #include "tensor/scratch_buffer.h"
 
@@ -168,6 +169,80 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
     for (int g = 0; g < 8; ++g)
         _mm256_store_si256(
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
+}
+
+// Whether q32_words_of_8_rows reads this type's blocks directly (the other 32-blocks go through
+// pack_q32_simd's per-row arrays).
+inline bool q32_words_in_registers(Type type) {
+    return type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q8_0;
+}
+
+// Q4_0, Q4_1 or Q8_0 blocks of up to 8 rows (`here` of them from row r0, the rest taken as
+// zero) in the lane GEMMs' word order, for their packers: per block b, emit(b, word, d, coef)
+// gets word[w] holding bytes 4w..4w+3 of the block's codes for rows 0..7 in lanes 0..7, and the
+// rows' scales and offset terms as pack_q32_simd makes them (coef = -offset * d, or Q4_1's
+// min). The codes are Q4's unsigned nibbles (the u of pack_q32_row) or Q8_0's signed bytes
+// (u - 128). Each block's codes are transposed by words as loaded, two Q4 blocks at a time (16
+// nibble bytes each: words 0-3 are the low nibbles, 4-7 the high ones), where the per-row path
+// wrote every row's codes to an array and read them back to interleave them.
+template <class Emit>
+void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& emit) {
+    const auto n = static_cast<std::size_t>(a.n / 32);
+    const std::size_t bb = a.row_bytes / n;
+    const bool q8 = a.type == Type::Q8_0;
+    const bool has_min = a.type == Type::Q4_1;
+    const std::size_t qs = q8 ? offsetof(BlockQ8_0, qs)
+                           : has_min ? offsetof(BlockQ4_1, qs)
+                                     : offsetof(BlockQ4_0, qs);
+    const __m256 neg_offset = _mm256_set1_ps(q8 ? -128.0f : -8.0f);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const std::uint8_t* row[kLanes];
+    for (int i = 0; i < kLanes; ++i)
+        row[i] = i < here ? a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes : nullptr;
+    // The rows' half-float at byte `at` of block b, as floats (0 for missing rows).
+    auto halves = [&](std::size_t b, std::size_t at) {
+        alignas(16) std::uint16_t h[kLanes];
+        for (int i = 0; i < kLanes; ++i) {
+            h[i] = 0;
+            if (row[i]) std::memcpy(&h[i], row[i] + b * bb + at, 2);
+        }
+        return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+    };
+    auto scales = [&](std::size_t b, const __m256i (&word)[8]) {
+        const __m256 d = halves(b, 0);
+        emit(b, word, d,
+             has_min ? halves(b, offsetof(BlockQ4_1, m)) : _mm256_mul_ps(d, neg_offset));
+    };
+    for (std::size_t b = 0; b < n; b += q8 ? 1 : 2) {
+        const bool pair = !q8 && b + 1 < n;
+        __m256i r[kLanes], v[kLanes];
+        for (int i = 0; i < kLanes; ++i) {
+            const std::uint8_t* p = row[i] ? row[i] + b * bb + qs : nullptr;
+            if (!p) {
+                r[i] = _mm256_setzero_si256();
+            } else if (q8) {
+                r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+            } else {
+                const __m128i hi = pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bb))
+                                        : _mm_setzero_si128();
+                r[i] = _mm256_set_m128i(hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+            }
+        }
+        transpose_words8(r, v);
+        if (q8) {
+            scales(b, v);
+            continue;
+        }
+        for (std::size_t k = 0; k < (pair ? 2u : 1u); ++k) {
+            __m256i word[8];
+            for (std::size_t w = 0; w < 4; ++w) {
+                const __m256i x = v[4 * k + w];
+                word[w] = _mm256_and_si256(x, low4);
+                word[w + 4] = _mm256_and_si256(_mm256_srli_epi16(x, 4), low4);
+            }
+            scales(b + k, word);
+        }
+    }
 }
 
 // Prefetches the next row group's weights into L2 a slice at a time while the current group's
