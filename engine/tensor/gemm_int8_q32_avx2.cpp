@@ -62,7 +62,7 @@ struct InterleavedBlocks {
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
         is_signed = a.type == Type::Q8_0;
-        if (q32_words_in_registers(a.type)) {
+        if (q32_words_in_registers(a)) {
             pack_in_registers(a, r0, rows);
         } else {
             pack_through_rows(a, r0, rows);

@@ -171,10 +171,12 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
-// Whether q32_words_of_8_rows reads this type's blocks directly (the other 32-blocks go through
-// pack_q32_simd's per-row arrays).
-inline bool q32_words_in_registers(Type type) {
-    return type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q8_0;
+// Whether q32_words_of_8_rows packs these weights: Q4_0, Q4_1 and Q8_0 rows short enough for
+// its 32-bit gather offsets (any real model's; the other 32-blocks go through pack_q32_simd's
+// per-row arrays).
+inline bool q32_words_in_registers(const MatmulArgs& a) {
+    return (a.type == Type::Q4_0 || a.type == Type::Q4_1 || a.type == Type::Q8_0) &&
+           a.row_bytes <= (std::size_t{1} << 27);
 }
 
 // Q4_0, Q4_1 or Q8_0 blocks of up to 8 rows (`here` of them from row r0, the rest taken as
@@ -183,11 +185,17 @@ inline bool q32_words_in_registers(Type type) {
 // rows' scales and offset terms as pack_q32_simd makes them (coef = -offset * d, or Q4_1's
 // min). The codes are Q4's unsigned nibbles (the u of pack_q32_row) or Q8_0's signed bytes
 // (u - 128). Each block's codes are transposed by words as loaded, two Q4 blocks at a time (16
-// nibble bytes each: words 0-3 are the low nibbles, 4-7 the high ones), where the per-row path
-// wrote every row's codes to an array and read them back to interleave them.
+// nibble bytes each: words 0-3 are the low nibbles, 4-7 the high ones), and the 8 rows' scale
+// (and Q4_1's min) come in one gather of each block's first 4 bytes, where the per-row path
+// wrote every row's codes and scales to arrays and read them back to interleave them.
 template <class Emit>
 void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& emit) {
     const auto n = static_cast<std::size_t>(a.n / 32);
+    if (here <= 0) {  // no real row: zero lanes
+        const __m256i zero[8] = {};
+        for (std::size_t b = 0; b < n; ++b) emit(b, zero, _mm256_setzero_ps(), _mm256_setzero_ps());
+        return;
+    }
     const std::size_t bb = a.row_bytes / n;
     const bool q8 = a.type == Type::Q8_0;
     const bool has_min = a.type == Type::Q4_1;
@@ -196,29 +204,37 @@ void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& 
                                      : offsetof(BlockQ4_0, qs);
     const __m256 neg_offset = _mm256_set1_ps(q8 ? -128.0f : -8.0f);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    const std::uint8_t* row[kLanes];
+    const __m256i low16 = _mm256_set1_epi32(0xFFFF);
+    const std::uint8_t* first = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
+    // Byte offsets of the rows from the first (missing rows read the first and are masked).
+    alignas(32) std::int32_t offsets[kLanes];
     for (int i = 0; i < kLanes; ++i)
-        row[i] = i < here ? a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes : nullptr;
-    // The rows' half-float at byte `at` of block b, as floats (0 for missing rows).
-    auto halves = [&](std::size_t b, std::size_t at) {
-        alignas(16) std::uint16_t h[kLanes];
-        for (int i = 0; i < kLanes; ++i) {
-            h[i] = 0;
-            if (row[i]) std::memcpy(&h[i], row[i] + b * bb + at, 2);
-        }
-        return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
-    };
+        offsets[i] = i < here ? static_cast<std::int32_t>(static_cast<std::size_t>(i) * a.row_bytes)
+                              : 0;
+    const __m256i offs = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+    const __m256i present =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(here), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     auto scales = [&](std::size_t b, const __m256i (&word)[8]) {
-        const __m256 d = halves(b, 0);
+        // Per lane: the block's d in the low half, Q4_1's m (or the first codes) in the high.
+        const __m256i dm = _mm256_and_si256(
+            _mm256_i32gather_epi32(reinterpret_cast<const int*>(first + b * bb), offs, 1),
+            present);
+        // [d0-3, m0-3 | d4-7, m4-7] as 16-bit values, then [d0-7 | m0-7].
+        const __m256i halves = _mm256_permute4x64_epi64(
+            _mm256_packus_epi32(_mm256_and_si256(dm, low16), _mm256_srli_epi32(dm, 16)),
+            _MM_SHUFFLE(3, 1, 2, 0));
+        const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
         emit(b, word, d,
-             has_min ? halves(b, offsetof(BlockQ4_1, m)) : _mm256_mul_ps(d, neg_offset));
+             has_min ? _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1))
+                     : _mm256_mul_ps(d, neg_offset));
     };
     for (std::size_t b = 0; b < n; b += q8 ? 1 : 2) {
         const bool pair = !q8 && b + 1 < n;
         __m256i r[kLanes], v[kLanes];
         for (int i = 0; i < kLanes; ++i) {
-            const std::uint8_t* p = row[i] ? row[i] + b * bb + qs : nullptr;
-            if (!p) {
+            const std::uint8_t* p =
+                first + static_cast<std::size_t>(offsets[i]) + b * bb + qs;
+            if (i >= here) {
                 r[i] = _mm256_setzero_si256();
             } else if (q8) {
                 r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
