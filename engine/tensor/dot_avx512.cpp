@@ -696,13 +696,13 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q5_0:
         case Type::Q5_1:
         case Type::Q8_0:
-            // Prefill: the lane GEMM from kLaneGemmMinTokensAvx512 tokens (any width; see
-            // gemm_int8_q32_avx512.cpp), the interleaved tile from 16 (it pads rows to 512
-            // weights but packs less per token). Fewer tokens reach here only for Q8_0 (the
-            // others went to direct_avx512): its GEMV gives a token of a small batch (a
-            // speculative verification chunk) the result of its decode step bit for bit
-            // (test_matmul smallBatchesMatchDecodeBitForBit).
-            if (args.int8_gemm && args.tokens >= kLaneGemmMinTokensAvx512 &&
+            // Prefill: the lane GEMM (any width; see gemm_int8_q32_avx512.cpp) from 16 tokens
+            // for the types it packs in registers, from 32 for Q5_0/Q5_1, which take the
+            // interleaved tile from 16 (it pads rows to 512 weights but packs less per token).
+            // Fewer tokens reach here only for Q8_0 (the others went to direct_avx512): its
+            // GEMV gives a token of a small batch (a speculative verification chunk) the result
+            // of its decode step bit for bit (test_matmul smallBatchesMatchDecodeBitForBit).
+            if (args.int8_gemm && args.tokens >= lane_gemm_min_tokens_avx512(args.type) &&
                 gemm_int8_q32_avx512(args))
                 return true;
             if (args.tokens >= kPanelMinTokensInternal) {
@@ -716,7 +716,8 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q4_K:
         case Type::Q5_K:
         case Type::Q6_K:
-            if (args.int8_gemm && args.tokens >= kLaneGemmMinTokensAvx512 && gemm_int8_avx512(args))
+            if (args.int8_gemm && args.tokens >= lane_gemm_min_tokens_avx512(args.type) &&
+                gemm_int8_avx512(args))
                 return true;
             run_k<KAvx512>(args);
             return true;

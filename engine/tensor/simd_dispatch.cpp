@@ -124,7 +124,7 @@ bool detail::uses_int8_gemm(Type type) {
 namespace {
 // Whether prefill (kPanelMinTokensInternal tokens or more) of a type with int8_gemm
 // (uses_int8_gemm) at `level` goes to one of the int8 GEMMs whose lanes are weight rows: every
-// quantized type, at AVX2 always, at AVX-512 from kLaneGemmMinTokensAvx512 tokens (matmul_avx512
+// quantized type, at AVX2 always, at AVX-512 from lane_gemm_min_tokens_avx512 tokens (matmul_avx512
 // checks the count per block).
 bool lane_gemm_prefill(bool int8_gemm, SimdLevel level) {
     return int8_gemm && (level == SimdLevel::Avx2 || level == SimdLevel::Avx512);
@@ -136,18 +136,15 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
     // AVX2 F16 panels 6: 24 keeps all of those whole.
     constexpr std::int64_t kTiles = 24;
     const SimdLevel level = active_simd_level();
-    if (tokens < detail::kPanelMinTokensInternal ||
-        !lane_gemm_prefill(detail::uses_int8_gemm(weight_type), level))
-        return kTiles;
-    if (level == SimdLevel::Avx2) return detail::kLaneGroupRowsAvx2;
-    return tokens >= detail::kLaneGemmMinTokensAvx512 ? detail::kLaneGroupRowsAvx512 : kTiles;
+    if (tokens < detail::lane_gemm_min_tokens(weight_type)) return kTiles;
+    return level == SimdLevel::Avx2 ? detail::kLaneGroupRowsAvx2 : detail::kLaneGroupRowsAvx512;
 }
 
 std::int64_t detail::lane_gemm_min_tokens(Type type) {
     const SimdLevel level = active_simd_level();
     if (!lane_gemm_prefill(uses_int8_gemm(type), level))
         return std::numeric_limits<std::int64_t>::max();
-    return level == SimdLevel::Avx2 ? kPanelMinTokensInternal : kLaneGemmMinTokensAvx512;
+    return level == SimdLevel::Avx2 ? kPanelMinTokensInternal : lane_gemm_min_tokens_avx512(type);
 }
 
 bool detail::quantize_rows_avx2_active() {
