@@ -59,20 +59,10 @@ struct InterleavedBlocks {
         return static_cast<std::size_t>(n / 32) * kPerBlock;
     }
 
+    // Rows [r0, r0 + rows) of the call's weights, 8 at a time by q32_words_of_8_rows.
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
         is_signed = a.type == Type::Q8_0;
-        if (q32_words_in_registers(a)) {
-            pack_in_registers(a, r0, rows);
-        } else {
-            pack_through_rows(a, r0, rows);
-        }
-    }
-
-  private:
-    // Q4_0, Q4_1 and Q8_0 straight from the blocks (q32_words_of_8_rows), the same bytes as
-    // pack_through_rows.
-    void pack_in_registers(const MatmulArgs& a, std::int64_t r0, int rows) {
         const auto n = static_cast<std::size_t>(nb);
         u = buffer_.get(packed_bytes(a.n));
         sign = u + n * kRowRegs * kU;
@@ -100,58 +90,7 @@ struct InterleavedBlocks {
         }
     }
 
-    // Any 32-block type through pack_q32_simd's per-row arrays, then interleaved.
-    void pack_through_rows(const MatmulArgs& a, std::int64_t r0, int rows) {
-        const auto n = static_cast<std::size_t>(nb);
-        // pack_q32_simd writes d and c 8 at a time and takes kPackChunk elements per call.
-        const std::size_t nd = (n + 16) / 16 * 16;
-        const std::size_t row_u = n * 32;
-        const std::size_t tmp_bytes = kLanes * (row_u + 2 * nd * sizeof(float));
-        u = buffer_.get(packed_bytes(a.n) + tmp_bytes);
-        sign = u + n * kRowRegs * kU;
-        d = reinterpret_cast<float*>(sign + n * kRowRegs * kU);
-        coef = d + n * kRowRegs * kLanes;
-        auto* tu = reinterpret_cast<std::uint8_t*>(coef + n * kRowRegs * kLanes);
-        auto* td = reinterpret_cast<float*>(tu + kLanes * row_u);
-        auto* tc = td + kLanes * nd;
-        const std::int64_t chunk_blocks = kPackChunk / 32;
-        for (int h = 0; h < kRowRegs; ++h) {
-            const int here = static_cast<int>(min_of(kLanes, rows - kLanes * h));
-            if (here < kLanes) std::memset(tu, 0, tmp_bytes);  // missing rows: all zero
-            for (int r = 0; r < here; ++r) {
-                const auto i = static_cast<std::size_t>(r);
-                const std::uint8_t* row =
-                    a.weights + static_cast<std::size_t>(r0 + kLanes * h + r) * a.row_bytes;
-                const std::size_t block_bytes = a.row_bytes / n;
-                for (std::int64_t b0 = 0; b0 < nb; b0 += chunk_blocks) {
-                    const auto o = static_cast<std::size_t>(b0);
-                    pack_q32_simd(a.type, row + o * block_bytes, min_of(chunk_blocks, nb - b0),
-                                  tu + i * row_u + 32 * o, td + i * nd + o, tc + i * nd + o);
-                }
-            }
-            const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-            for (std::size_t b = 0; b < n; ++b) {
-                const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
-                std::uint8_t* ub = u + bh * kU;
-                interleave_rows32(tu + 32 * b, row_u, ub, 32);
-                if (is_signed) {
-                    // u = q + 128 -> q (in sign) and |q| (in u).
-                    for (int g = 0; g < 8; ++g) {
-                        auto* pu = reinterpret_cast<__m256i*>(ub + 32 * g);
-                        const __m256i q = _mm256_xor_si256(_mm256_load_si256(pu), flip);
-                        _mm256_store_si256(reinterpret_cast<__m256i*>(sign + bh * kU + 32 * g), q);
-                        _mm256_store_si256(pu, _mm256_abs_epi8(q));
-                    }
-                }
-                for (int r = 0; r < kLanes; ++r) {
-                    const auto i = static_cast<std::size_t>(r);
-                    d[bh * kLanes + i] = td[i * nd + b];
-                    coef[bh * kLanes + i] = tc[i * nd + b];
-                }
-            }
-        }
-    }
-
+  private:
     ScratchBuffer buffer_;
 };
 

@@ -59,62 +59,9 @@ struct InterleavedQ32Rows {
     float* d = nullptr;
     float* coef = nullptr;
 
-    // Rows [r0, r0 + rows) of the call's weights.
+    // Rows [r0, r0 + rows) of the call's weights, 8 at a time by q32_words_of_8_rows.
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
-        if (q32_words_in_registers(a)) {
-            pack_in_registers(a, r0, rows);
-        } else {
-            pack_through_rows(a, r0, rows);
-        }
-    }
-
-  private:
-    // Any 32-block type: 8 rows at a time through pack_q32_simd into per-row arrays, then
-    // interleaved.
-    void pack_through_rows(const MatmulArgs& a, std::int64_t r0, int rows) {
-        const auto n = static_cast<std::size_t>(nb);
-        // pack_q32_simd writes d and c 8 at a time and takes kPackChunk elements per call.
-        const std::size_t nd = (n + 16) / 16 * 16;
-        const std::size_t row_u = n * 32;
-        const std::size_t tmp_bytes = kLanes * (row_u + 2 * nd * sizeof(float));
-        u = buffer_.get(packed_bytes(a.n) + tmp_bytes);
-        d = reinterpret_cast<float*>(u + n * kU);
-        coef = d + n * kGroupRows;
-        auto* tu = reinterpret_cast<std::uint8_t*>(coef + n * kGroupRows);
-        auto* td = reinterpret_cast<float*>(tu + kLanes * row_u);
-        auto* tc = td + kLanes * nd;
-        const std::int64_t chunk_blocks = kPackChunk / 32;
-        const std::size_t block_bytes = a.row_bytes / n;
-        for (int s = 0; s < kGroupRows / kLanes; ++s) {
-            const int here = rows - kLanes * s < kLanes ? rows - kLanes * s : kLanes;
-            // Missing rows (here may be 0 or less): all zero.
-            if (here < kLanes) std::memset(tu, 0, tmp_bytes);
-            for (int r = 0; r < here; ++r) {
-                const auto i = static_cast<std::size_t>(r);
-                const std::uint8_t* row =
-                    a.weights + static_cast<std::size_t>(r0 + kLanes * s + r) * a.row_bytes;
-                for (std::int64_t b0 = 0; b0 < nb; b0 += chunk_blocks) {
-                    const auto o = static_cast<std::size_t>(b0);
-                    pack_q32_simd(a.type, row + o * block_bytes, min_of(chunk_blocks, nb - b0),
-                                  tu + i * row_u + 32 * o, td + i * nd + o, tc + i * nd + o);
-                }
-            }
-            const auto lane0 = static_cast<std::size_t>(kLanes * s);
-            for (std::size_t b = 0; b < n; ++b) {
-                interleave_rows32(tu + 32 * b, row_u, u + b * kU + 4 * lane0, kGroupRows * 4);
-                for (std::size_t i = 0; i < kLanes; ++i) {
-                    d[b * kGroupRows + lane0 + i] = td[i * nd + b];
-                    coef[b * kGroupRows + lane0 + i] = tc[i * nd + b];
-                }
-            }
-        }
-    }
-
-    // Q4_0, Q4_1 and Q8_0 straight from the blocks (q32_words_of_8_rows), the same bytes as
-    // pack_through_rows. At 128 tokens the per-row path was 15 % of SmolLM2's prefill, at 32
-    // tokens a third.
-    void pack_in_registers(const MatmulArgs& a, std::int64_t r0, int rows) {
         const auto n = static_cast<std::size_t>(nb);
         u = buffer_.get(packed_bytes(a.n));
         d = reinterpret_cast<float*>(u + n * kU);
@@ -138,6 +85,7 @@ struct InterleavedQ32Rows {
         }
     }
 
+  private:
     ScratchBuffer buffer_;
 };
 

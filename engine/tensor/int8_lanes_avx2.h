@@ -171,23 +171,20 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
-// Whether q32_words_of_8_rows packs these weights: Q4_0, Q4_1 and Q8_0 rows short enough for
-// its 32-bit gather offsets (any real model's; the other 32-blocks go through pack_q32_simd's
-// per-row arrays).
-inline bool q32_words_in_registers(const MatmulArgs& a) {
-    return (a.type == Type::Q4_0 || a.type == Type::Q4_1 || a.type == Type::Q8_0) &&
-           a.row_bytes <= (std::size_t{1} << 27);
-}
-
-// Q4_0, Q4_1 or Q8_0 blocks of up to 8 rows (`here` of them from row r0, the rest taken as
+// Blocks of up to 8 rows of a 32-block type (`here` of them from row r0, the rest taken as
 // zero) in the lane GEMMs' word order, for their packers: per block b, emit(b, word, d, coef)
 // gets word[w] holding bytes 4w..4w+3 of the block's codes for rows 0..7 in lanes 0..7, and the
-// rows' scales and offset terms as pack_q32_simd makes them (coef = -offset * d, or Q4_1's
-// min). The codes are Q4's unsigned nibbles (the u of pack_q32_row) or Q8_0's signed bytes
-// (u - 128). Each block's codes are transposed by words as loaded, two Q4 blocks at a time (16
-// nibble bytes each: words 0-3 are the low nibbles, 4-7 the high ones), and the 8 rows' scale
-// (and Q4_1's min) come in one gather of each block's first 4 bytes, where the per-row path
-// wrote every row's codes and scales to arrays and read them back to interleave them.
+// rows' scales and offset terms as pack_q32_simd makes them (coef = -offset * d, or the min of
+// Q4_1/Q5_1). The codes are the unsigned u of pack_q32_row for Q4_0/Q4_1/Q5_0/Q5_1 and Q8_0's
+// signed bytes (u - 128).
+//
+// Each block's codes are transposed by words as loaded, two 4- or 5-bit blocks at a time (16
+// nibble bytes each: words 0-3 are the low nibbles, 4-7 the high ones); the 8 rows' scale and
+// min come in one gather of each block's first 4 bytes, and Q5's fifth bits in one gather of
+// its 32 high bits, spread to bit 4 of each code byte: bits 4w..4w+3 of a row's high bits
+// belong to word w. The per-row path it replaced (pack_q32_simd into per-row arrays, then 8
+// rows transposed and their scales copied one float at a time) was a third of a 32-token
+// SmolLM2 prefill.
 template <class Emit>
 void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& emit) {
     const auto n = static_cast<std::size_t>(a.n / 32);
@@ -197,28 +194,53 @@ void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& 
         return;
     }
     const std::size_t bb = a.row_bytes / n;
-    const bool q8 = a.type == Type::Q8_0;
-    const bool has_min = a.type == Type::Q4_1;
-    const std::size_t qs = q8 ? offsetof(BlockQ8_0, qs)
-                           : has_min ? offsetof(BlockQ4_1, qs)
-                                     : offsetof(BlockQ4_0, qs);
-    const __m256 neg_offset = _mm256_set1_ps(q8 ? -128.0f : -8.0f);
+    const Type type = a.type;
+    const bool q8 = type == Type::Q8_0;
+    const bool five = type == Type::Q5_0 || type == Type::Q5_1;
+    const bool has_min = type == Type::Q4_1 || type == Type::Q5_1;
+    std::size_t qs = offsetof(BlockQ4_0, qs), qh = 0;
+    float offset = 8.0f;
+    switch (type) {
+        case Type::Q4_1:
+            qs = offsetof(BlockQ4_1, qs);
+            break;
+        case Type::Q5_0:
+            qs = offsetof(BlockQ5_0, qs), qh = offsetof(BlockQ5_0, qh), offset = 16.0f;
+            break;
+        case Type::Q5_1:
+            qs = offsetof(BlockQ5_1, qs), qh = offsetof(BlockQ5_1, qh);
+            break;
+        case Type::Q8_0:
+            qs = offsetof(BlockQ8_0, qs), offset = 128.0f;
+            break;
+        default:
+            break;
+    }
+    const __m256 neg_offset = _mm256_set1_ps(-offset);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     const __m256i low16 = _mm256_set1_epi32(0xFFFF);
     const std::uint8_t* first = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
-    // Byte offsets of the rows from the first (missing rows read the first and are masked).
-    alignas(32) std::int32_t offsets[kLanes];
+    // Byte offsets of the rows from the first, 64-bit for any row size (missing rows read the
+    // first and are masked), for two gathers of 4 lanes.
+    alignas(32) std::int64_t offsets[kLanes];
     for (int i = 0; i < kLanes; ++i)
-        offsets[i] = i < here ? static_cast<std::int32_t>(static_cast<std::size_t>(i) * a.row_bytes)
+        offsets[i] = i < here ? static_cast<std::int64_t>(static_cast<std::size_t>(i) * a.row_bytes)
                               : 0;
-    const __m256i offs = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+    const __m256i offs_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+    const __m256i offs_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets + 4));
     const __m256i present =
         _mm256_cmpgt_epi32(_mm256_set1_epi32(here), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    auto scales = [&](std::size_t b, const __m256i (&word)[8]) {
-        // Per lane: the block's d in the low half, Q4_1's m (or the first codes) in the high.
-        const __m256i dm = _mm256_and_si256(
-            _mm256_i32gather_epi32(reinterpret_cast<const int*>(first + b * bb), offs, 1),
+    // The 32-bit word at byte `at` of block b of each row, 0 for missing rows.
+    auto gather = [&](std::size_t b, std::size_t at) {
+        const auto* base = reinterpret_cast<const int*>(first + b * bb + at);
+        return _mm256_and_si256(
+            _mm256_set_m128i(_mm256_i64gather_epi32(base, offs_hi, 1),
+                             _mm256_i64gather_epi32(base, offs_lo, 1)),
             present);
+    };
+    auto scales = [&](std::size_t b, const __m256i (&word)[8]) {
+        // Per lane: the block's d in the low half, the min (or the next bytes) in the high.
+        const __m256i dm = gather(b, 0);
         // [d0-3, m0-3 | d4-7, m4-7] as 16-bit values, then [d0-7 | m0-7].
         const __m256i halves = _mm256_permute4x64_epi64(
             _mm256_packus_epi32(_mm256_and_si256(dm, low16), _mm256_srli_epi32(dm, 16)),
@@ -228,12 +250,18 @@ void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& 
              has_min ? _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1))
                      : _mm256_mul_ps(d, neg_offset));
     };
+    // Per word w: the byte of the high bits that holds bits 4w..4w+3 copied to the word's 4
+    // bytes, and the bit each byte keeps.
+    const __m256i dword_bytes = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
+                                                 0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+    const __m256i bits_even = _mm256_set1_epi32(0x08040201);
+    const __m256i bits_odd = _mm256_set1_epi32(static_cast<int>(0x80402010u));
+    const __m256i fifth = _mm256_set1_epi8(0x10);
     for (std::size_t b = 0; b < n; b += q8 ? 1 : 2) {
         const bool pair = !q8 && b + 1 < n;
         __m256i r[kLanes], v[kLanes];
         for (int i = 0; i < kLanes; ++i) {
-            const std::uint8_t* p =
-                first + static_cast<std::size_t>(offsets[i]) + b * bb + qs;
+            const std::uint8_t* p = first + static_cast<std::size_t>(offsets[i]) + b * bb + qs;
             if (i >= here) {
                 r[i] = _mm256_setzero_si256();
             } else if (q8) {
@@ -255,6 +283,17 @@ void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& 
                 const __m256i x = v[4 * k + w];
                 word[w] = _mm256_and_si256(x, low4);
                 word[w + 4] = _mm256_and_si256(_mm256_srli_epi16(x, 4), low4);
+            }
+            if (five) {
+                const __m256i high = gather(b + k, qh);
+                for (int w = 0; w < 8; ++w) {
+                    const __m256i spread = _mm256_shuffle_epi8(
+                        high, _mm256_add_epi8(dword_bytes, _mm256_set1_epi8(static_cast<char>(w / 2))));
+                    const __m256i bit = w % 2 ? bits_odd : bits_even;
+                    word[w] = _mm256_or_si256(
+                        word[w],
+                        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), fifth));
+                }
             }
             scales(b + k, word);
         }

@@ -747,11 +747,12 @@ void TestMatmul::q4kLanePackerEqualsTheGeneralOne() {
     }
 }
 
-// The AVX-512 32-block lane GEMM packs Q4_0, Q4_1 and Q8_0 in registers straight from the
-// blocks and Q5_0/Q5_1 through per-row arrays (gemm_int8_q32_avx512.cpp). Q5_1 blocks whose
-// fifth bits are all zero hold the values of the Q4_1 blocks they copy, so both must give the
-// same bits; 45 rows end in a partial group whose second register is partly empty, 16 in one
-// whose second register is empty; 13 blocks end in an odd one (Q4 packs blocks in pairs).
+// The lane GEMMs pack 32-block rows in registers (q32_words_of_8_rows, int8_lanes_avx2.h), Q5
+// with its fifth bits spread from a gather. Q5_1 blocks whose fifth bits are all zero hold the
+// values of the Q4_1 blocks they copy, so both must give the same bits (the fifth bits
+// themselves are checked against the float64 reference); 45 rows end in a partial group whose
+// second register is partly empty, 16 in one whose second register is empty; 13 blocks end in
+// an odd one (blocks are packed in pairs).
 void TestMatmul::q41LanePackerEqualsTheGeneralOne() {
     LevelGuard guard;
     const std::int64_t n = 416;
