@@ -696,9 +696,9 @@ bool matmul_avx512(const MatmulArgs& args) {
         case Type::Q5_0:
         case Type::Q5_1:
         case Type::Q8_0:
-            // Prefill: the lane GEMM (any width; see gemm_int8_q32_avx512.cpp) from 16 tokens
-            // for Q4_0/Q4_1, from 32 for the others, which take the interleaved tile from 16
-            // (it pads rows to 512 weights but packs less per token).
+            // Prefill: the lane GEMM (any width; see gemm_int8_q32_avx512.cpp) from 16 tokens,
+            // Q8_0's from 32 (lane_gemm_min_tokens_avx512): under that it takes the interleaved
+            // tile, which pads rows to 512 weights but packs less per token.
             // Fewer tokens reach here only for Q8_0 (the others went to direct_avx512): its
             // GEMV gives a token of a small batch (a speculative verification chunk) the result
             // of its decode step bit for bit (test_matmul smallBatchesMatchDecodeBitForBit).

@@ -66,7 +66,7 @@ bool gemm_int8_q32_avx512(const MatmulArgs& args);
 constexpr std::int64_t kLaneGroupRowsAvx2 = 16;
 constexpr std::int64_t kLaneGroupRowsAvx512 = 32;
 // AVX-512 K-quant products take the lane GEMM (gemm_int8_avx512.cpp) from this many tokens, and
-// Q5_0, Q5_1 and Q8_0 theirs (gemm_int8_q32_avx512.cpp; lane_gemm_min_tokens_avx512): below
+// Q8_0 its own (gemm_int8_q32_avx512.cpp; lane_gemm_min_tokens_avx512): below
 // it, packing 32 rows for a few token tiles costs more than the row tile's own packing. With the
 // vpmaddubsw lane GEMM the line was at 48 (batched decode, tok/s, lane GEMM against the row
 // tile: 16 sequences 528-556 / 567-676, 32 sequences 647-702 / 757-769, 64 sequences 763-860 /
@@ -75,17 +75,26 @@ constexpr std::int64_t kLaneGroupRowsAvx512 = 32;
 // decoding 469-484 / 578-613 / 555-572, 16 sequences 398-471 / 427-507 / 399-426; Gemma 3 270M
 // 16 sequences 290-314 / 287-310 / 270, 32 sequences 326-341 / 351-362 / 275-337.
 constexpr std::int64_t kLaneGemmMinTokensAvx512 = 32;
-// Q4_0 and Q4_1, whose rows the AVX-512 lane GEMM packs in registers (q32_words_of_8_rows),
-// take it from 16 tokens: there it beat the row tile at 16 and 24 tokens (one thread, GFLOP/s,
+// Q4_0, Q4_1, Q5_0 and Q5_1 take the AVX-512 lane GEMM from 16 tokens: with its rows packed in
+// registers (q32_words_of_8_rows) it beat the row tile at 16 and 24 tokens (one thread, GFLOP/s,
 // row tile -> lane GEMM: Q4_1 1536 x 576 16 tokens 108-113 -> 224, Q4_1 576 x 1536 24 tokens
-// 198 -> 237-238, Q4_0 1024 x 1024 16 tokens 180-196 -> 214-217; SmolLM2 prefill of 20 and 28
-// tokens +35-41 %). Q8_0, register-packed as well, stays at 32: on widths that are multiples of
-// 512, where the row tile pads nothing, it was mixed (2816 x 1024 16 tokens 135-192 -> 171-172,
-// 1024 x 2816 24 tokens 194 -> 203; the 246M Q8_0 model's prefill of 20 tokens -4.5 %); Q5_0
-// through the per-row packer lost (1024 x 1024 24 tokens 213 -> 183-184).
+// 198 -> 237-238, Q4_0 1024 x 1024 16 tokens 180-196 -> 214-217, Q5_0 1024 x 640 16 / 24
+// tokens 119 / 139 -> 195 / 236-238, Q5_1 1024 x 1024 24 tokens 202-203 -> 239-240; level at
+// Q5_0 1024 x 1024 16 tokens and 2816 x 1024 16 tokens 190-198 -> 186-188; SmolLM2 prefill of
+// 20 and 28 tokens +35-41 %). Q8_0 stays at 32: on widths that are multiples of 512, where the
+// row tile pads nothing, it was mixed (2816 x 1024 16 tokens 135-192 -> 171-172, 1024 x 2816
+// 24 tokens 194 -> 203; the 246M Q8_0 model's prefill of 20 tokens -4.5 %). The K-quants keep
+// kLaneGemmMinTokensAvx512.
 constexpr std::int64_t lane_gemm_min_tokens_avx512(Type type) {
-    return type == Type::Q4_0 || type == Type::Q4_1 ? kPanelMinTokensInternal
-                                                    : kLaneGemmMinTokensAvx512;
+    switch (type) {
+        case Type::Q4_0:
+        case Type::Q4_1:
+        case Type::Q5_0:
+        case Type::Q5_1:
+            return kPanelMinTokensInternal;
+        default:
+            return kLaneGemmMinTokensAvx512;
+    }
 }
 // Whether AVX2 prefill (kPanelMinTokensInternal tokens or more) of `type` takes one of
 // the int8 GEMMs instead of the f32 panels (which prepare_activations then does not build), and

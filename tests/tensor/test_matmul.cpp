@@ -460,7 +460,7 @@ void TestMatmul::matchesFloat64Reference_data() {
             // 37 and 128 tokens: the AVX2 prefill panels (16-token groups, a partial last one);
             // 300: more than one block of 8 groups. 33 and 41 (K-quants only): the AVX-512 lane
             // GEMM's 6-token tiles end in 3 and 5 tokens (37, 128 and 64 below end in 1, 2, 4).
-            // 23 (32-blocks only): the AVX-512 lane GEMM of Q4_0 and Q4_1 under 32 tokens.
+            // 23 (32-blocks only): the AVX-512 lane GEMM of Q4_0-Q5_1 under 32 tokens.
             for (std::int64_t tokens : {1, 7, 23, 33, 37, 41, 128, 300}) {
                 if (n > 2048 && tokens >= 128) continue;  // keeps the float64 reference quick
                 if (tokens == 300 && n != 256) continue;
@@ -771,8 +771,6 @@ void TestMatmul::q41LanePackerEqualsTheGeneralOne() {
                 std::memcpy(to->qs, from->qs, sizeof(to->qs));
             }
             for (std::int64_t tokens : {16, 32, 37, 64}) {
-                // At AVX-512 Q5_1 takes the lane GEMM from 32 tokens only (Q4_1 from 16).
-                if (level == SimdLevel::Avx512 && tokens < 32) continue;
                 const std::vector<float> x = random_activations(tokens, n, 31);
                 PreparedActivations acts4, acts5;
                 prepare_activations(Type::Q4_1, x.data(), tokens, n, acts4);
