@@ -150,10 +150,11 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             scale_off = n_pad;
             sum_off = scale_off + round_up(n_pad / 32 * sizeof(float), kAlign);
             stride = sum_off + round_up(n_pad / 32 * sizeof(float), kAlign);
-            // The interleaved copy, unless every kernel these rows meet is a lane GEMM (which
-            // reads the plain qs): a row's bytes and work the prefill does not use (dropping
-            // it measured within the noise of SmolLM2 and Q8_0 prefill, +1-3 % at best).
-            if (rows < detail::lane_gemm_min_tokens(weight_type)) {
+            // The interleaved copy, unless every kernel these rows can meet, for any 32-block
+            // type, is a lane GEMM (which reads the plain qs): a row's bytes and work the
+            // prefill does not use (dropping it measured within the noise of SmolLM2 and Q8_0
+            // prefill, +1-3 % at best).
+            if (rows < detail::q8_32_copy_unread_from_rows()) {
                 inter_off = stride;
                 stride = inter_off + round_up(std::max<std::size_t>(un, 1), 512);
             }

@@ -1,7 +1,8 @@
-// Prefill (32 tokens and more) for the 32-blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on AVX-512 (BW +
-// VNNI): the lane GEMM of gemm_int8_q32_avx2.cpp in 512-bit registers. 32-bit lanes are weight
-// rows, 16 per register; a token's 4 activation bytes are broadcast to every lane, and vpdpbusd
-// adds 4 products per lane, so one block's 32 products per lane take 8 of them.
+// Prefill (16 tokens and more, Q8_0 32: lane_gemm_min_tokens_avx512) for the 32-blocks (Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0) on AVX-512 (BW + VNNI): the lane GEMM of gemm_int8_q32_avx2.cpp in
+// 512-bit registers. 32-bit lanes are weight rows, 16 per register; a token's 4 activation bytes
+// are broadcast to every lane, and vpdpbusd adds 4 products per lane, so one block's 32 products
+// per lane take 8 of them. Rows are packed by q32_words_of_8_rows (int8_lanes_avx2.h).
 //
 // Why: the row tile it replaces (Q32InterleavedAvx512, dot_avx512.cpp) keeps 16 blocks in the
 // lanes of a register, so it works on whole groups of 512 weights and pads every row to a
@@ -22,12 +23,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
-#include "tensor/pack_simd256.h"
 
 namespace tokenscope::tensor::detail {
 

@@ -55,9 +55,10 @@ using ParallelRows = std::function<void(
 //           64 * v + 4 * l. One 64-byte vector then holds a word of each of 16 blocks, so a
 //           kernel accumulates whole blocks in integer lanes (lane = block) and applies the
 //           per-block scales once per 16 blocks instead of once per 2. Only the decode and
-//           small-batch kernels read it: when every product of these rows goes to a lane GEMM
-//           (detail::lane_gemm_min_tokens rows or more), the copy is left out, row_stride ends
-//           after the sums and interleaved_offset is 0.
+//           small-batch kernels and the AVX-512 row tile read it: when every product of these
+//           rows, for any 32-block type, goes to a lane GEMM
+//           (detail::q8_32_copy_unread_from_rows rows or more), the copy is left out,
+//           row_stride ends after the sums and interleaved_offset is 0.
 //   Q8_256: qs: int8[n_pad] (n multiple of 256), d: float[n / 256], then
 //           sum16: float[n / 16] = d_block * (sum of each 16 qs).
 // Element k of a row is approximately qs[k] * d[block of k]; qs is in [-127, 127].

@@ -105,9 +105,14 @@ constexpr std::int64_t lane_gemm_min_tokens_avx512(Type type) {
 bool uses_int8_gemm(Type type);
 // Fewest tokens from which every product of `type` at the active level goes to a lane GEMM
 // (matmul_rows then never makes a call with fewer: a short last block joins the one before it),
-// or INT64_MAX where none does. prepare_activations leaves out the Q8_32 rows' interleaved copy,
-// which only the other kernels read, for that many rows or more (simd_dispatch.cpp).
+// or INT64_MAX where none does (simd_dispatch.cpp).
 std::int64_t lane_gemm_min_tokens(Type type);
+// Fewest rows of Q8_32 activations that no kernel reads the interleaved copy of, whatever
+// 32-block type they are multiplied with: the most of lane_gemm_min_tokens over those types,
+// since activations prepared for one type may serve another of the same format
+// (CpuBackend::matmuls prepares once for Gemma's Q5_0 and Q8_0 projections). prepare_activations
+// leaves the copy out from there.
+std::int64_t q8_32_copy_unread_from_rows();
 
 // Weight rows are decoded into one of two "packed" forms that the integer kernels consume.
 // Both are plain arrays, identical for every instruction set, so that all levels compute the

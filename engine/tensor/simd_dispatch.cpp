@@ -147,6 +147,13 @@ std::int64_t detail::lane_gemm_min_tokens(Type type) {
     return level == SimdLevel::Avx2 ? kPanelMinTokensInternal : lane_gemm_min_tokens_avx512(type);
 }
 
+std::int64_t detail::q8_32_copy_unread_from_rows() {
+    std::int64_t most = 0;
+    for (Type type : {Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0})
+        most = std::max(most, lane_gemm_min_tokens(type));
+    return most;
+}
+
 bool detail::quantize_rows_avx2_active() {
 #if defined(TOKENSCOPE_X86_KERNELS)
     return active_simd_level() >= SimdLevel::Avx2;

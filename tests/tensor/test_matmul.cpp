@@ -412,7 +412,8 @@ class TestMatmul : public QObject {
     void halfPrefillEqualsF32OfTheSameValues();
     void rowMultipleSplitsGiveTheSameBits();
     void q4kLanePackerEqualsTheGeneralOne();
-    void q41LanePackerEqualsTheGeneralOne();
+    void q51WithoutFifthBitsEqualsQ41();
+    void activationsServeEveryTypeOfTheirFormat();
     void prefetchLevelsChangeNoResult();
     void preparedActivationsAreReused();
     void parallelPreparationMatchesSerial();
@@ -703,6 +704,31 @@ void TestMatmul::rowMultipleSplitsGiveTheSameBits() {
     }
 }
 
+// "" when two encodings of the same weights (rows x n, ta in wa and tb in wb) give the same
+// products bit for bit for every token count at the active level, else the first difference.
+std::string first_product_difference(Type ta, const Bytes& wa, Type tb, const Bytes& wb,
+                                     std::int64_t rows, std::int64_t n,
+                                     std::initializer_list<std::int64_t> token_counts,
+                                     std::uint32_t seed) {
+    for (std::int64_t tokens : token_counts) {
+        const std::vector<float> x = random_activations(tokens, n, seed);
+        PreparedActivations acts_a, acts_b;
+        prepare_activations(ta, x.data(), tokens, n, acts_a);
+        prepare_activations(tb, x.data(), tokens, n, acts_b);
+        std::vector<float> got_a(static_cast<std::size_t>(tokens * rows));
+        std::vector<float> got_b(got_a.size());
+        matmul_rows(ta, wa.data(), n, 0, rows, acts_a, got_a.data(), rows);
+        matmul_rows(tb, wb.data(), n, 0, rows, acts_b, got_b.data(), rows);
+        const std::string diff = first_bit_difference(got_a, got_b);
+        if (!diff.empty()) {
+            return std::string(simd_level_name(active_simd_level())) + " " + std::to_string(rows) +
+                   " rows x " + std::to_string(tokens) + " tokens, " + type_name(ta) +
+                   " against " + type_name(tb) + ": " + diff;
+        }
+    }
+    return "";
+}
+
 // The int8 lane GEMMs pack Q4_K rows with their own packer (InterleavedKRows::pack_q4_k in
 // int8_lanes_avx2.h) and Q5_K rows with the general one. A Q5_K block whose fifth bits are all
 // zero holds the same values as the Q4_K block with its scales and nibbles, and both packers
@@ -728,21 +754,9 @@ void TestMatmul::q4kLanePackerEqualsTheGeneralOne() {
                 std::memset(to->qh, 0, sizeof(to->qh));
                 std::memcpy(to->qs, from->qs, sizeof(to->qs));
             }
-            for (std::int64_t tokens : {16, 23, 32, 37, 64}) {
-                const std::vector<float> x = random_activations(tokens, n, 29);
-                PreparedActivations acts4, acts5;
-                prepare_activations(Type::Q4_K, x.data(), tokens, n, acts4);
-                prepare_activations(Type::Q5_K, x.data(), tokens, n, acts5);
-                std::vector<float> got4(static_cast<std::size_t>(tokens * rows));
-                std::vector<float> got5(got4.size());
-                matmul_rows(Type::Q4_K, q4.data(), n, 0, rows, acts4, got4.data(), rows);
-                matmul_rows(Type::Q5_K, q5.data(), n, 0, rows, acts5, got5.data(), rows);
-                const std::string what = std::string(simd_level_name(level)) + " " +
-                                         std::to_string(rows) + " rows x " +
-                                         std::to_string(tokens) + " tokens, Q4_K against Q5_K: ";
-                const std::string diff = first_bit_difference(got4, got5);
-                QVERIFY2(diff.empty(), (what + diff).c_str());
-            }
+            const std::string diff = first_product_difference(
+                Type::Q4_K, q4, Type::Q5_K, q5, rows, n, {16, 23, 32, 37, 64}, 29);
+            QVERIFY2(diff.empty(), diff.c_str());
         }
     }
 }
@@ -753,7 +767,7 @@ void TestMatmul::q4kLanePackerEqualsTheGeneralOne() {
 // themselves are checked against the float64 reference); 45 rows end in a partial group whose
 // second register is partly empty, 16 in one whose second register is empty; 13 blocks end in
 // an odd one (blocks are packed in pairs).
-void TestMatmul::q41LanePackerEqualsTheGeneralOne() {
+void TestMatmul::q51WithoutFifthBitsEqualsQ41() {
     LevelGuard guard;
     const std::int64_t n = 416;
     for (SimdLevel level : supported_levels()) {
@@ -770,19 +784,42 @@ void TestMatmul::q41LanePackerEqualsTheGeneralOne() {
                 std::memset(to->qh, 0, sizeof(to->qh));
                 std::memcpy(to->qs, from->qs, sizeof(to->qs));
             }
-            for (std::int64_t tokens : {16, 32, 37, 64}) {
-                const std::vector<float> x = random_activations(tokens, n, 31);
-                PreparedActivations acts4, acts5;
-                prepare_activations(Type::Q4_1, x.data(), tokens, n, acts4);
-                prepare_activations(Type::Q5_1, x.data(), tokens, n, acts5);
-                std::vector<float> got4(static_cast<std::size_t>(tokens * rows));
-                std::vector<float> got5(got4.size());
-                matmul_rows(Type::Q4_1, q4.data(), n, 0, rows, acts4, got4.data(), rows);
-                matmul_rows(Type::Q5_1, q5.data(), n, 0, rows, acts5, got5.data(), rows);
+            const std::string diff = first_product_difference(
+                Type::Q4_1, q4, Type::Q5_1, q5, rows, n, {16, 32, 37, 64}, 31);
+            QVERIFY2(diff.empty(), diff.c_str());
+        }
+    }
+}
+
+// Activations prepared for one weight type serve any other of the same format (matmul_rows
+// allows it, and CpuBackend::matmuls prepares once for a layer's Q, K and V, which Gemma 3's
+// Q4_K_M file stores as Q5_0 and Q8_0). Whichever type prepared them, a product must come out
+// the same bits: 20 tokens is over the AVX-512 lane GEMM's line for Q5_0 (16) and under Q8_0's
+// (32), where the row tile reads the activations' interleaved copy.
+void TestMatmul::activationsServeEveryTypeOfTheirFormat() {
+    LevelGuard guard;
+    const std::int64_t rows = 13, n = 640;
+    const Bytes q8 = random_weights(Type::Q8_0, rows, n, 41);
+    const Bytes q5 = random_weights(Type::Q5_0, rows, n, 42);
+    for (SimdLevel level : supported_levels()) {
+        set_simd_level(level);
+        for (std::int64_t tokens : {7, 20, 40}) {
+            const std::vector<float> x = random_activations(tokens, n, 43);
+            PreparedActivations for_q8, for_q5;
+            prepare_activations(Type::Q8_0, x.data(), tokens, n, for_q8);
+            prepare_activations(Type::Q5_0, x.data(), tokens, n, for_q5);
+            for (const auto& [type, w] : {std::pair{Type::Q8_0, &q8}, std::pair{Type::Q5_0, &q5}}) {
+                std::vector<float> own(static_cast<std::size_t>(tokens * rows));
+                std::vector<float> other(own.size());
+                const bool q8_type = type == Type::Q8_0;
+                matmul_rows(type, w->data(), n, 0, rows, q8_type ? for_q8 : for_q5, own.data(),
+                            rows);
+                matmul_rows(type, w->data(), n, 0, rows, q8_type ? for_q5 : for_q8, other.data(),
+                            rows);
                 const std::string what = std::string(simd_level_name(level)) + " " +
-                                         std::to_string(rows) + " rows x " +
-                                         std::to_string(tokens) + " tokens, Q4_1 against Q5_1: ";
-                const std::string diff = first_bit_difference(got4, got5);
+                                         type_name(type) + " x " + std::to_string(tokens) +
+                                         " tokens over the other type's activations: ";
+                const std::string diff = first_bit_difference(own, other);
                 QVERIFY2(diff.empty(), (what + diff).c_str());
             }
         }
