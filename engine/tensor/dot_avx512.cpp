@@ -1,10 +1,11 @@
 // AVX-512 kernels (F, BW, VL, DQ, VNNI). Compiled with those instruction sets and called only
 // when the CPU has them (simd_dispatch.cpp).
 //
-// 32-block formats: one zmm holds two blocks of unsigned weights u and signed activations q;
-// vpdpbusd sums u*q in groups of 4 into 16 int32 lanes (8 per block), which are converted and
-// scaled by the two blocks' d_w * d_a in one fma. The offset/min term of each block is a float
-// dot of the per-block coef and activation sums (matmul_internal.h), one fma per 16 blocks.
+// 32-block formats, 16-31 tokens (and prefill with TOKENSCOPE_INT8_GEMM=0): the interleaved row
+// tile below, 16 blocks in the int32 lanes of one register (vpdpbusd sums u*q in groups of 4),
+// each block's d_w * d_a applied in one fma per 16 blocks. The offset/min term of each block is
+// a float dot of the per-block coef and activation sums (matmul_internal.h). From 16 tokens
+// (Q8_0: 32) the lane GEMM of gemm_int8_q32_avx512.cpp takes over.
 //
 // K-quants: pmaddubsw gives u*q in pairs as int16 (never saturates: u <= 63), vpdpwssd
 // multiplies those by the sub-block's integer scale and accumulates int32 across the whole
@@ -83,63 +84,6 @@ inline void store_tile_sums(const __m512 (&acc)[R][T], float (&res)[MR][MT]) {
         }
     }
 }
-
-// [p[0] x 8, p[1] x 8]: the scales of two consecutive blocks, lined up with their lanes.
-inline __m512 two_scales(const float* p) {
-    const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m128 pair = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
-    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(pair));
-}
-
-struct Q32Avx512 {
-    // 4 x 4 tile: 16 accumulators + 4 weight vectors + 4 weight-scale vectors in 32 zmm.
-    static constexpr int kRows = 4;
-    static constexpr int kTokens = 4;
-    static void pack(Type type, const std::uint8_t* blocks, std::int64_t nb, std::uint8_t* u,
-                     float* d, float* c) {
-        pack_q32_simd(type, blocks, nb, u, d, c);
-    }
-    template <int R, int T>
-    static void tile(Q32Tile<kRows, kTokens>& t) {
-        __m512 acc[R][T];
-        for (int i = 0; i < R; ++i) {
-            for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
-        }
-        const std::int64_t pairs = t.len / 64;
-        for (std::int64_t p = 0; p < pairs; ++p) {
-            __m512i w[R];
-            __m512 wd[R];
-#pragma GCC unroll 4
-            for (int i = 0; i < R; ++i) {
-                w[i] = _mm512_load_si512(t.wu[i] + 64 * p);
-                wd[i] = two_scales(t.wd[i] + 2 * p);
-            }
-#pragma GCC unroll 4
-            for (int j = 0; j < T; ++j) {
-                const __m512i a = _mm512_load_si512(t.aq[j] + 64 * p);
-                const __m512 ad = two_scales(t.ad[j] + 2 * p);
-#pragma GCC unroll 4
-                for (int i = 0; i < R; ++i) {
-                    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i], a);
-                    acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd[i], ad),
-                                                acc[i][j]);
-                }
-            }
-        }
-        const std::int64_t nb_pad = round_up_to(t.len / 32, 16);
-        for (std::int64_t b = 0; b < nb_pad; b += 16) {
-#pragma GCC unroll 4
-            for (int i = 0; i < R; ++i) {
-                const __m512 c = _mm512_load_ps(t.wc[i] + b);
-#pragma GCC unroll 4
-                for (int j = 0; j < T; ++j) {
-                    acc[i][j] = _mm512_fmadd_ps(c, _mm512_loadu_ps(t.as[j] + b), acc[i][j]);
-                }
-            }
-        }
-        store_tile_sums(acc, t.res);
-    }
-};
 
 // The dword permutations that turn 8 packed vectors of a 16-block group (vector k: blocks 2k
 // and 2k+1, 8 words each) into the interleaved order (vector v: word v of blocks 0..15), as
@@ -232,7 +176,7 @@ inline __m512i perm_index(const int (&idx)[16]) {
     return _mm512_loadu_si512(idx);
 }
 
-// Packs rows as Q32Avx512 does, then interleaves them (matmul.h) so that the integer sums of
+// Packs rows with pack_q32_simd, then interleaves them (matmul.h) so that the integer sums of
 // 16 whole blocks build up in the 16 lanes of one register: per 512 weights and token, 8
 // vpdpbusd and one float scale-and-add, where the natural order needs a conversion, a multiply
 // and an fma for every 64 weights.

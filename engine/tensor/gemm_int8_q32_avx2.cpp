@@ -18,12 +18,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "tensor/int8_lanes_avx2.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
-#include "tensor/pack_simd256.h"
 
 namespace tokenscope::tensor::detail {
 

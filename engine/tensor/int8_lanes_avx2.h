@@ -195,20 +195,19 @@ void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& 
     }
     const std::size_t bb = a.row_bytes / n;
     const Type type = a.type;
-    const bool q8 = type == Type::Q8_0;
-    const bool five = type == Type::Q5_0 || type == Type::Q5_1;
-    const bool has_min = type == Type::Q4_1 || type == Type::Q5_1;
+    // Where each type keeps its codes and fifth bits (qh 0: none), and its offset or min.
     std::size_t qs = offsetof(BlockQ4_0, qs), qh = 0;
     float offset = 8.0f;
+    bool has_min = false;
     switch (type) {
         case Type::Q4_1:
-            qs = offsetof(BlockQ4_1, qs);
+            qs = offsetof(BlockQ4_1, qs), has_min = true;
             break;
         case Type::Q5_0:
             qs = offsetof(BlockQ5_0, qs), qh = offsetof(BlockQ5_0, qh), offset = 16.0f;
             break;
         case Type::Q5_1:
-            qs = offsetof(BlockQ5_1, qs), qh = offsetof(BlockQ5_1, qh);
+            qs = offsetof(BlockQ5_1, qs), qh = offsetof(BlockQ5_1, qh), has_min = true;
             break;
         case Type::Q8_0:
             qs = offsetof(BlockQ8_0, qs), offset = 128.0f;
@@ -216,6 +215,7 @@ void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& 
         default:
             break;
     }
+    const bool q8 = type == Type::Q8_0;
     const __m256 neg_offset = _mm256_set1_ps(-offset);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     const __m256i low16 = _mm256_set1_epi32(0xFFFF);
@@ -284,7 +284,7 @@ void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& 
                 word[w] = _mm256_and_si256(x, low4);
                 word[w + 4] = _mm256_and_si256(_mm256_srli_epi16(x, 4), low4);
             }
-            if (five) {
+            if (qh != 0) {
                 const __m256i high = gather(b + k, qh);
                 for (int w = 0; w < 8; ++w) {
                     const __m256i spread = _mm256_shuffle_epi8(
