@@ -149,15 +149,8 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             const std::size_t n_pad = round_up(std::max<std::size_t>(un, 1), 64);
             scale_off = n_pad;
             sum_off = scale_off + round_up(n_pad / 32 * sizeof(float), kAlign);
-            stride = sum_off + round_up(n_pad / 32 * sizeof(float), kAlign);
-            // The interleaved copy, unless every kernel these rows can meet, for any 32-block
-            // type, is a lane GEMM (which reads the plain qs): a row's bytes and work the
-            // prefill does not use (dropping it measured within the noise of SmolLM2 and Q8_0
-            // prefill, +1-3 % at best).
-            if (rows < detail::q8_32_copy_unread_from_rows()) {
-                inter_off = stride;
-                stride = inter_off + round_up(std::max<std::size_t>(un, 1), 512);
-            }
+            inter_off = sum_off + round_up(n_pad / 32 * sizeof(float), kAlign);
+            stride = inter_off + round_up(std::max<std::size_t>(un, 1), 512);
             break;
         }
         case ActivationFormat::Q8_256: {
@@ -221,7 +214,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
                         detail::quantize_row_q8_32_simd(xt, n, row, scale_off, sum_off, inter_off);
                     } else {
                         quantize_row_q8_32(xt, n, row, scale_off, sum_off);
-                        if (inter_off != 0) interleave_row_q8_32(row, n, row + inter_off);
+                        interleave_row_q8_32(row, n, row + inter_off);
                     }
                     break;
                 case ActivationFormat::Q8_256:

@@ -91,7 +91,6 @@ void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
         s[b] = d[b] * static_cast<float>(sum);
         const __m256i q = pack32(q0, q1, q2, q3);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 32 * b), q);
-        if (interleaved_offset == 0) continue;  // no interleaved copy in these rows
         // Word v of block b to byte 64 v + 4 (b % 16) of its 16-block group (matmul.h).
         alignas(32) std::uint32_t words[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(words), q);

@@ -54,11 +54,7 @@ using ParallelRows = std::function<void(
 //           in groups of 16 blocks where 4-byte word v of block l of the group sits at byte
 //           64 * v + 4 * l. One 64-byte vector then holds a word of each of 16 blocks, so a
 //           kernel accumulates whole blocks in integer lanes (lane = block) and applies the
-//           per-block scales once per 16 blocks instead of once per 2. Only the decode and
-//           small-batch kernels and the AVX-512 row tile read it: when every product of these
-//           rows, for any 32-block type, goes to a lane GEMM
-//           (detail::q8_32_copy_unread_from_rows rows or more), the copy is left out,
-//           row_stride ends after the sums and interleaved_offset is 0.
+//           per-block scales once per 16 blocks instead of once per 2.
 //   Q8_256: qs: int8[n_pad] (n multiple of 256), d: float[n / 256], then
 //           sum16: float[n / 16] = d_block * (sum of each 16 qs).
 // Element k of a row is approximately qs[k] * d[block of k]; qs is in [-127, 127].
@@ -88,8 +84,7 @@ class PreparedActivations {
     // Byte offsets inside a row of the scale and sum arrays (0 for F32).
     std::size_t scale_offset() const { return scale_offset_; }
     std::size_t sum_offset() const { return sum_offset_; }
-    // Byte offset inside a row of the interleaved qs (Q8_32 only, else 0; 0 also where the copy
-    // was left out, see above: the qs themselves sit at 0).
+    // Byte offset inside a row of the interleaved qs (Q8_32 only, else 0).
     std::size_t interleaved_offset() const { return interleaved_offset_; }
     const std::uint8_t* row(std::int64_t r) const {
         return data_.get() + static_cast<std::size_t>(r) * row_stride_;

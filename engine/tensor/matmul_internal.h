@@ -103,16 +103,9 @@ constexpr std::int64_t lane_gemm_min_tokens_avx512(Type type) {
 // TOKENSCOPE_INT8_GEMM=0 in the environment turns it off, to compare the two. Baseline code
 // (simd_dispatch.cpp).
 bool uses_int8_gemm(Type type);
-// Fewest tokens from which every product of `type` at the active level goes to a lane GEMM
-// (matmul_rows then never makes a call with fewer: a short last block joins the one before it),
-// or INT64_MAX where none does (simd_dispatch.cpp).
+// Fewest tokens from which a product of `type` at the active level goes to a lane GEMM, or
+// INT64_MAX where none does (simd_dispatch.cpp).
 std::int64_t lane_gemm_min_tokens(Type type);
-// Fewest rows of Q8_32 activations that no kernel reads the interleaved copy of, whatever
-// 32-block type they are multiplied with: the most of lane_gemm_min_tokens over those types,
-// since activations prepared for one type may serve another of the same format
-// (CpuBackend::matmuls prepares once for Gemma's Q5_0 and Q8_0 projections). prepare_activations
-// leaves the copy out from there.
-std::int64_t q8_32_copy_unread_from_rows();
 
 // Weight rows are decoded into one of two "packed" forms that the integer kernels consume.
 // Both are plain arrays, identical for every instruction set, so that all levels compute the
@@ -137,9 +130,8 @@ void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std
                 std::int16_t* sc16, float* d, float* coef16);
 
 // Activation rows to int8, the AVX2 forms of activation_quant.cpp's quantizers with the same
-// bytes (activation_quant_avx2.cpp): Q8_32's qs, d, sum and interleaved copy (none where
-// interleaved_offset is 0); Q8_256's qs, d and sum16. Offsets are PreparedActivations' (matmul.h).
-// The row's padding must be zero already.
+// bytes (activation_quant_avx2.cpp): Q8_32's qs, d, sum and interleaved copy; Q8_256's qs, d and
+// sum16. Offsets are PreparedActivations' (matmul.h). The row's padding must be zero already.
 void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
                              std::size_t scale_offset, std::size_t sum_offset,
                              std::size_t interleaved_offset);

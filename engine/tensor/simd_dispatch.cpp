@@ -147,13 +147,6 @@ std::int64_t detail::lane_gemm_min_tokens(Type type) {
     return level == SimdLevel::Avx2 ? kPanelMinTokensInternal : lane_gemm_min_tokens_avx512(type);
 }
 
-std::int64_t detail::q8_32_copy_unread_from_rows() {
-    std::int64_t most = 0;
-    for (Type type : {Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0})
-        most = std::max(most, lane_gemm_min_tokens(type));
-    return most;
-}
-
 bool detail::quantize_rows_avx2_active() {
 #if defined(TOKENSCOPE_X86_KERNELS)
     return active_simd_level() >= SimdLevel::Avx2;
@@ -282,20 +275,14 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
         12,
         static_cast<std::int64_t>(kActivationBlockBytes / std::max<std::size_t>(1, bytes_read)) /
             12 * 12);
-    // The fewest tokens a call of this product may have: a batch that reaches a lane GEMM
-    // stays in it (its activations may lack the interleaved copy the other kernels read).
-    const std::int64_t lane_min = detail::lane_gemm_min_tokens(weight_type);
-    const std::int64_t min_call = all.tokens >= lane_min
-                                      ? std::max(lane_min, detail::kPanelMinTokensInternal)
-                                      : detail::kPanelMinTokensInternal;
-    if (all.tokens >= detail::kPanelMinTokensInternal)
-        block = std::max<std::int64_t>(block, std::max<std::int64_t>(24, min_call));
+    if (all.tokens >= detail::kPanelMinTokensInternal) block = std::max<std::int64_t>(block, 24);
     if (all.tokens < detail::kPanelMinTokensInternal) detail::prefetch_call_head(all);
     for (std::int64_t t0 = 0; t0 < all.tokens;) {
         detail::MatmulArgs args = all;
         args.acts = all.acts + static_cast<std::size_t>(t0) * all.act_stride;
         args.tokens = std::min(block, all.tokens - t0);
-        if (all.tokens - t0 - args.tokens < min_call) args.tokens = all.tokens - t0;
+        if (all.tokens - t0 - args.tokens < detail::kPanelMinTokensInternal)
+            args.tokens = all.tokens - t0;
         args.out = all.out + t0 * all.out_stride;
         run_kernel(args);
         t0 += args.tokens;

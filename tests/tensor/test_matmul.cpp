@@ -474,14 +474,6 @@ void TestMatmul::matchesFloat64Reference_data() {
             }
         }
     }
-    // Rows so wide that matmul_rows cuts 70 tokens into blocks under 32 (4 MiB of int8
-    // activations per block: 24 tokens of 98304). A lane GEMM's activations lack the
-    // interleaved copy the other kernels read, so at AVX-512 the blocks must stay at 32 tokens
-    // or more, where only the lane GEMM runs (24 + 24 + 22 would send 22 to the row tile).
-    for (Type type : {Type::Q8_0, Type::Q4_1}) {
-        const std::string name = std::string(type_name(type)) + " n=98304 tokens=70";
-        QTest::newRow(name.c_str()) << static_cast<int>(type) << qint64(98304) << qint64(70);
-    }
 }
 
 void TestMatmul::matchesFloat64Reference() {
