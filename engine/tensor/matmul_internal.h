@@ -103,9 +103,6 @@ constexpr std::int64_t lane_gemm_min_tokens_avx512(Type type) {
 // TOKENSCOPE_INT8_GEMM=0 in the environment turns it off, to compare the two. Baseline code
 // (simd_dispatch.cpp).
 bool uses_int8_gemm(Type type);
-// Fewest tokens from which a product of `type` at the active level goes to a lane GEMM, or
-// INT64_MAX where none does (simd_dispatch.cpp).
-std::int64_t lane_gemm_min_tokens(Type type);
 
 // Weight rows are decoded into one of two "packed" forms that the integer kernels consume.
 // Both are plain arrays, identical for every instruction set, so that all levels compute the

@@ -129,6 +129,16 @@ namespace {
 bool lane_gemm_prefill(bool int8_gemm, SimdLevel level) {
     return int8_gemm && (level == SimdLevel::Avx2 || level == SimdLevel::Avx512);
 }
+
+// Fewest tokens from which a product of `type` at the active level goes to a lane GEMM, or
+// INT64_MAX where none does.
+std::int64_t lane_gemm_min_tokens(Type type) {
+    const SimdLevel level = active_simd_level();
+    if (!lane_gemm_prefill(detail::uses_int8_gemm(type), level))
+        return std::numeric_limits<std::int64_t>::max();
+    return level == SimdLevel::Avx2 ? detail::kPanelMinTokensInternal
+                                    : detail::lane_gemm_min_tokens_avx512(type);
+}
 }  // namespace
 
 std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
@@ -136,16 +146,10 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
     // AVX2 F16 panels 6: 24 keeps all of those whole.
     constexpr std::int64_t kTiles = 24;
     const SimdLevel level = active_simd_level();
-    if (tokens < detail::lane_gemm_min_tokens(weight_type)) return kTiles;
+    if (tokens < lane_gemm_min_tokens(weight_type)) return kTiles;
     return level == SimdLevel::Avx2 ? detail::kLaneGroupRowsAvx2 : detail::kLaneGroupRowsAvx512;
 }
 
-std::int64_t detail::lane_gemm_min_tokens(Type type) {
-    const SimdLevel level = active_simd_level();
-    if (!lane_gemm_prefill(uses_int8_gemm(type), level))
-        return std::numeric_limits<std::int64_t>::max();
-    return level == SimdLevel::Avx2 ? kPanelMinTokensInternal : lane_gemm_min_tokens_avx512(type);
-}
 
 bool detail::quantize_rows_avx2_active() {
 #if defined(TOKENSCOPE_X86_KERNELS)
