@@ -163,11 +163,14 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     }
 
     // Panels only where a kernel reads them: AVX2 prefill over non-F32 weights (F32 keeps one
-    // summation order for every token count; see FAvx2::tile).
-    // Nor for the types whose prefill takes the int8 GEMM instead.
-    const bool panels = rows >= kPanelMinTokens && weight_type != Type::F32 &&
-                        active_simd_level() == SimdLevel::Avx2 &&
-                        !detail::uses_int8_gemm(weight_type);
+    // summation order for every token count; see FAvx2::tile), nor for the types whose prefill
+    // takes an int8 GEMM instead; AVX-512 prefill over F16 and BF16 weights.
+    const SimdLevel level = active_simd_level();
+    const bool half = weight_type == Type::F16 || weight_type == Type::BF16;
+    const bool panels =
+        rows >= kPanelMinTokens && ((level == SimdLevel::Avx2 && weight_type != Type::F32 &&
+                                     !detail::uses_int8_gemm(weight_type)) ||
+                                    (level == SimdLevel::Avx512 && half));
     const std::size_t rows_bytes = stride * static_cast<std::size_t>(rows);
     const std::size_t panel_bytes =
         panels ? static_cast<std::size_t>((rows + 15) / 16) * un * 16 * sizeof(float) : 0;

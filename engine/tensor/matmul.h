@@ -60,8 +60,8 @@ using ParallelRows = std::function<void(
 // Element k of a row is approximately qs[k] * d[block of k]; qs is in [-127, 127].
 //
 // Prefill panels (optional, after all rows): when at least kPanelMinTokens rows are prepared
-// for F16 or BF16 weights (or any quantized type while TOKENSCOPE_INT8_GEMM=0 turns the AVX2
-// int8 GEMMs off) and the active kernels are AVX2, the f32 activations are also
+// for F16 or BF16 weights (or, at AVX2, any quantized type while TOKENSCOPE_INT8_GEMM=0 turns
+// the int8 GEMMs off) and the active kernels are AVX2 or AVX-512, the f32 activations are also
 // stored transposed in groups of 16 tokens: group g is float[n][16] with element
 // [k][j] = x[16 g + j][k] (tokens past the last row are zero). The prefill kernel then loads
 // 16 tokens' values of one k as two vectors and multiplies them by one broadcast weight, a

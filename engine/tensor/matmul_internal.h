@@ -50,6 +50,9 @@ bool direct_avx512(const MatmulArgs& args);
 // decoded to f32 a block at a time and multiplied by a 6-row x 16-token register tile
 // (gemm_panels_avx2.cpp). Returns false for F32 weights, which keep the row-tile kernels.
 bool gemm_panels_avx2(const MatmulArgs& args);
+// The same in 512-bit registers, 12 rows x 32 tokens, for F16 and BF16 only (the quantized
+// types have int8 GEMMs at that level); false for any other type (gemm_panels_avx512.cpp).
+bool gemm_panels_avx512(const MatmulArgs& args);
 // Prefill over the int8 activations with an integer register tile of 16 rows (in the 32-bit
 // lanes) x 6 tokens: gemm_int8_avx2.cpp for the K-quants, gemm_int8_q32_avx2.cpp for Q4_0,
 // Q4_1, Q5_0, Q5_1 and Q8_0; each returns false for any other type.

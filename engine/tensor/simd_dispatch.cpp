@@ -143,7 +143,7 @@ std::int64_t lane_gemm_min_tokens(Type type) {
 
 std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
     // The decode and small-batch kernels read 1-8 rows at a time, the f32/F16 tiles 2 or 4, the
-    // AVX2 F16 panels 6: 24 keeps all of those whole.
+    // F16 panels 6 (AVX2) or 12 (AVX-512): 24 keeps all of those whole.
     constexpr std::int64_t kTiles = 24;
     const SimdLevel level = active_simd_level();
     if (tokens < lane_gemm_min_tokens(weight_type)) return kTiles;
@@ -245,6 +245,9 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.
     if (all.panels != nullptr && active_simd_level() == SimdLevel::Avx2 &&
         detail::gemm_panels_avx2(all))
+        return;
+    if (all.panels != nullptr && active_simd_level() == SimdLevel::Avx512 &&
+        detail::gemm_panels_avx512(all))
         return;
 #endif
     // The kernels walk weight rows outermost and, for each group of rows, every token: each

@@ -320,6 +320,10 @@ std::string check_case(const Case& c, double* worst_vector_rel_error) {
         prepare_activations(c.type, x.data(), c.tokens, c.n, acts);
         const bool quantized = activation_format_for(c.type) != ActivationFormat::F32;
         const bool panels_expected = !quantized && c.type != Type::F32;
+        if (level == SimdLevel::Avx512 && c.tokens >= kPanelMinTokens &&
+            (acts.panels() != nullptr) != (c.type == Type::F16 || c.type == Type::BF16)) {
+            return describe(c, level) + ": the AVX-512 f32 panels are for F16/BF16 weights only";
+        }
         if (level == SimdLevel::Avx2 && c.tokens >= kPanelMinTokens &&
             !std::getenv("TOKENSCOPE_INT8_GEMM") && (acts.panels() != nullptr) != panels_expected) {
             return describe(c, level) + (quantized ? ": f32 panels built for a quantized type "
@@ -410,6 +414,7 @@ class TestMatmul : public QObject {
     void subRangeWritesOnlyItsRowsAtTheStride();
     void smallBatchesMatchDecodeBitForBit();
     void halfPrefillEqualsF32OfTheSameValues();
+    void panelsAgreeAcrossInstructionSets();
     void rowMultipleSplitsGiveTheSameBits();
     void q4kLanePackerEqualsTheGeneralOne();
     void q51WithoutFifthBitsEqualsQ41();
@@ -615,9 +620,11 @@ void TestMatmul::smallBatchesMatchDecodeBitForBit() {
     }
 }
 
-// AVX-512 prefill of F16/BF16 weights widens each tile of rows to f32 once and runs the F32
-// tile over it (dot_avx512.cpp, run_f_widened). Widening a half is exact, so the result must
-// equal, bit for bit, the F32 kernel's on an F32 matrix holding the same values: a lost or
+// AVX-512 prefill of F16/BF16 weights over activations without panels (prepared for F32
+// weights, as when one set serves several products) widens each tile of rows to f32 once and
+// runs the F32 tile over it (dot_avx512.cpp, run_f_widened). Widening a half is exact, so the
+// result must equal, bit for bit, the F32 kernel's on an F32 matrix holding the same values: a
+// lost or
 // shifted element, a wrong row stride in the buffer or a tail that is not zeroed shows as a
 // difference. Shapes: rows that leave a partial 4-row tile, n with a tail under 16, and token
 // counts that leave partial 5-token tiles and cross the 24-token blocks of matmul_rows.
@@ -638,13 +645,13 @@ void TestMatmul::halfPrefillEqualsF32OfTheSameValues() {
                 wide[i] = type == Type::F16 ? f16_to_f32(h) : bf16_to_f32(h);
             }
             const std::vector<float> x = random_activations(tokens, n, 5);
-            PreparedActivations acts_half, acts_wide;
-            prepare_activations(type, x.data(), tokens, n, acts_half);
-            prepare_activations(Type::F32, x.data(), tokens, n, acts_wide);
+            PreparedActivations acts;
+            prepare_activations(Type::F32, x.data(), tokens, n, acts);
+            QVERIFY(acts.panels() == nullptr);
             std::vector<float> got(static_cast<std::size_t>(tokens * rows));
             std::vector<float> want(got.size());
-            matmul_rows(type, half.data(), n, 0, rows, acts_half, got.data(), rows);
-            matmul_rows(Type::F32, wide.data(), n, 0, rows, acts_wide, want.data(), rows);
+            matmul_rows(type, half.data(), n, 0, rows, acts, got.data(), rows);
+            matmul_rows(Type::F32, wide.data(), n, 0, rows, acts, want.data(), rows);
             const std::string what = std::string(type_name(type)) + " " + std::to_string(rows) +
                                      " x " + std::to_string(n) + " x " + std::to_string(tokens) +
                                      " against the F32 kernel: ";
@@ -654,10 +661,49 @@ void TestMatmul::halfPrefillEqualsF32OfTheSameValues() {
     }
 }
 
+// The AVX-512 prefill panels (gemm_panels_avx512.cpp, 12 rows x 32 tokens) sum every output
+// element in the order of the AVX2 panels (gemm_panels_avx2.cpp, 6 rows x 16 tokens): one FMA
+// chain per 512-wide k-block, the blocks added in order (gemm_panels.h). Two register tiles of
+// different shapes must therefore give the same bits, which catches a tile that drops or
+// repeats a row, a token group or a k step. Shapes: rows that leave partial 12- and 6-row
+// panels, widths with a partial last k-block (1000, 2821) and one of a single short block (40),
+// token counts with an odd number of 16-token groups (a one-group AVX-512 tile) and partial
+// groups, and 300 tokens (three 128-token blocks).
+void TestMatmul::panelsAgreeAcrossInstructionSets() {
+    if (detected_simd_level() < SimdLevel::Avx512) QSKIP("this CPU has no AVX-512 kernels");
+    LevelGuard guard;
+    for (Type type : {Type::F16, Type::BF16}) {
+        for (const auto& [rows, n, tokens] :
+             {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 1000, 16},
+              {25, 2821, 37},
+              {13, 40, 300},
+              {48, 1024, 64}}) {
+            const Bytes w = random_weights(type, rows, n, 91);
+            const std::vector<float> x = random_activations(tokens, n, 17);
+            std::vector<float> by_level[2];
+            for (int l = 0; l < 2; ++l) {
+                set_simd_level(l == 0 ? SimdLevel::Avx2 : SimdLevel::Avx512);
+                PreparedActivations acts;
+                prepare_activations(type, x.data(), tokens, n, acts);
+                QVERIFY2(acts.panels() != nullptr, simd_level_name(active_simd_level()));
+                by_level[l].assign(static_cast<std::size_t>(tokens * rows),
+                                   std::numeric_limits<float>::quiet_NaN());
+                matmul_rows(type, w.data(), n, 0, rows, acts, by_level[l].data(), rows);
+            }
+            const std::string what = std::string(type_name(type)) + " " + std::to_string(rows) +
+                                     " x " + std::to_string(n) + " x " + std::to_string(tokens) +
+                                     ", AVX-512 panels against AVX2 panels: ";
+            for (float v : by_level[0]) QVERIFY2(std::isfinite(v), (what + "unwritten").c_str());
+            const std::string diff = first_bit_difference(by_level[1], by_level[0]);
+            QVERIFY2(diff.empty(), (what + diff).c_str());
+        }
+    }
+}
+
 // matmul_row_multiple: the engine cuts a matmul's rows between threads at multiples of it. At
-// every level it must keep the kernels' row groups whole (the 4-row tiles, the AVX2 panels'
-// 6 rows, the lane GEMMs' 16 or 32 rows: a lane GEMM at a chunk end computes a partial group in
-// full), and a split there must give the bits of one call over all rows.
+// every level it must keep the kernels' row groups whole (the 4-row tiles, the panels' 6 (AVX2)
+// or 12 (AVX-512) rows, the lane GEMMs' 16 or 32 rows: a lane GEMM at a chunk end computes a
+// partial group in full), and a split there must give the bits of one call over all rows.
 void TestMatmul::rowMultipleSplitsGiveTheSameBits() {
     LevelGuard guard;
     for (SimdLevel level : supported_levels()) {
