@@ -26,6 +26,9 @@ constexpr std::int64_t kMaxScoreFloats = std::int64_t{1} << 20;
 // decode step); two 16-key tiles kept the fewest lines in flight, one tile of 32 now.
 constexpr std::int64_t kPrefetchKeys = 32;
 
+// Most floats the shared conversion holds (64 MiB); a longer context converts per item.
+constexpr std::int64_t kMaxConvertedFloats = std::int64_t{16} << 20;
+
 std::int64_t first_key(std::int64_t pos, std::int64_t window) {
     return window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0;
 }
@@ -86,10 +89,12 @@ void CpuAttention::run(ThreadPool& pool, const kv::KvStorage& storage, const Att
         }
     }
     const Context ctx{storage, layer, chunks, q, out};
+    converted_.clear();
     if (static_cast<std::int64_t>(items_.size()) < pool.size() && pool.size() > 1) {
         run_shared(pool, ctx);
         return;
     }
+    convert_shared_tiles(pool, ctx);
     pool.parallel_for_indexed(static_cast<std::int64_t>(items_.size()), 1,
                               [&](std::int64_t b, std::int64_t e, int thread) {
                                   Scratch& s = scratch_[static_cast<std::size_t>(thread)];
@@ -103,6 +108,64 @@ void CpuAttention::run(ThreadPool& pool, const kv::KvStorage& storage, const Att
                                                          s.out.data(), ctx);
                                   }
                               });
+}
+
+// Chunks of more than one block whose queries all see keys from position 0 (no window, or a
+// window not yet reached) get their tiles converted here, once, split over the threads.
+void CpuAttention::convert_shared_tiles(ThreadPool& pool, const Context& ctx) {
+    const int kv_heads = ctx.layer.kv_heads;
+    std::int64_t total = 0;
+    tile_jobs_.clear();
+    for (std::size_t ci = 0; ci < ctx.chunks.size(); ++ci) {
+        const AttentionChunk& c = ctx.chunks[ci];
+        const std::int64_t keys = c.start_pos + c.tokens;
+        const bool shared =
+            c.tokens > block_tokens_ && (ctx.layer.window <= 0 || keys <= ctx.layer.window);
+        if (shared) total += (keys + kTile - 1) / kTile * kv_heads;
+    }
+    if (total == 0 || total * 2 * kTile * head_dim_ > kMaxConvertedFloats) return;
+    converted_.assign(ctx.chunks.size() * static_cast<std::size_t>(kv_heads), Converted{});
+    std::int64_t next = 0;
+    for (std::size_t ci = 0; ci < ctx.chunks.size(); ++ci) {
+        const AttentionChunk& c = ctx.chunks[ci];
+        const std::int64_t keys = c.start_pos + c.tokens;
+        if (!(c.tokens > block_tokens_ && (ctx.layer.window <= 0 || keys <= ctx.layer.window)))
+            continue;
+        const std::int64_t tiles = (keys + kTile - 1) / kTile;
+        for (int h = 0; h < kv_heads; ++h) {
+            converted_[ci * static_cast<std::size_t>(kv_heads) + static_cast<std::size_t>(h)] = {
+                next, tiles};
+            for (std::int64_t t = 0; t < tiles; ++t)
+                tile_jobs_.push_back({static_cast<int>(ci), h, t});
+            next += tiles;
+        }
+    }
+    grow(k_tiles_, total);
+    grow(v_tiles_, total);
+    grow(converted_values_, total * 2 * kTile * head_dim_);
+    pool.parallel_for(total, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+            const TileJob& job = tile_jobs_[static_cast<std::size_t>(i)];
+            const AttentionChunk& c = ctx.chunks[static_cast<std::size_t>(job.chunk)];
+            const std::int64_t k0 = job.tile * kTile;
+            const std::int64_t n = std::min(kTile, c.start_pos + c.tokens - k0);
+            const auto slots =
+                c.slot_ids.subspan(static_cast<std::size_t>(k0), static_cast<std::size_t>(n));
+            float* k_values = converted_values_.data() + i * 2 * kTile * head_dim_;
+            const auto u = static_cast<std::size_t>(i);
+            ctx.storage.k_tile(ctx.layer.layer, job.kv_head, slots, k_values, k_tiles_[u]);
+            ctx.storage.v_tile(ctx.layer.layer, job.kv_head, slots, k_values + kTile * head_dim_,
+                               v_tiles_[u]);
+        }
+    });
+}
+
+const CpuAttention::Converted* CpuAttention::converted(const Item& item, const Context& ctx) const {
+    if (converted_.empty()) return nullptr;
+    const Converted& c = converted_[static_cast<std::size_t>(item.chunk) *
+                                        static_cast<std::size_t>(ctx.layer.kv_heads) +
+                                    static_cast<std::size_t>(item.kv_head)];
+    return c.tiles > 0 ? &c : nullptr;
 }
 
 // Fewer items than threads (decode of one sequence, often with one to three kv heads): the
@@ -205,6 +268,17 @@ void CpuAttention::pack_queries(const Item& item, Scratch& s, const Context& ctx
 void CpuAttention::score_tiles(const Item& item, const Span& sp, Scratch& s,
                                std::int64_t tile_begin, std::int64_t tile_end, float* buffer,
                                const Context& ctx) const {
+    if (const Converted* conv = converted(item, ctx)) {
+        // Keys start at 0 here (sp.kfirst == 0), so the item's tile t is the shared tile t, cut
+        // to the item's keys as its own conversion would have been.
+        for (std::int64_t t = tile_begin; t < tile_end; ++t) {
+            kv::KvStorage::KeyTile ktile = k_tiles_[static_cast<std::size_t>(conv->first_tile + t)];
+            ktile.keys = static_cast<int>(std::min(kTile, sp.keys - t * kTile));
+            ctx.storage.tile_scores(s.q.data(), sp.rows, ktile, ctx.layer.scale,
+                                    s.scores.data() + t * kTile, stride_);
+        }
+        return;
+    }
     kv::KvStorage::KeyTile ktile;
     for (std::int64_t t = tile_begin; t < tile_end; ++t) {
         const std::int64_t k0 = t * kTile;
@@ -252,8 +326,16 @@ void CpuAttention::accumulate_columns(const Item& item, const Span& sp, const Sc
     const int group = ctx.layer.heads / ctx.layer.kv_heads;
     kv::KvStorage::Tile vtile;
     std::fill(acc, acc + static_cast<std::int64_t>(sp.rows) * cols, 0.0f);
+    // Converted once for the chunk (whole rows: this path takes every column).
+    const Converted* conv = first == 0 && cols == head_dim_ ? converted(item, ctx) : nullptr;
     for (std::int64_t k0 = 0; k0 < sp.keys; k0 += kTile) {
         const auto n = static_cast<std::size_t>(std::min(kTile, sp.keys - k0));
+        if (conv != nullptr) {
+            vtile = v_tiles_[static_cast<std::size_t>(conv->first_tile + k0 / kTile)];
+            vtile.keys = static_cast<int>(n);
+            ctx.storage.tile_accumulate(s.scores.data() + k0, stride_, sp.rows, vtile, acc);
+            continue;
+        }
         prefetch(item, sp, sp.keys + k0 + kPrefetchKeys, kTile, ctx);
         ctx.storage.v_tile(ctx.layer.layer, item.kv_head,
                            sp.key_slots.subspan(static_cast<std::size_t>(k0), n), buffer, vtile,
