@@ -64,7 +64,10 @@ std::uint64_t CpuAttention::bytes() const {
     for (const Scratch& s : scratch_) {
         floats += s.scores.capacity() + s.q.capacity() + s.out.capacity() + s.tile.capacity();
     }
-    return floats * sizeof(float);
+    floats += converted_values_.capacity();
+    return floats * sizeof(float) + k_tiles_.capacity() * sizeof(kv::KvStorage::KeyTile) +
+           v_tiles_.capacity() * sizeof(kv::KvStorage::Tile) +
+           tile_jobs_.capacity() * sizeof(TileJob) + converted_.capacity() * sizeof(Converted);
 }
 
 void CpuAttention::run(ThreadPool& pool, const kv::KvStorage& storage, const AttentionLayer& layer,

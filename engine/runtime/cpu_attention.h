@@ -63,7 +63,7 @@ class CpuAttention {
     // at most, `group` query heads per kv head and rows of head_dim. Keeps what it has when
     // that is enough.
     void reserve(int threads, std::int64_t longest, int group, int head_dim);
-    // Bytes of scratch held.
+    // Bytes of scratch held, the shared conversion's (up to 64 MiB, grown by a prefill) included.
     std::uint64_t bytes() const;
 
     // out[row][h * head_dim + i] for every token row of `chunks` and head h, from
