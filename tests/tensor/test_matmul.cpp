@@ -972,13 +972,14 @@ void TestMatmul::parallelPreparationMatchesSerial() {
 // must agree on: random values, an all-zero block, values that land exactly on .5 after
 // scaling (ties to even), one huge value that sends the rest of its block to 0, signed zeros,
 // a block with an infinity, and one ending in a NaN. Widths: one 32-block group, a partial
-// interleave group (n = 96, 1056) and several K super-blocks.
+// interleave group (n = 96, 1056), whole groups of 8 blocks that the AVX2 Q8_32 quantizer
+// takes together (512; 1056 is 4 of them and one block) and several K super-blocks.
 void TestMatmul::simdPreparationMatchesScalar() {
     LevelGuard guard;
     if (detected_simd_level() == SimdLevel::Scalar) QSKIP("this CPU has no AVX2");
     for (Type type : {Type::Q8_0, Type::Q4_K}) {
         const std::vector<std::int64_t> widths = type == Type::Q8_0
-                                                     ? std::vector<std::int64_t>{32, 96, 1056}
+                                                     ? std::vector<std::int64_t>{32, 96, 512, 1056}
                                                      : std::vector<std::int64_t>{256, 768};
         for (const std::int64_t n : widths) {
             const std::int64_t rows = 6;
