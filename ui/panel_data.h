@@ -65,7 +65,7 @@ struct SpeculationSettings {
     Mode mode = Mode::Off;
     QString draft_path;  // Draft: the GGUF file (same vocabulary as the chat model)
     int max_k = 8;       // most tokens proposed per step (1 to kMaxK); the engine adapts below it
-    static constexpr int kMaxK = 32;
+    static constexpr int kMaxK = 14;  // runtime::kMaxSpeculationK (checked in app/gui)
     friend bool operator==(const SpeculationSettings&, const SpeculationSettings&) = default;
 };
 // "off", "lookup", "draft": the names QSettings stores.

@@ -10,6 +10,7 @@
 #include "chat_view.h"
 #include "inference_worker.h"
 #include "main_window.h"
+#include "runtime/engine.h"
 #include "sampling_panel.h"
 #include "speculation_controls.h"
 
@@ -18,6 +19,7 @@ namespace tokenscope::app {
 namespace {
 
 constexpr int kSpeculationNoticeMs = 8000;
+static_assert(ui::SpeculationSettings::kMaxK == runtime::kMaxSpeculationK);
 
 ui::SpeculationSettings saved_speculation() {
     QSettings settings;

@@ -8,9 +8,13 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/speculation/acceptance.h"
 #include "runtime/speculation/draft_proposer.h"
+#include "tensor/matmul.h"
 #include "util/error.h"
 
 namespace tokenscope::runtime {
+
+// See speculation::kMaxK: a verification chunk must stay on the kernels that equal decode.
+static_assert(kMaxSpeculationK + 1 < tensor::kPanelMinTokens);
 
 namespace {
 using Clock = std::chrono::steady_clock;

@@ -460,7 +460,7 @@ class TestSpeculative : public QObject {
             runtime::Engine::load(target_model(), o);
             QFAIL("k out of range accepted");
         } catch (const InvalidArgument& e) {
-            QCOMPARE(QString(e.what()), QString("speculation: k = 33 is out of range (1 to 32)"));
+            QCOMPARE(QString(e.what()), QString("speculation: k = 15 is out of range (1 to 14)"));
         }
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, runtime::parse_speculation("draft:"));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, runtime::parse_speculation("ngram"));

@@ -17,7 +17,13 @@
 
 namespace tokenscope::runtime::speculation {
 
-inline constexpr int kMaxK = 32;
+// A verification chunk of k + 1 <= 15 tokens runs the CPU's small-batch matmul kernels, which
+// give every token of the chunk its one-token decode result bit for bit (test_matmul
+// smallBatchesMatchDecodeBitForBit); from 16 tokens (tensor::kPanelMinTokens) the prefill
+// kernels take over, whose sums differ from decode's in the last bits for every token (measured
+// for F16, Q8_0, Q4_1, Q5_0, Q4_K and Q6_K at 16, 20 and 33 tokens on AVX2 and AVX-512). Greedy
+// speculation must match plain decoding token for token, so k stops at 14 (it was 32).
+inline constexpr int kMaxK = 14;
 
 // The cost of verifying k proposals (a chunk of k + 1 tokens) relative to one plain decode step.
 // Until measured: 1 + fixed + per_token * k. The fixed part is large on the CPU, where the
