@@ -117,24 +117,22 @@ void CpuAttention::run(ThreadPool& pool, const kv::KvStorage& storage, const Att
 // window not yet reached) get their tiles converted here, once, split over the threads.
 void CpuAttention::convert_shared_tiles(ThreadPool& pool, const Context& ctx) {
     const int kv_heads = ctx.layer.kv_heads;
-    std::int64_t total = 0;
-    tile_jobs_.clear();
-    for (std::size_t ci = 0; ci < ctx.chunks.size(); ++ci) {
-        const AttentionChunk& c = ctx.chunks[ci];
+    // Tiles of the chunk's keys [0, start_pos + tokens) when it shares them, else 0.
+    auto shared_tiles = [&](const AttentionChunk& c) -> std::int64_t {
         const std::int64_t keys = c.start_pos + c.tokens;
         const bool shared =
             c.tokens > block_tokens_ && (ctx.layer.window <= 0 || keys <= ctx.layer.window);
-        if (shared) total += (keys + kTile - 1) / kTile * kv_heads;
-    }
+        return shared ? (keys + kTile - 1) / kTile : 0;
+    };
+    std::int64_t total = 0;
+    tile_jobs_.clear();
+    for (const AttentionChunk& c : ctx.chunks) total += shared_tiles(c) * kv_heads;
     if (total == 0 || total * 2 * kTile * head_dim_ > kMaxConvertedFloats) return;
     converted_.assign(ctx.chunks.size() * static_cast<std::size_t>(kv_heads), Converted{});
     std::int64_t next = 0;
     for (std::size_t ci = 0; ci < ctx.chunks.size(); ++ci) {
-        const AttentionChunk& c = ctx.chunks[ci];
-        const std::int64_t keys = c.start_pos + c.tokens;
-        if (!(c.tokens > block_tokens_ && (ctx.layer.window <= 0 || keys <= ctx.layer.window)))
-            continue;
-        const std::int64_t tiles = (keys + kTile - 1) / kTile;
+        const std::int64_t tiles = shared_tiles(ctx.chunks[ci]);
+        if (tiles == 0) continue;
         for (int h = 0; h < kv_heads; ++h) {
             converted_[ci * static_cast<std::size_t>(kv_heads) + static_cast<std::size_t>(h)] = {
                 next, tiles};
