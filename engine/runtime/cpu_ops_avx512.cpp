@@ -4,11 +4,14 @@
 // (SmolLM2's shape, one thread). The other ops are a few percent of a forward pass and stay AVX2.
 //
 // The same arithmetic as softmax_avx2, sixteen lanes wide: the exp is exp_avx2.h's polynomial
-// step for step (so each exp(x - max) equals the AVX2 one), the sum is taken in double, and the
-// result is x times the float inverse of the sum. Only the order of the double additions
-// differs. (Adding four vectors in float before widening, to save conversions, measured the
-// same: 4.21-4.23 against 4.02-4.09 ms for a 512-token SmolLM2 layer, alternated.) Baseline file
-// like cpu_ops_avx2.cpp: the functions carry TOKENSCOPE_TARGET.
+// step for step (so each exp(x - max) equals the AVX2 one), and the result is x times the float
+// inverse of the sum. The sum differs: each lane adds four vectors in float (at most 3 roundings,
+// relative, of terms in [0, 1]) before widening to the double accumulators, where the AVX2 form
+// widens every vector. The widening had been 46 % of the softmax's samples in a 2048-token
+// SmolLM2 prefill; `pbench` AVX-512, 2 threads, alternated three times: 2048 tokens 1237-1278 ->
+// 1288-1326 tok/s, 512 tokens 2022-2053 -> 2033-2056 (an earlier trial at 512 tokens had also
+// measured no difference there). Baseline file like cpu_ops_avx2.cpp: the functions carry
+// TOKENSCOPE_TARGET.
 #include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
 
 #include "runtime/cpu_ops_kernels.h"
@@ -67,15 +70,20 @@ TOKENSCOPE_TARGET("avx512f") float softmax_avx512(float* x, std::int64_t n) {
     const __m512 shift = _mm512_set1_ps(max);
 
     __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
-    for (std::int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = first_lanes(n - i);
-        const __m512 e =
-            exp_nonpositive16(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, m, x + i), shift));
-        _mm512_mask_storeu_ps(x + i, m, e);
-        acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    for (std::int64_t i0 = 0; i0 < n; i0 += 64) {
+        __m512 part = _mm512_setzero_ps();
+        const std::int64_t i1 = i0 + 64 < n ? i0 + 64 : n;
+        for (std::int64_t i = i0; i < i1; i += 16) {
+            const __mmask16 m = first_lanes(n - i);
+            const __m512 e =
+                exp_nonpositive16(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, m, x + i), shift));
+            _mm512_mask_storeu_ps(x + i, m, e);
+            part = _mm512_add_ps(part, e);
+        }
+        acc0 = _mm512_add_pd(acc0, _mm512_cvtps_pd(_mm512_castps512_ps256(part)));
         acc1 = _mm512_add_pd(
             acc1,
-            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(part), 1))));
     }
     const double sum = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
     const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
