@@ -56,7 +56,7 @@ SpeculationControls::SpeculationControls(QWidget* parent) : QWidget(parent) {
     max_k_ = new QSpinBox(this);
     max_k_->setObjectName(QStringLiteral("speculationMaxK"));
     max_k_->setRange(1, SpeculationSettings::kMaxK);
-    max_k_->setKeyboardTracking(false);  // typing "16" must not reload the engine for "1"
+    max_k_->setKeyboardTracking(false);  // typing "12" must not reload the engine for "1"
     max_k_->setAlignment(Qt::AlignRight);
     max_k_->setToolTip(
         tr("Most tokens guessed per step. The engine picks k up to this from "

@@ -150,7 +150,6 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
     return level == SimdLevel::Avx2 ? detail::kLaneGroupRowsAvx2 : detail::kLaneGroupRowsAvx512;
 }
 
-
 bool detail::quantize_rows_avx2_active() {
 #if defined(TOKENSCOPE_X86_KERNELS)
     return active_simd_level() >= SimdLevel::Avx2;
@@ -241,13 +240,12 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                  acts.panels(),
                                  acts.panel_group_stride(),
                                  detail::uses_int8_gemm(weight_type)};
+    const SimdLevel level = active_simd_level();
 #if defined(TOKENSCOPE_X86_KERNELS)
     // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.
-    if (all.panels != nullptr && active_simd_level() == SimdLevel::Avx2 &&
-        detail::gemm_panels_avx2(all))
-        return;
-    if (all.panels != nullptr && active_simd_level() == SimdLevel::Avx512 &&
-        detail::gemm_panels_avx512(all))
+    if (all.panels != nullptr && (level == SimdLevel::Avx2     ? detail::gemm_panels_avx2(all)
+                                  : level == SimdLevel::Avx512 ? detail::gemm_panels_avx512(all)
+                                                               : false))
         return;
 #endif
     // The kernels walk weight rows outermost and, for each group of rows, every token: each
@@ -272,7 +270,6 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     // with 512 KiB blocks (24 tokens each) -> 1.23 (AVX-512), 1.07 -> 1.27 (AVX2); 512 x 8192
     // 1.11 -> 1.26 and 1.21 -> 1.31; 1024 x 2816 1.47 -> 1.52-1.67 against 256 KiB blocks; no
     // difference at 2816 x 1024.
-    const SimdLevel level = active_simd_level();
     const bool lane_gemm = lane_gemm_prefill(all.int8_gemm, level);
     const std::size_t kActivationBlockBytes = std::size_t{lane_gemm ? 4096u : 256u} << 10;
     const std::size_t bytes_read =

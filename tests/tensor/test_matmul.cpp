@@ -624,9 +624,8 @@ void TestMatmul::smallBatchesMatchDecodeBitForBit() {
 // weights, as when one set serves several products) widens each tile of rows to f32 once and
 // runs the F32 tile over it (dot_avx512.cpp, run_f_widened). Widening a half is exact, so the
 // result must equal, bit for bit, the F32 kernel's on an F32 matrix holding the same values: a
-// lost or
-// shifted element, a wrong row stride in the buffer or a tail that is not zeroed shows as a
-// difference. Shapes: rows that leave a partial 4-row tile, n with a tail under 16, and token
+// lost or shifted element, a wrong row stride in the buffer or a tail that is not zeroed shows
+// as a difference. Shapes: rows that leave a partial 4-row tile, n with a tail under 16, and token
 // counts that leave partial 5-token tiles and cross the 24-token blocks of matmul_rows.
 void TestMatmul::halfPrefillEqualsF32OfTheSameValues() {
     if (detected_simd_level() < SimdLevel::Avx512) QSKIP("this CPU has no AVX-512 kernels");
