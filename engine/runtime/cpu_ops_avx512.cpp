@@ -3,14 +3,15 @@
 // the AVX2 softmax was a quarter of attention's time once the score kernel kept keys in the lanes
 // (SmolLM2's shape, one thread). The other ops are a few percent of a forward pass and stay AVX2.
 //
-// The same arithmetic as softmax_avx2, sixteen lanes wide: the exp is exp_avx2.h's polynomial
-// step for step (so each exp(x - max) equals the AVX2 one), and the result is x times the float
-// inverse of the sum. The sum differs: each lane adds four vectors in float (at most 3 roundings,
-// relative, of terms in [0, 1]) before widening to the double accumulators, where the AVX2 form
-// widens every vector. The widening had been 46 % of the softmax's samples in a 2048-token
-// SmolLM2 prefill; `pbench` AVX-512, 2 threads, alternated three times: 2048 tokens 1237-1278 ->
-// 1288-1326 tok/s, 512 tokens 2022-2053 -> 2033-2056 (an earlier trial at 512 tokens had also
-// measured no difference there). Baseline file like cpu_ops_avx2.cpp: the functions carry
+// The same arithmetic as softmax_avx2, sixteen lanes wide, and the same bits: the exp is
+// exp_avx2.h's polynomial step for step (so each exp(x - max) equals the AVX2 one), each lane
+// adds four vectors in float (at most 3 roundings, relative, of terms in [0, 1]) before
+// widening to the double accumulators, the reduction is written out in the AVX2 kernel's order,
+// and the result is x times the float inverse of the sum. The float pre-sum came first here: the
+// per-vector widening had been 46 % of the softmax's samples in a 2048-token SmolLM2 prefill;
+// `pbench` AVX-512, 2 threads, alternated three times: 2048 tokens 1237-1278 -> 1288-1326
+// tok/s, 512 tokens 2022-2053 -> 2033-2056 (an earlier trial at 512 tokens had also measured no
+// difference there). Baseline file like cpu_ops_avx2.cpp: the functions carry
 // TOKENSCOPE_TARGET.
 #include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
 
@@ -85,7 +86,13 @@ TOKENSCOPE_TARGET("avx512f") float softmax_avx512(float* x, std::int64_t n) {
             acc1,
             _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(part), 1))));
     }
-    const double sum = _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+    // Written out rather than _mm512_reduce_add_pd, whose order is the compiler's: the AVX2
+    // kernel reduces its four accumulators in this order.
+    const __m512d all = _mm512_add_pd(acc0, acc1);
+    const __m256d h = _mm256_add_pd(_mm512_castpd512_pd256(all), _mm512_extractf64x4_pd(all, 1));
+    __m128d pair = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(h, 1));
+    pair = _mm_add_sd(pair, _mm_unpackhi_pd(pair, pair));
+    const double sum = _mm_cvtsd_f64(pair);
     const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
     for (std::int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = first_lanes(n - i);

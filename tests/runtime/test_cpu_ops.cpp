@@ -127,6 +127,7 @@ class TestCpuOps : public QObject {
     void expMatchesFloat64();
     void softmaxMatchesFloat64_data() { add_paths(); }
     void softmaxMatchesFloat64();
+    void softmaxAgreesAcrossInstructionSets();
     void siluMulMatchesFloat64_data() { add_paths(); }
     void siluMulMatchesFloat64();
     void geluTanhMulMatchesFloat64_data() { add_paths(); }
@@ -209,7 +210,7 @@ void TestCpuOps::expMatchesFloat64() {
 
 // p_i = exp(x_i - max) / sum against float64 from the same floats. The float x_i - max is
 // rounded (u |x_i - max| relative in p_i), exp (<= 1.5u), the sum (double, negligible; the
-// AVX-512 form first adds four vectors of terms in [0, 1] in float: <= 3u) and its inverse
+// AVX2 and AVX-512 forms first add four vectors of terms in [0, 1] in float: <= 3u) and its inverse
 // rounded to float (u), the product (u): 10u + u |x_i - max| allows some slack.
 void TestCpuOps::softmaxMatchesFloat64() {
     QFETCH(int, level);
@@ -238,6 +239,48 @@ void TestCpuOps::softmaxMatchesFloat64() {
     }
     qInfo("softmax: max relative error %.3g", err.worst_rel);
     QVERIFY2(err.where.isEmpty(), qPrintable(err.where));
+}
+
+// The AVX2 and AVX-512 softmax sum the same terms in the same order (16-lane blocks of four
+// float adds, then double), so they give the same bits; the AVX-512 one is the second
+// implementation the AVX2 one is checked against, at lengths around every block and vector
+// edge, with masked (-infinity) entries and wide spreads.
+void TestCpuOps::softmaxAgreesAcrossInstructionSets() {
+    if (!ops::detail::avx512_op_kernels() ||
+        tensor::detected_simd_level() != tensor::SimdLevel::Avx512) {
+        QSKIP("this CPU has no AVX-512: the AVX2 softmax is checked against float64 only");
+    }
+    Random rng(23);
+    int rows = 0;
+    for (std::int64_t n = 1; n <= 300; ++n) {
+        for (const double spread : {1.0, 30.0}) {
+            std::vector<float> x(static_cast<std::size_t>(n));
+            for (float& v : x) v = rng.uniform(-spread, spread);
+            if (n > 20) x[static_cast<std::size_t>(n / 3)] = -kInf;
+            std::vector<float> avx2 = x, avx512 = x;
+            float max2 = 0, max512 = 0;
+            {
+                SimdScope scope(tensor::SimdLevel::Avx2);
+                max2 = ops::softmax(avx2);
+            }
+            {
+                SimdScope scope(tensor::SimdLevel::Avx512);
+                max512 = ops::softmax(avx512);
+            }
+            QCOMPARE(max2, max512);
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                QVERIFY2(std::memcmp(&avx2[i], &avx512[i], sizeof(float)) == 0,
+                         qPrintable(QString("n %1 spread %2 element %3: avx2 %4, avx512 %5")
+                                        .arg(n)
+                                        .arg(spread)
+                                        .arg(i)
+                                        .arg(double(avx2[i]), 0, 'g', 9)
+                                        .arg(double(avx512[i]), 0, 'g', 9)));
+            }
+            ++rows;
+        }
+    }
+    QCOMPARE(rows, 600);
 }
 
 // g up / (1 + exp(-g)): exp (<= 3u), 1 + e, the division and two products: 8u.
