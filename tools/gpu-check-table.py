@@ -85,6 +85,25 @@ for name in ("gemma-shape", "q4_k"):
         for d in b.get("decode", []):
             print(f"{name:<16}{'graphs ' + g:<16}{d['tokens_per_s']:>10.1f}{d['us_per_step']:>10.1f}"
                   f"{d['gbps']:>9.0f}{pct(d['bandwidth_fraction']):>12}")
+# Speculative decoding against plain decoding in the same run (issue 15), grounded and open
+# prompt groups: acceptance, accepted tokens per verification, both speeds, the speedup and
+# whether the greedy output was identical.
+spec_header = True
+for name in ("lookup", "draft"):
+    b = load(f"bench-spec-{name}.json")
+    if "error" in b:
+        print(f"speculative {name}: no result ({b['error']})")
+        continue
+    if spec_header:
+        print(f"{'speculative':<16}{'prompts':<10}{'accepted':>9}{'per ver.':>9}{'plain':>9}{'spec':>9}{'speedup':>9}  same")
+        spec_header = False
+    for group in ("grounded", "open"):
+        g = b.get(group, {})
+        if not g:
+            continue
+        print(f"{name + ' k<=' + str(b.get('max_k', '?')):<16}{group:<10}{pct(g['acceptance_rate']):>9}"
+              f"{g['mean_accepted_per_verification']:>9.2f}{g['plain_tokens_per_s']:>9.1f}"
+              f"{g['speculative_tokens_per_s']:>9.1f}{g['speedup']:>8.2f}x  {'yes' if g['identical_output'] else 'NO'}")
 lab = load("kernel-lab.json")
 if isinstance(lab, list):
     # Every variant the lab times, with its error against the op's first variant (the GQA
