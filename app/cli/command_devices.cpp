@@ -25,8 +25,10 @@ int run_devices(int argc, char** argv, int first) {
     json.key("threads").value(static_cast<std::uint64_t>(threads));
     json.key("avx2").value(avx2);
     json.key("avx512").value(avx512);
-    // The level the matmul kernels run at: the best the CPU has, unless TOKENSCOPE_SIMD caps it.
-    json.key("kernels").value(tensor::simd_level_name(tensor::active_simd_level()));
+    // The level the matmul kernels run at: the best the CPU has, unless TOKENSCOPE_SIMD caps it
+    // ("+avx-vnni" at the AVX2 level with AVX-VNNI; TOKENSCOPE_AVXVNNI=0 turns that off).
+    json.key("kernels").value(tensor::active_kernels_name());
+    json.key("avx_vnni").value(tensor::avx_vnni_available());
     // The cache level the decode kernels prefetch weights into (by CPU model, or
     // TOKENSCOPE_PREFETCH).
     json.key("weight_prefetch").value(tensor::weight_prefetch_name(tensor::weight_prefetch()));

@@ -64,13 +64,13 @@ CpuBackend::CpuBackend(const model::ModelConfig& config, const model::ModelWeigh
       rope_local_(inverse_frequencies(config.rope_dims, config.rope_freq_base_local,
                                       weights.rope_freq_factors)) {
     spdlog::info("cpu backend: {} threads, matmul kernels {} (weight prefetch {}), kv kernels {}",
-                 pool_.size(), tensor::simd_level_name(tensor::active_simd_level()),
+                 pool_.size(), tensor::active_kernels_name(),
                  tensor::weight_prefetch_name(tensor::weight_prefetch()), storage_.kernel_name());
 }
 
 std::string CpuBackend::name() const {
     return std::string("cpu (") + std::to_string(pool_.size()) + " threads, " +
-           tensor::simd_level_name(tensor::active_simd_level()) + ")";
+           tensor::active_kernels_name() + ")";
 }
 
 BackendMemory CpuBackend::memory() const {

@@ -693,7 +693,8 @@ void run_direct(const MatmulArgs& a) {
 
 bool matmul_avx2(const MatmulArgs& args) {
     if (args.int8_gemm && args.tokens >= kPanelMinTokensInternal &&
-        (gemm_int8_avx2(args) || gemm_int8_q32_avx2(args)))
+        (gemm_int8_avx2(args) ||
+         (args.avx_vnni ? gemm_int8_q32_avxvnni(args) : gemm_int8_q32_avx2(args))))
         return true;
     // Below the prefill panels' threshold (they take 16 tokens and more in matmul_rows): the
     // decode kernels, for one token or a few, with the same per-token arithmetic.

@@ -28,6 +28,20 @@ SimdLevel active_simd_level();    // the level matmul_rows uses: detected unless
 void set_simd_level(SimdLevel level);
 const char* simd_level_name(SimdLevel level);  // "scalar", "avx2", "avx512"
 
+// AVX-VNNI (vpdpbusd on 256-bit registers, Intel Alder Lake and later client CPUs) in the AVX2
+// level's int8 prefill GEMM of the 32-block types: used where the CPU has it, unless
+// TOKENSCOPE_AVXVNNI=0 (to measure the AVX2-only path of Zen 2/3 and older Intel parts on a
+// newer machine) or set_avx_vnni(false). Results are the same bits either way.
+bool avx_vnni_available();
+bool avx_vnni_in_use();
+// For tests and benchmarks; throws InvalidArgument when `on` and the CPU lacks AVX-VNNI. Not
+// meant to be called while matmuls run on other threads.
+void set_avx_vnni(bool on);
+void reset_avx_vnni();  // back to the default
+// The kernels matmul_rows runs now, for logs and benchmark records: simd_level_name of the
+// active level, with "+avx-vnni" at the AVX2 level while AVX-VNNI is in use.
+const char* active_kernels_name();
+
 // How prepared activations are stored; which one follows from the weight type.
 enum class ActivationFormat {
     F32,    // F32 / F16 / BF16 weights: the activations as they are

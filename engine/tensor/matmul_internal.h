@@ -30,6 +30,7 @@ struct MatmulArgs {
     const float* panels = nullptr;  // PreparedActivations::panels(): null when not built
     std::int64_t panel_group_stride = 0;
     bool int8_gemm = false;  // uses_int8_gemm(type): prefill takes an AVX2 int8 GEMM
+    bool avx_vnni = false;   // avx_vnni_in_use(): the AVX2 level's 32-block GEMM takes vpdpbusd
 };
 
 // Fewest tokens that take the AVX2 prefill panels (the public kPanelMinTokens in matmul.h;
@@ -58,6 +59,8 @@ bool gemm_panels_avx512(const MatmulArgs& args);
 // Q4_1, Q5_0, Q5_1 and Q8_0; each returns false for any other type.
 bool gemm_int8_avx2(const MatmulArgs& args);
 bool gemm_int8_q32_avx2(const MatmulArgs& args);
+// The 32-block tile with AVX-VNNI's vpdpbusd (gemm_int8_q32_avxvnni.cpp): the same bits.
+bool gemm_int8_q32_avxvnni(const MatmulArgs& args);
 // The K-quant tile in 512-bit registers, 32 rows x 6 tokens (gemm_int8_avx512.cpp), and the
 // 32-block one (gemm_int8_q32_avx512.cpp); each returns false for any other type.
 bool gemm_int8_avx512(const MatmulArgs& args);

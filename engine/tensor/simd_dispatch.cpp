@@ -96,6 +96,53 @@ void set_simd_level(SimdLevel level) {
     g_forced_level.store(static_cast<int>(level), std::memory_order_relaxed);
 }
 
+namespace {
+// -1: not overridden, follow the CPU and TOKENSCOPE_AVXVNNI.
+std::atomic<int> g_forced_vnni{-1};
+
+bool environment_vnni() {
+    static const bool on = [] {
+        if (!avx_vnni_available()) return false;
+        const char* text = std::getenv("TOKENSCOPE_AVXVNNI");
+        if (!text || !*text) return true;
+        const std::string value(text);
+        if (value == "0") return false;
+        if (value != "1") spdlog::warn("TOKENSCOPE_AVXVNNI='{}' is not 0 or 1; using 1", value);
+        return true;
+    }();
+    return on;
+}
+}  // namespace
+
+bool avx_vnni_available() {
+#if defined(TOKENSCOPE_X86_KERNELS)
+    const cpu::X86Features& f = cpu::x86_features();
+    return f.avxvnni && f.avx2 && f.fma && f.f16c;
+#else
+    return false;
+#endif
+}
+
+bool avx_vnni_in_use() {
+    const int forced = g_forced_vnni.load(std::memory_order_relaxed);
+    return forced < 0 ? environment_vnni() : forced == 1;
+}
+
+void set_avx_vnni(bool on) {
+    if (on && !avx_vnni_available()) throw InvalidArgument("this CPU does not support AVX-VNNI");
+    g_forced_vnni.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+void reset_avx_vnni() {
+    g_forced_vnni.store(-1, std::memory_order_relaxed);
+}
+
+const char* active_kernels_name() {
+    const SimdLevel level = active_simd_level();
+    if (level == SimdLevel::Avx2 && avx_vnni_in_use()) return "avx2+avx-vnni";
+    return simd_level_name(level);
+}
+
 const char* simd_level_name(SimdLevel level) {
     switch (level) {
         case SimdLevel::Scalar:
@@ -239,7 +286,8 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                  out_stride,
                                  acts.panels(),
                                  acts.panel_group_stride(),
-                                 detail::uses_int8_gemm(weight_type)};
+                                 detail::uses_int8_gemm(weight_type),
+                                 avx_vnni_in_use()};
     const SimdLevel level = active_simd_level();
 #if defined(TOKENSCOPE_X86_KERNELS)
     // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.

@@ -39,6 +39,7 @@ X86Features decode_cpuid(const CpuidWords& w) {
     constexpr std::uint32_t kAvx2 = 1u << 5, kAvx512f = 1u << 16, kAvx512dq = 1u << 17,
                             kAvx512bw = 1u << 30, kAvx512vl = 1u << 31;  // leaf 7 EBX
     constexpr std::uint32_t kAvx512vnni = 1u << 11;                        // leaf 7 ECX
+    constexpr std::uint32_t kAvxVnni = 1u << 4;                            // leaf 7.1 EAX
     constexpr std::uint64_t kSseYmmState = 0x6;      // XCR0 bits 1, 2
     constexpr std::uint64_t kAvx512State = 0xe0;     // XCR0 bits 5, 6, 7
 
@@ -55,6 +56,7 @@ X86Features decode_cpuid(const CpuidWords& w) {
         f.avx512bw = avx512_state && (w.leaf7_ebx & kAvx512bw);
         f.avx512vl = avx512_state && (w.leaf7_ebx & kAvx512vl);
         f.avx512vnni = avx512_state && (w.leaf7_ecx & kAvx512vnni);
+        f.avxvnni = avx_state && (w.leaf7_1_eax & kAvxVnni);
     }
     return f;
 }
@@ -84,6 +86,8 @@ X86Features detect() {
         __cpuidex(r, 7, 0);
         w.leaf7_ebx = static_cast<std::uint32_t>(r[1]);
         w.leaf7_ecx = static_cast<std::uint32_t>(r[2]);
+        __cpuidex(r, 7, 1);
+        w.leaf7_1_eax = static_cast<std::uint32_t>(r[0]);
     }
     if (w.leaf1_ecx & (1u << 27)) w.xcr0 = read_xcr0();
     return detail::decode_cpuid(w);
@@ -104,6 +108,7 @@ X86Features detect() {
     f.avx512vl = __builtin_cpu_supports("avx512vl");
     f.avx512dq = __builtin_cpu_supports("avx512dq");
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    f.avxvnni = __builtin_cpu_supports("avxvnni");
     return f;
 }
 

@@ -37,6 +37,7 @@ struct X86Features {
     bool avx512vl = false;
     bool avx512dq = false;
     bool avx512vnni = false;
+    bool avxvnni = false;  // AVX-VNNI: vpdpbusd on ymm without AVX-512 (Alder Lake and later)
 };
 
 // This machine's, detected once (thread-safe). All false on a CPU that is not x86-64.
@@ -62,6 +63,7 @@ struct CpuidWords {
     std::uint32_t leaf1_ecx = 0;  // CPUID leaf 1, ECX (FMA, OSXSAVE, F16C)
     std::uint32_t leaf7_ebx = 0;  // CPUID leaf 7 subleaf 0, EBX (AVX2, AVX-512 F/DQ/BW/VL)
     std::uint32_t leaf7_ecx = 0;  // CPUID leaf 7 subleaf 0, ECX (AVX-512 VNNI)
+    std::uint32_t leaf7_1_eax = 0;  // CPUID leaf 7 subleaf 1, EAX (AVX-VNNI)
     std::uint64_t xcr0 = 0;       // XGETBV(0); only read when OSXSAVE is set, else 0
 };
 

@@ -415,6 +415,7 @@ class TestMatmul : public QObject {
     void smallBatchesMatchDecodeBitForBit();
     void halfPrefillEqualsF32OfTheSameValues();
     void panelsAgreeAcrossInstructionSets();
+    void avxVnniAgreesWithMaddubs();
     void rowMultipleSplitsGiveTheSameBits();
     void q4kLanePackerEqualsTheGeneralOne();
     void q51WithoutFifthBitsEqualsQ41();
@@ -697,6 +698,48 @@ void TestMatmul::panelsAgreeAcrossInstructionSets() {
             QVERIFY2(diff.empty(), (what + diff).c_str());
         }
     }
+}
+
+// The AVX2 level's 32-block prefill GEMM with AVX-VNNI (vpdpbusd) against the same tile with
+// vpmaddubsw: every block sum is an exact integer on both paths, so the outputs must agree bit
+// for bit, for every 32-block type, at row counts that leave partial 16-row groups and token
+// counts that leave partial tiles (5 or 6 tokens).
+void TestMatmul::avxVnniAgreesWithMaddubs() {
+    if (!avx_vnni_available()) QSKIP("this CPU has no AVX-VNNI");
+    LevelGuard guard;
+    struct VnniGuard {
+        ~VnniGuard() { reset_avx_vnni(); }
+    } vnni_guard;
+    set_simd_level(SimdLevel::Avx2);
+    int compared = 0;
+    for (Type type : {Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0}) {
+        for (const auto& [rows, n, tokens] :
+             {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 64, 16},
+              {41, 640, 37},
+              {16, 1024, 131},
+              {150, 576, 64}}) {
+            const Bytes w = random_weights(type, rows, n, 93);
+            const std::vector<float> x = random_activations(tokens, n, 19);
+            PreparedActivations acts;
+            prepare_activations(type, x.data(), tokens, n, acts);
+            std::vector<float> out[2];
+            for (int v = 0; v < 2; ++v) {
+                set_avx_vnni(v == 1);
+                QCOMPARE(avx_vnni_in_use(), v == 1);
+                out[v].assign(static_cast<std::size_t>(tokens * rows),
+                              std::numeric_limits<float>::quiet_NaN());
+                matmul_rows(type, w.data(), n, 0, rows, acts, out[v].data(), rows);
+            }
+            const std::string what = std::string(type_name(type)) + " " + std::to_string(rows) +
+                                     " x " + std::to_string(n) + " x " + std::to_string(tokens) +
+                                     ", AVX-VNNI against vpmaddubsw: ";
+            for (float f : out[0]) QVERIFY2(std::isfinite(f), (what + "unwritten").c_str());
+            const std::string diff = first_bit_difference(out[1], out[0]);
+            QVERIFY2(diff.empty(), (what + diff).c_str());
+            ++compared;
+        }
+    }
+    QCOMPARE(compared, 20);
 }
 
 // matmul_row_multiple: the engine cuts a matmul's rows between threads at multiples of it. At

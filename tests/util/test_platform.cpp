@@ -25,6 +25,7 @@ namespace {
 constexpr std::uint32_t kOsxsave = 1u << 27, kFma = 1u << 12, kF16c = 1u << 29;
 constexpr std::uint32_t kAvx2 = 1u << 5, kAvx512f = 1u << 16, kAvx512dq = 1u << 17,
                         kAvx512bw = 1u << 30, kAvx512vl = 1u << 31, kVnni = 1u << 11;
+constexpr std::uint32_t kAvxVnni = 1u << 4;  // leaf 7 subleaf 1, EAX
 
 // A CPU with everything and an OS that saves everything.
 cpu::detail::CpuidWords everything() {
@@ -33,6 +34,7 @@ cpu::detail::CpuidWords everything() {
     w.leaf1_ecx = kOsxsave | kFma | kF16c;
     w.leaf7_ebx = kAvx2 | kAvx512f | kAvx512dq | kAvx512bw | kAvx512vl;
     w.leaf7_ecx = kVnni;
+    w.leaf7_1_eax = kAvxVnni;
     w.xcr0 = 0xe7;  // x87, SSE, YMM, opmask, ZMM_Hi256, Hi16_ZMM
     return w;
 }
@@ -62,6 +64,8 @@ cpu::detail::CpuidWords this_cpu() {
         __cpuid_count(7, 0, a, b, c, d);
         w.leaf7_ebx = b;
         w.leaf7_ecx = c;
+        __cpuid_count(7, 1, a, b, c, d);
+        w.leaf7_1_eax = a;
     }
     if (w.leaf1_ecx & kOsxsave) w.xcr0 = xcr0();
     return w;
@@ -91,7 +95,7 @@ class TestPlatform : public QObject {
   private slots:
     void decodeEverything() {
         const cpu::X86Features f = cpu::detail::decode_cpuid(everything());
-        QVERIFY(f.avx2 && f.fma && f.f16c);
+        QVERIFY(f.avx2 && f.fma && f.f16c && f.avxvnni);
         QVERIFY(all_avx512(f));
     }
 
@@ -126,7 +130,15 @@ class TestPlatform : public QObject {
         w = everything();
         w.leaf7_ecx = 0;
         auto f = cpu::detail::decode_cpuid(w);
-        QVERIFY(!f.avx512vnni && f.avx512f && f.avx512bw);
+        QVERIFY(!f.avx512vnni && f.avx512f && f.avx512bw && f.avxvnni);
+
+        // AVX-VNNI needs only the YMM state (no AVX-512 state).
+        w = everything();
+        w.xcr0 = 0x7;
+        QVERIFY(cpu::detail::decode_cpuid(w).avxvnni);
+        w.leaf7_1_eax = 0;
+        f = cpu::detail::decode_cpuid(w);
+        QVERIFY(!f.avxvnni && f.avx2);
 
         w = everything();
         w.leaf7_ebx &= ~kAvx512vl;
@@ -150,9 +162,9 @@ class TestPlatform : public QObject {
 #if defined(TOKENSCOPE_TEST_RAW_CPUID)
         const cpu::X86Features decoded = cpu::detail::decode_cpuid(this_cpu());
         const cpu::X86Features& builtin = cpu::x86_features();  // __builtin_cpu_supports here
-        qInfo("this CPU: avx2 %d fma %d f16c %d avx512 f %d bw %d vl %d dq %d vnni %d", builtin.avx2,
-              builtin.fma, builtin.f16c, builtin.avx512f, builtin.avx512bw, builtin.avx512vl,
-              builtin.avx512dq, builtin.avx512vnni);
+        qInfo("this CPU: avx2 %d fma %d f16c %d avx512 f %d bw %d vl %d dq %d vnni %d avx-vnni %d",
+              builtin.avx2, builtin.fma, builtin.f16c, builtin.avx512f, builtin.avx512bw,
+              builtin.avx512vl, builtin.avx512dq, builtin.avx512vnni, builtin.avxvnni);
         QCOMPARE(decoded.avx2, builtin.avx2);
         QCOMPARE(decoded.fma, builtin.fma);
         QCOMPARE(decoded.f16c, builtin.f16c);
@@ -161,6 +173,7 @@ class TestPlatform : public QObject {
         QCOMPARE(decoded.avx512vl, builtin.avx512vl);
         QCOMPARE(decoded.avx512dq, builtin.avx512dq);
         QCOMPARE(decoded.avx512vnni, builtin.avx512vnni);
+        QCOMPARE(decoded.avxvnni, builtin.avxvnni);
 #else
         QSKIP("needs GCC or Clang on x86-64");
 #endif
