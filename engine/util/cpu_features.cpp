@@ -86,8 +86,10 @@ X86Features detect() {
         __cpuidex(r, 7, 0);
         w.leaf7_ebx = static_cast<std::uint32_t>(r[1]);
         w.leaf7_ecx = static_cast<std::uint32_t>(r[2]);
-        __cpuidex(r, 7, 1);
-        w.leaf7_1_eax = static_cast<std::uint32_t>(r[0]);
+        if (r[0] >= 1) {  // leaf 7 subleaf 0's EAX: the highest subleaf
+            __cpuidex(r, 7, 1);
+            w.leaf7_1_eax = static_cast<std::uint32_t>(r[0]);
+        }
     }
     if (w.leaf1_ecx & (1u << 27)) w.xcr0 = read_xcr0();
     return detail::decode_cpuid(w);

@@ -64,8 +64,10 @@ cpu::detail::CpuidWords this_cpu() {
         __cpuid_count(7, 0, a, b, c, d);
         w.leaf7_ebx = b;
         w.leaf7_ecx = c;
-        __cpuid_count(7, 1, a, b, c, d);
-        w.leaf7_1_eax = a;
+        if (a >= 1) {  // the highest subleaf of leaf 7
+            __cpuid_count(7, 1, a, b, c, d);
+            w.leaf7_1_eax = a;
+        }
     }
     if (w.leaf1_ecx & kOsxsave) w.xcr0 = xcr0();
     return w;
