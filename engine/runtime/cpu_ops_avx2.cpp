@@ -31,6 +31,11 @@ TOKENSCOPE_TARGET("avx2,fma") __m256 sigmoid(__m256 z) {
     return _mm256_div_ps(_mm256_blendv_ps(one, e, negative), _mm256_add_ps(one, e));
 }
 
+// -infinity, the padding of softmax rows (from its bits: no library call in this file).
+TOKENSCOPE_TARGET("avx2,fma") float negative_infinity() {
+    return _mm_cvtss_f32(_mm_castsi128_ps(_mm_set1_epi32(static_cast<int>(0xff800000u))));
+}
+
 // The last 1-7 elements of a row as a vector, the other lanes `fill`; and back. Tails go
 // through the same vector code as the rest, so an element's result does not depend on where
 // in its row it sits.
@@ -151,8 +156,7 @@ TOKENSCOPE_TARGET("avx2,fma") __m256 exp_shifted(float* x, std::int64_t count, _
         return e;
     }
     if (count <= 0) return _mm256_setzero_ps();
-    const float kNegInf =
-        _mm_cvtss_f32(_mm_castsi128_ps(_mm_set1_epi32(static_cast<int>(0xff800000u))));
+    const float kNegInf = negative_infinity();
     const __m256 e = exp_nonpositive(_mm256_sub_ps(load_tail(x, count, kNegInf), shift));
     store_tail(x, e, count);
     return e;
@@ -167,8 +171,7 @@ TOKENSCOPE_TARGET("avx2,fma") __m256 exp_shifted(float* x, std::int64_t count, _
 // terms): softmax was a fifth of attention's samples in an AVX2 prefill of 512 tokens.
 // The padding lanes are -infinity: no effect on the maximum, exp gives 0.
 TOKENSCOPE_TARGET("avx2,fma") float softmax_avx2(float* x, std::int64_t n) {
-    const float kNegInf =
-        _mm_cvtss_f32(_mm_castsi128_ps(_mm_set1_epi32(static_cast<int>(0xff800000u))));
+    const float kNegInf = negative_infinity();
     __m256 best = _mm256_set1_ps(kNegInf);
     std::int64_t i = 0;
     for (; i + 8 <= n; i += 8) best = _mm256_max_ps(best, _mm256_loadu_ps(x + i));

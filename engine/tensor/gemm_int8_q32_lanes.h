@@ -1,6 +1,7 @@
 #pragma once
-// Included by gemm_int8_q32_avx2.cpp (AVX2: vpmaddubsw) and gemm_int8_q32_avxvnni.cpp (AVX-VNNI:
-// vpdpbusd), each compiled for its instruction set; only inside their anonymous namespace.
+// Included only by gemm_int8_q32_avx2.cpp (AVX2: vpmaddubsw) and gemm_int8_q32_avxvnni.cpp
+// (AVX-VNNI: vpdpbusd), each compiled for its instruction set: everything here sits in an
+// anonymous namespace, so each file gets its own copy built with its own flags.
 //
 // Prefill (16 tokens and more) for the 32-blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on AVX2: the
 // integer tile of gemm_int8_avx2.cpp (32-bit lanes are weight rows, int8_lanes_avx2.h) over the

@@ -210,8 +210,8 @@ void TestCpuOps::expMatchesFloat64() {
 
 // p_i = exp(x_i - max) / sum against float64 from the same floats. The float x_i - max is
 // rounded (u |x_i - max| relative in p_i), exp (<= 1.5u), the sum (double, negligible; the
-// AVX2 and AVX-512 forms first add four vectors of terms in [0, 1] in float: <= 3u) and its inverse
-// rounded to float (u), the product (u): 10u + u |x_i - max| allows some slack.
+// AVX2 and AVX-512 forms first add four vectors of terms in [0, 1] in float: <= 3u) and its
+// inverse rounded to float (u), the product (u): 10u + u |x_i - max| allows some slack.
 void TestCpuOps::softmaxMatchesFloat64() {
     QFETCH(int, level);
     SimdScope scope(static_cast<tensor::SimdLevel>(level));

@@ -167,6 +167,21 @@ std::string first_bit_difference(const std::vector<float>& a, const std::vector<
     return {};
 }
 
+// "Q4_1 41 x 640 x 37": a product's weight type, rows, length and tokens, for failure messages.
+std::string product_name(Type type, std::int64_t rows, std::int64_t n, std::int64_t tokens) {
+    return std::string(type_name(type)) + " " + std::to_string(rows) + " x " + std::to_string(n) +
+           " x " + std::to_string(tokens);
+}
+
+// "" when `want` (filled with NaN before the product) was written everywhere and `got` equals it
+// bit for bit; otherwise what went wrong.
+std::string unwritten_or_different(const std::vector<float>& got, const std::vector<float>& want) {
+    for (float v : want) {
+        if (!std::isfinite(v)) return "unwritten";
+    }
+    return first_bit_difference(got, want);
+}
+
 // Weights whose quantized codes sit at the top of their range: in every 16 elements one anchor
 // of -32/31 and fifteen ones (odd rows negated). The symmetric formats map the value of largest
 // magnitude, the anchor, to the bottom of their range (Q6_K: -32, Q4_0: -8), which puts the ones
@@ -652,9 +667,8 @@ void TestMatmul::halfPrefillEqualsF32OfTheSameValues() {
             std::vector<float> want(got.size());
             matmul_rows(type, half.data(), n, 0, rows, acts, got.data(), rows);
             matmul_rows(Type::F32, wide.data(), n, 0, rows, acts, want.data(), rows);
-            const std::string what = std::string(type_name(type)) + " " + std::to_string(rows) +
-                                     " x " + std::to_string(n) + " x " + std::to_string(tokens) +
-                                     " against the F32 kernel: ";
+            const std::string what =
+                product_name(type, rows, n, tokens) + " against the F32 kernel: ";
             const std::string diff = first_bit_difference(got, want);
             QVERIFY2(diff.empty(), (what + diff).c_str());
         }
@@ -690,11 +704,9 @@ void TestMatmul::panelsAgreeAcrossInstructionSets() {
                                    std::numeric_limits<float>::quiet_NaN());
                 matmul_rows(type, w.data(), n, 0, rows, acts, by_level[l].data(), rows);
             }
-            const std::string what = std::string(type_name(type)) + " " + std::to_string(rows) +
-                                     " x " + std::to_string(n) + " x " + std::to_string(tokens) +
-                                     ", AVX-512 panels against AVX2 panels: ";
-            for (float v : by_level[0]) QVERIFY2(std::isfinite(v), (what + "unwritten").c_str());
-            const std::string diff = first_bit_difference(by_level[1], by_level[0]);
+            const std::string what =
+                product_name(type, rows, n, tokens) + ", AVX-512 panels against AVX2 panels: ";
+            const std::string diff = unwritten_or_different(by_level[1], by_level[0]);
             QVERIFY2(diff.empty(), (what + diff).c_str());
         }
     }
@@ -730,11 +742,9 @@ void TestMatmul::avxVnniAgreesWithMaddubs() {
                               std::numeric_limits<float>::quiet_NaN());
                 matmul_rows(type, w.data(), n, 0, rows, acts, out[v].data(), rows);
             }
-            const std::string what = std::string(type_name(type)) + " " + std::to_string(rows) +
-                                     " x " + std::to_string(n) + " x " + std::to_string(tokens) +
-                                     ", AVX-VNNI against vpmaddubsw: ";
-            for (float f : out[0]) QVERIFY2(std::isfinite(f), (what + "unwritten").c_str());
-            const std::string diff = first_bit_difference(out[1], out[0]);
+            const std::string what =
+                product_name(type, rows, n, tokens) + ", AVX-VNNI against vpmaddubsw: ";
+            const std::string diff = unwritten_or_different(out[1], out[0]);
             QVERIFY2(diff.empty(), (what + diff).c_str());
             ++compared;
         }
