@@ -221,10 +221,15 @@ class RowPrefetch<false> {
 // chunk (CpuBackend's row_grain: 2 per thread and matrix; it was 8 when this was added), and
 // for the small matrices of a 135M model a chunk is a few tens of KiB, so that head was a
 // large share of it.
+// The prefetch level for a's weight rows (weight_prefetch.h: F16/BF16 rows have their own).
+inline WeightPrefetch row_prefetch(const MatmulArgs& a) {
+    return a.type == Type::F16 || a.type == Type::BF16 ? half_row_prefetch() : weight_prefetch();
+}
+
 inline void prefetch_call_head(const MatmulArgs& a) {
     const std::uint8_t* begin = a.weights + static_cast<std::size_t>(a.row_begin) * a.row_bytes;
     const auto bytes = static_cast<std::size_t>(a.row_end - a.row_begin) * a.row_bytes;
-    prefetch_weights(begin, 0, bytes < kPrefetchAhead ? bytes : kPrefetchAhead, weight_prefetch());
+    prefetch_weights(begin, 0, bytes < kPrefetchAhead ? bytes : kPrefetchAhead, row_prefetch(a));
 }
 
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
@@ -430,7 +435,7 @@ void run_f_rows(const MatmulArgs& a, SetRows&& set_rows) {
 template <class K>
 void run_f(const MatmulArgs& a) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    const WeightPrefetch level = weight_prefetch();
+    const WeightPrefetch level = row_prefetch(a);
     run_f_rows<K>(a, [&](std::int64_t r0, int rows, FTile<K::kRows, K::kTokens>& t) {
         for (int i = 0; i < rows; ++i) {
             t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
@@ -438,7 +443,7 @@ void run_f(const MatmulArgs& a) {
                 t.w_end = w_end;
                 t.prefetch_level = level;
             } else {
-                prefetch_ahead(t.w[i], a.row_bytes, w_end);
+                prefetch_ahead(t.w[i], a.row_bytes, w_end, level);
             }
         }
     });

@@ -13,6 +13,13 @@
 //   tok/s over two rounds: F16 50.7/53.1, 52.4/54.0; Q4_K 209.7/206.6, 194.2/167.9; Gemma 3
 //   270M 89.2/80.3, 84.7/74.4; SmolLM2 178.4/164.7, 184.0/194.0: alike within the noise.
 // So: L2 on AMD family 0x19 (Zen 3 and Zen 4 share it), L1 on every other CPU, as before.
+// - Zen 3 (family 0x19, model 0x01, AVX2 only; 2026-12-05, docs/benchmarks.md, twentieth pass),
+//   whole-model F16 decode, 246M model, 2 threads, none / L2 back to back, tok/s: 63.1/51.1,
+//   63.2/50.7, 65.8/56.1, 63.3/57.2, 60.2/55.4, 49.3/49.6, 58.3/55.3, 53.6/55.4, 60.9/57.9,
+//   57.1/51.4, 55.4/55.3, 49.2/54.7, 60.8/53.7, 62.2/54.3, 58.1/56.0, 65.2/58.8: none ahead in
+//   13 of 16, median +8 %. Q8_0, Q4_K, Gemma and SmolLM2 showed no order between the levels
+//   there. So F16/BF16 rows take no software prefetch on Zen 3; Zen 4 (which has AVX-512, and
+//   read F16 at 20-22 GB/s without prefetch against 20-25 with L2) keeps L2.
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -37,27 +44,49 @@ WeightPrefetch cpu_default() {
     return m.amd && m.family == kAmdZen3Zen4Family ? WeightPrefetch::L2 : WeightPrefetch::L1;
 }
 
+// Zen 4 is family 0x19 too; AVX-512 tells them apart.
+bool zen3() {
+    const cpu::X86Model& m = cpu::x86_model();
+    return m.amd && m.family == kAmdZen3Zen4Family && !cpu::x86_features().avx512f;
+}
+
+// TOKENSCOPE_PREFETCH's level, or -1 where it is unset or not a level (warned once).
+int environment_level() {
+    static const int level = [] {
+        const char* text = std::getenv("TOKENSCOPE_PREFETCH");
+        if (!text || !*text) return -1;
+        const std::string name(text);
+        if (name == "l1") return static_cast<int>(WeightPrefetch::L1);
+        if (name == "l2") return static_cast<int>(WeightPrefetch::L2);
+        if (name == "none") return static_cast<int>(WeightPrefetch::None);
+        spdlog::warn("TOKENSCOPE_PREFETCH='{}' is not l1, l2 or none; using this CPU's levels",
+                     name);
+        return -1;
+    }();
+    return level;
+}
+
 }  // namespace
 
 WeightPrefetch default_weight_prefetch() {
-    static const WeightPrefetch level = [] {
-        const WeightPrefetch cpu = cpu_default();
-        const char* text = std::getenv("TOKENSCOPE_PREFETCH");
-        if (!text || !*text) return cpu;
-        const std::string name(text);
-        if (name == "l1") return WeightPrefetch::L1;
-        if (name == "l2") return WeightPrefetch::L2;
-        if (name == "none") return WeightPrefetch::None;
-        spdlog::warn("TOKENSCOPE_PREFETCH='{}' is not l1, l2 or none; using {}", name,
-                     weight_prefetch_name(cpu));
-        return cpu;
-    }();
-    return level;
+    const int env = environment_level();
+    return env < 0 ? cpu_default() : static_cast<WeightPrefetch>(env);
 }
 
 WeightPrefetch weight_prefetch() {
     const int forced = g_forced.load(std::memory_order_relaxed);
     return forced < 0 ? default_weight_prefetch() : static_cast<WeightPrefetch>(forced);
+}
+
+WeightPrefetch default_half_row_prefetch() {
+    const int env = environment_level();
+    if (env >= 0) return static_cast<WeightPrefetch>(env);
+    return zen3() ? WeightPrefetch::None : cpu_default();
+}
+
+WeightPrefetch half_row_prefetch() {
+    const int forced = g_forced.load(std::memory_order_relaxed);
+    return forced < 0 ? default_half_row_prefetch() : static_cast<WeightPrefetch>(forced);
 }
 
 void set_weight_prefetch(WeightPrefetch level) {

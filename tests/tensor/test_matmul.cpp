@@ -920,8 +920,8 @@ void TestMatmul::activationsServeEveryTypeOfTheirFormat() {
 // gives the same bytes, for decode, a small batch and prefill, on every instruction set, over
 // a sub-range of rows long enough that the prefetch runs into the range's end, where it is
 // clipped. (A prefetch never faults, so no test can see a stray one; this checks results.)
-// And the default follows the CPU (AMD family 0x19 prefetches into L2) unless the environment
-// overrides it.
+// And the default follows the CPU (AMD family 0x19 prefetches into L2; F16/BF16 rows on Zen 3,
+// family 0x19 without AVX-512, not at all) unless the environment overrides it.
 void TestMatmul::prefetchLevelsChangeNoResult() {
     LevelGuard guard;
     struct PrefetchGuard {
@@ -929,11 +929,14 @@ void TestMatmul::prefetchLevelsChangeNoResult() {
     } prefetch_guard;
     if (qEnvironmentVariableIsEmpty("TOKENSCOPE_PREFETCH")) {
         const tokenscope::cpu::X86Model& m = tokenscope::cpu::x86_model();
-        const WeightPrefetch want =
-            m.amd && m.family == 0x19 ? WeightPrefetch::L2 : WeightPrefetch::L1;
+        const bool family_19 = m.amd && m.family == 0x19;
+        const WeightPrefetch want = family_19 ? WeightPrefetch::L2 : WeightPrefetch::L1;
         QCOMPARE(default_weight_prefetch(), want);
+        const bool zen3 = family_19 && !tokenscope::cpu::x86_features().avx512f;
+        QCOMPARE(default_half_row_prefetch(), zen3 ? WeightPrefetch::None : want);
     }
     QCOMPARE(weight_prefetch(), default_weight_prefetch());
+    QCOMPARE(half_row_prefetch(), default_half_row_prefetch());
     for (Type type : {Type::F16, Type::Q8_0, Type::Q4_1, Type::Q4_K, Type::Q6_K}) {
         const std::int64_t n = 1024, rows = 96;  // 96 rows: 96 KiB of Q8_0, 192 KiB of F16
         const Bytes w = random_weights(type, rows, n, 33);
@@ -951,6 +954,7 @@ void TestMatmul::prefetchLevelsChangeNoResult() {
                 for (WeightPrefetch p : {WeightPrefetch::None, WeightPrefetch::L2}) {
                     set_weight_prefetch(p);
                     QCOMPARE(weight_prefetch(), p);
+                    QCOMPARE(half_row_prefetch(), p);  // a forced level holds for every type
                     std::vector<float> out(base.size());
                     matmul_rows(type, w.data(), n, 10, 90, acts, out.data(), rows);
                     bool same = true;
