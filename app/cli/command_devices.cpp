@@ -32,6 +32,8 @@ int run_devices(int argc, char** argv, int first) {
     // The cache level the decode kernels prefetch weights into (by CPU model, or
     // TOKENSCOPE_PREFETCH).
     json.key("weight_prefetch").value(tensor::weight_prefetch_name(tensor::weight_prefetch()));
+    // F16/BF16 rows have their own level (none on Zen 3, weight_prefetch.h).
+    json.key("half_row_prefetch").value(tensor::weight_prefetch_name(tensor::half_row_prefetch()));
     json.key("vendor").value(model.amd ? "amd" : model.intel ? "intel" : "other");
     json.key("family").value(static_cast<std::uint64_t>(model.family));
     json.key("model").value(static_cast<std::uint64_t>(model.model));
@@ -67,12 +69,17 @@ int run_devices(int argc, char** argv, int first) {
         return 0;
     }
     const bool capped = tensor::active_simd_level() != tensor::detected_simd_level();
-    std::printf("CPU: %u threads, SIMD: %s%s%s; %s family 0x%X model 0x%X, weight prefetch into %s\n",
-                threads, avx512 ? "AVX-512" : (avx2 ? "AVX2" : "scalar"),
-                capped ? "; kernels capped by TOKENSCOPE_SIMD at " : "",
-                capped ? tensor::simd_level_name(tensor::active_simd_level()) : "",
-                model.amd ? "AMD" : model.intel ? "Intel" : "CPU", model.family, model.model,
-                tensor::weight_prefetch_name(tensor::weight_prefetch()));
+    std::printf(
+        "CPU: %u threads, SIMD: %s%s%s; %s family 0x%X model 0x%X, "
+        "weight prefetch into %s (F16/BF16 rows: %s)\n",
+        threads, avx512 ? "AVX-512" : (avx2 ? "AVX2" : "scalar"),
+        capped ? "; kernels capped by TOKENSCOPE_SIMD at " : "",
+        capped ? tensor::simd_level_name(tensor::active_simd_level()) : "",
+        model.amd     ? "AMD"
+        : model.intel ? "Intel"
+                      : "CPU",
+        model.family, model.model, tensor::weight_prefetch_name(tensor::weight_prefetch()),
+        tensor::weight_prefetch_name(tensor::half_row_prefetch()));
     if (!plugin.plugin) {
         std::printf("CUDA: not available: %s\n", plugin.problem.c_str());
         return 0;

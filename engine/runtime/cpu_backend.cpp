@@ -63,9 +63,12 @@ CpuBackend::CpuBackend(const model::ModelConfig& config, const model::ModelWeigh
           inverse_frequencies(config.rope_dims, config.rope_freq_base, weights.rope_freq_factors)),
       rope_local_(inverse_frequencies(config.rope_dims, config.rope_freq_base_local,
                                       weights.rope_freq_factors)) {
-    spdlog::info("cpu backend: {} threads, matmul kernels {} (weight prefetch {}), kv kernels {}",
-                 pool_.size(), tensor::active_kernels_name(),
-                 tensor::weight_prefetch_name(tensor::weight_prefetch()), storage_.kernel_name());
+    spdlog::info(
+        "cpu backend: {} threads, matmul kernels {} (weight prefetch {}, F16/BF16 rows {}), kv "
+        "kernels {}",
+        pool_.size(), tensor::active_kernels_name(),
+        tensor::weight_prefetch_name(tensor::weight_prefetch()),
+        tensor::weight_prefetch_name(tensor::half_row_prefetch()), storage_.kernel_name());
 }
 
 std::string CpuBackend::name() const {
