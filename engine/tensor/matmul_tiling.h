@@ -215,17 +215,17 @@ class RowPrefetch<false> {
     void reach(std::size_t) {}
 };
 
+// The prefetch level for a's weight rows (weight_prefetch.h: F16/BF16 rows have their own).
+inline WeightPrefetch row_prefetch(const MatmulArgs& a) {
+    return a.type == Type::F16 || a.type == Type::BF16 ? half_row_prefetch() : weight_prefetch();
+}
+
 // The first kPrefetchAhead bytes of a call's rows, asked for at once. The kernels prefetch
 // kPrefetchAhead ahead of the row they read, so without this the head of every call is read
 // by demand misses and the hardware prefetcher alone. A decode step makes one call per row
 // chunk (CpuBackend's row_grain: 2 per thread and matrix; it was 8 when this was added), and
 // for the small matrices of a 135M model a chunk is a few tens of KiB, so that head was a
 // large share of it.
-// The prefetch level for a's weight rows (weight_prefetch.h: F16/BF16 rows have their own).
-inline WeightPrefetch row_prefetch(const MatmulArgs& a) {
-    return a.type == Type::F16 || a.type == Type::BF16 ? half_row_prefetch() : weight_prefetch();
-}
-
 inline void prefetch_call_head(const MatmulArgs& a) {
     const std::uint8_t* begin = a.weights + static_cast<std::size_t>(a.row_begin) * a.row_bytes;
     const auto bytes = static_cast<std::size_t>(a.row_end - a.row_begin) * a.row_bytes;

@@ -68,9 +68,13 @@ int environment_level() {
 
 }  // namespace
 
+// Both defaults are worked out once: the kernels ask for them per call or per row.
 WeightPrefetch default_weight_prefetch() {
-    const int env = environment_level();
-    return env < 0 ? cpu_default() : static_cast<WeightPrefetch>(env);
+    static const WeightPrefetch level = [] {
+        const int env = environment_level();
+        return env < 0 ? cpu_default() : static_cast<WeightPrefetch>(env);
+    }();
+    return level;
 }
 
 WeightPrefetch weight_prefetch() {
@@ -79,9 +83,12 @@ WeightPrefetch weight_prefetch() {
 }
 
 WeightPrefetch default_half_row_prefetch() {
-    const int env = environment_level();
-    if (env >= 0) return static_cast<WeightPrefetch>(env);
-    return zen3() ? WeightPrefetch::None : cpu_default();
+    static const WeightPrefetch level = [] {
+        const int env = environment_level();
+        if (env >= 0) return static_cast<WeightPrefetch>(env);
+        return zen3() ? WeightPrefetch::None : cpu_default();
+    }();
+    return level;
 }
 
 WeightPrefetch half_row_prefetch() {

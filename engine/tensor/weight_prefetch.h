@@ -14,10 +14,10 @@ enum class WeightPrefetch { None = 0, L1 = 1, L2 = 2 };
 
 WeightPrefetch default_weight_prefetch();  // this CPU's choice, or the environment's
 WeightPrefetch weight_prefetch();          // the one in use: the default unless overridden
-// The same for F16/BF16 weight rows, whose decode reads twice the bytes of Q8_0 per weight with
-// a quarter of its arithmetic: on Zen 3 (AMD family 0x19 without AVX-512) no software prefetch
-// decoded F16 faster than L2 in 13 of 16 alternated rounds (weight_prefetch.cpp). The
-// environment and set_weight_prefetch() override it as they override the rest.
+// The same for F16/BF16 weight rows: on Zen 3 (AMD family 0x19 without AVX-512) no software
+// prefetch decoded F16 faster than L2 in 13 of 16 alternated whole-model rounds, while the
+// quantized types showed no order (weight_prefetch.cpp). Elsewhere it equals the level above.
+// The environment and set_weight_prefetch() override it as they override the rest.
 WeightPrefetch default_half_row_prefetch();
 WeightPrefetch half_row_prefetch();
 // For tests and benchmarks. Not meant to be called while matmuls run on other threads.
