@@ -36,7 +36,7 @@ namespace {
 
 constexpr std::uint32_t kAmdZen3Zen4Family = 0x19;
 
-// -1: not overridden, follow default_weight_prefetch().
+// -1: not overridden, follow the defaults (default_for).
 std::atomic<int> g_forced{-1};
 
 WeightPrefetch cpu_default() {
@@ -66,34 +66,36 @@ int environment_level() {
     return level;
 }
 
+// One rule for both kinds of rows: set_weight_prefetch(), else the environment, else the CPU's
+// choice for the kind (worked out once: the kernels ask per call or per row).
+WeightPrefetch default_for(bool half_rows) {
+    static const WeightPrefetch quantized = cpu_default();
+    static const WeightPrefetch half = zen3() ? WeightPrefetch::None : quantized;
+    const int env = environment_level();
+    return env >= 0 ? static_cast<WeightPrefetch>(env) : half_rows ? half : quantized;
+}
+
+WeightPrefetch in_use(bool half_rows) {
+    const int forced = g_forced.load(std::memory_order_relaxed);
+    return forced >= 0 ? static_cast<WeightPrefetch>(forced) : default_for(half_rows);
+}
+
 }  // namespace
 
-// Both defaults are worked out once: the kernels ask for them per call or per row.
 WeightPrefetch default_weight_prefetch() {
-    static const WeightPrefetch level = [] {
-        const int env = environment_level();
-        return env < 0 ? cpu_default() : static_cast<WeightPrefetch>(env);
-    }();
-    return level;
+    return default_for(false);
 }
 
 WeightPrefetch weight_prefetch() {
-    const int forced = g_forced.load(std::memory_order_relaxed);
-    return forced < 0 ? default_weight_prefetch() : static_cast<WeightPrefetch>(forced);
+    return in_use(false);
 }
 
 WeightPrefetch default_half_row_prefetch() {
-    static const WeightPrefetch level = [] {
-        const int env = environment_level();
-        if (env >= 0) return static_cast<WeightPrefetch>(env);
-        return zen3() ? WeightPrefetch::None : cpu_default();
-    }();
-    return level;
+    return default_for(true);
 }
 
 WeightPrefetch half_row_prefetch() {
-    const int forced = g_forced.load(std::memory_order_relaxed);
-    return forced < 0 ? default_half_row_prefetch() : static_cast<WeightPrefetch>(forced);
+    return in_use(true);
 }
 
 void set_weight_prefetch(WeightPrefetch level) {
