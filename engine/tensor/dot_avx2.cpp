@@ -290,46 +290,82 @@ struct FAvx2Small {
 
 // The heads (first 4 bytes: d, then m where the format has one) of up to 8 consecutive blocks of
 // kBlockBytes bytes as floats, lane i = block i; lanes past `count` repeat the last block's head
-// (see the constructor). Four heads go into an xmm by a scalar load and three vpinsrd (AVX2 has
-// no word permute across 128-byte windows as block_heads_avx512.h uses, and a vpgatherdd was a
-// third of a Q4_1 row's time on Zen 4 there), one byte shuffle per xmm separates the d and m
-// halves, and one vcvtph2ps per vector converts eight.
-template <std::size_t kBlockBytes>
+// (see the constructor). AVX2 has no word permute across 128-bit windows (block_heads_avx512.h
+// uses one), and a vpgatherdd was a third of a Q4_1 row's time on Zen 4 there, so the heads are
+// collected in two ways:
+// - d only (kWithMin false: Q8_0, Q4_0, Q5_0): the eight half-floats are put together in two
+//   64-bit general-purpose registers (16-bit loads, shifts and ors on the integer ALUs), moved
+//   to an xmm by two vmovq and converted by one vcvtph2ps. A standalone copy of q8_0_direct_row
+//   on Zen 3 (AMD family 0x19, AVX2; rows of 20 blocks from L3) took 4.7 cycles per block for
+//   one token and 3.4 per (token, block) for three with the form below, 3.4 and 3.0 with this
+//   one: the inserts are 8 dependent two-uop instructions per group on the vector pipes the dot
+//   products need. In the kernels, one thread, 4096 x 640, alternated three times: one token
+//   Q8_0 -7 %, Q5_0 -9 to -13 %; three tokens -2 % and -3 % (docs/benchmarks.md, 21st pass).
+// - d and m (kWithMin true: Q4_1, Q5_1): four heads go into an xmm by a scalar load and three
+//   vpinsrd, one byte shuffle per xmm separates the d and m halves, and one vcvtph2ps per vector
+//   converts eight. The 16-bit form above for both halves was 4 % slower for Q4_1.
+template <std::size_t kBlockBytes, bool kWithMin>
 struct Heads8 {
     __m256 d;
-    __m256 m;  // the second half-float of each head: Q4_1 / Q5_1's min, garbage otherwise
-    // The heads of blocks first .. first + 3, each clamped to the group's last block when the
-    // group is not full.
+    __m256 m;  // the second half-float of each head: Q4_1 / Q5_1's min (kWithMin only)
+
+    // Block `first + i` of the group, or the group's last block `last` past it.
     template <bool kFull>
-    static __m128i four(const std::uint8_t* group, int first, int last) {
-        auto head = [&](int i) {
-            const int b = kFull || first + i < last ? first + i : last;
-            return static_cast<int>(load_le32(group + static_cast<std::size_t>(b) * kBlockBytes));
+    static const std::uint8_t* head(const std::uint8_t* group, int first, int i, int last) {
+        const int b = kFull || first + i < last ? first + i : last;
+        return group + static_cast<std::size_t>(b) * kBlockBytes;
+    }
+    // d of blocks first .. first + 3, block first + i's in bits 16 i and up.
+    template <bool kFull>
+    static std::uint64_t four_d(const std::uint8_t* group, int first, int last) {
+        std::uint64_t bits = 0;
+        for (int i = 0; i < 4; ++i) {
+            std::uint16_t h;
+            std::memcpy(&h, head<kFull>(group, first, i, last), sizeof h);
+            bits |= static_cast<std::uint64_t>(h) << (16 * i);
+        }
+        return bits;
+    }
+    // Whole heads (d, m) of blocks first .. first + 3 in the four dwords of an xmm.
+    template <bool kFull>
+    static __m128i four_heads(const std::uint8_t* group, int first, int last) {
+        auto word = [&](int i) {
+            return static_cast<int>(load_le32(head<kFull>(group, first, i, last)));
         };
-        __m128i v = _mm_cvtsi32_si128(head(0));
-        v = _mm_insert_epi32(v, head(1), 1);
-        v = _mm_insert_epi32(v, head(2), 2);
-        return _mm_insert_epi32(v, head(3), 3);
+        __m128i v = _mm_cvtsi32_si128(word(0));
+        v = _mm_insert_epi32(v, word(1), 1);
+        v = _mm_insert_epi32(v, word(2), 2);
+        return _mm_insert_epi32(v, word(3), 3);
+    }
+    template <bool kFull>
+    void collect(const std::uint8_t* group, int last) {
+        if constexpr (kWithMin) {
+            // Words 0, 2, 4, 6 (the d halves) to the low 8 bytes, 1, 3, 5, 7 (m) to the high.
+            const __m128i split =
+                _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+            const __m128i lo = _mm_shuffle_epi8(four_heads<kFull>(group, 0, last), split);
+            const __m128i hi = _mm_shuffle_epi8(four_heads<kFull>(group, 4, last), split);
+            d = _mm256_cvtph_ps(_mm_unpacklo_epi64(lo, hi));
+            m = _mm256_cvtph_ps(_mm_unpackhi_epi64(lo, hi));
+        } else {
+            const __m128i lo =
+                _mm_cvtsi64_si128(static_cast<long long>(four_d<kFull>(group, 0, last)));
+            const __m128i hi =
+                _mm_cvtsi64_si128(static_cast<long long>(four_d<kFull>(group, 4, last)));
+            d = _mm256_cvtph_ps(_mm_unpacklo_epi64(lo, hi));
+            m = d;  // unused
+        }
     }
     __attribute__((always_inline)) Heads8(const std::uint8_t* group, int count) {
         // The row's last group may hold fewer than 8 blocks: its lanes past count repeat the
         // last head, so nothing past the row is read. They need no clearing: the activations'
         // scales and sums are zero there. (An aligned array filled by scalar stores instead
         // stalled on store forwarding: a sixth of a 576-wide row's time.)
-        __m128i lo, hi;
         if (count == 8) {
-            lo = four<true>(group, 0, 7);
-            hi = four<true>(group, 4, 7);
+            collect<true>(group, 7);
         } else {
-            lo = four<false>(group, 0, count - 1);
-            hi = four<false>(group, 4, count - 1);
+            collect<false>(group, count - 1);
         }
-        // Words 0, 2, 4, 6 (the d halves) to the low 8 bytes, 1, 3, 5, 7 (m) to the high.
-        const __m128i split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-        lo = _mm_shuffle_epi8(lo, split);
-        hi = _mm_shuffle_epi8(hi, split);
-        d = _mm256_cvtph_ps(_mm_unpacklo_epi64(lo, hi));
-        m = _mm256_cvtph_ps(_mm_unpackhi_epi64(lo, hi));
     }
 };
 
@@ -352,7 +388,7 @@ __attribute__((always_inline)) inline void alternate_blocks(int count, __m256* a
 // coef_b of the 8 blocks of `heads`: the min m (Q4_1, Q5_1) or -offset * d (Q4_0, Q5_0), the
 // factor of the activation block's sum (NibbleLayout).
 template <Type W>
-__m256 nibble_coef(const Heads8<NibbleLayout<W>::kBlockBytes>& heads) {
+__m256 nibble_coef(const Heads8<NibbleLayout<W>::kBlockBytes, NibbleLayout<W>::kHasMin>& heads) {
     using F = NibbleLayout<W>;
     return F::kHasMin ? heads.m : _mm256_mul_ps(heads.d, _mm256_set1_ps(-F::kOffset));
 }
@@ -371,7 +407,7 @@ __attribute__((always_inline)) inline void nibble_blocks(const std::uint8_t* row
                                                          __m256* acc0, __m256* acc1, __m256* corr) {
     using F = NibbleLayout<W>;
     const std::uint8_t* gb = row + static_cast<std::size_t>(g) * F::kBlockBytes;
-    const Heads8<F::kBlockBytes> heads(gb, count);
+    const Heads8<F::kBlockBytes, F::kHasMin> heads(gb, count);
     const __m256 coef = nibble_coef<W>(heads);
     // Each block's d * d_a reaches its FMA as a broadcast load from this copy: a load port
     // instead of a vpermps and the index vector it needs on the shuffle port.
@@ -405,12 +441,11 @@ __attribute__((always_inline)) inline void nibble_blocks(const std::uint8_t* row
 // d * d_a * sum(q * q_a) per block. Every token runs the same operations in the same order for
 // any T, so a token's result in a batch is bit-identical to its decode step (speculative
 // decoding's greedy output then equals plain decoding token for token).
-// 8 blocks at a time as nibble_blocks does: their d converted at once (Heads8, whose second
-// half-float is the block's first two weights here, unused), each block's d * d_a reaching its
-// FMA as a broadcast load, instead of a scalar conversion, a scalar multiply and a register
-// broadcast per block. One thread, ms, alternated: 2816 x 1024 one token in cache 0.141-0.149 ->
-// 0.135, from memory 0.256-0.260 -> 0.245-0.253 (the memory side barely moves: one thread's
-// stream rate); 1536 x 576 three tokens 0.107-0.108 -> 0.097-0.098.
+// 8 blocks at a time as nibble_blocks does: their d converted at once (Heads8), each block's
+// d * d_a reaching its FMA as a broadcast load, instead of a scalar conversion, a scalar multiply
+// and a register broadcast per block. One thread, ms, alternated: 2816 x 1024 one token in cache
+// 0.141-0.149 -> 0.135, from memory 0.256-0.260 -> 0.245-0.253 (the memory side barely moves: one
+// thread's stream rate); 1536 x 576 three tokens 0.107-0.108 -> 0.097-0.098.
 template <int T, bool kPieces>
 void q8_0_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     const TokenRows<T> acts(a, t0);
@@ -426,7 +461,7 @@ void q8_0_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         const int count = static_cast<int>(nb - g < 8 ? nb - g : 8);
         const std::uint8_t* gb = row + static_cast<std::size_t>(g) * bb;
         prefetch.reach(static_cast<std::size_t>(g) * bb);
-        const Heads8<bb> heads(gb, count);
+        const Heads8<bb, false> heads(gb, count);
         alignas(32) float scale[T][8];
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t)
@@ -503,7 +538,7 @@ void q4_direct_row(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
     for (; g + 8 <= nb; g += 8) {
         const std::uint8_t* gb = row + static_cast<std::size_t>(g) * F::kBlockBytes;
         prefetch.reach(static_cast<std::size_t>(g) * F::kBlockBytes);
-        const Heads8<F::kBlockBytes> heads(gb, 8);
+        const Heads8<F::kBlockBytes, F::kHasMin> heads(gb, 8);
         __m256i quads[4];
         for (int i = 0; i < 4; ++i)
             quads[i] =

@@ -415,7 +415,7 @@ void run_f_widened(const MatmulArgs& a) {
     run_f_rows<K>(a, [=, &a](std::int64_t r0, int rows, FTile<K::kRows, K::kTokens>& t) {
         for (int i = 0; i < rows; ++i) {
             const std::uint8_t* src = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;
-            prefetch_ahead(src, a.row_bytes, w_end);
+            prefetch_ahead(src, a.row_bytes, w_end, a.prefetch_level);
             float* dst = wide + i * stride;
             for (std::int64_t k = 0; k < full; k += 16) _mm512_store_ps(dst + k, load16<W>(src, k));
             if (full < a.n) {
@@ -506,7 +506,8 @@ void gemv_q8_0(const MatmulArgs& a, std::int64_t r, std::int64_t t0) {
         const int count = static_cast<int>(min_of(16, nb - g));
         const std::uint8_t* blk = row + g * 34;
         // The first token group brings the row in (later groups find it in L1).
-        if (t0 == 0) prefetch_ahead(blk, static_cast<std::size_t>(count) * 34, end);
+        if (t0 == 0)
+            prefetch_ahead(blk, static_cast<std::size_t>(count) * 34, end, a.prefetch_level);
         // The blocks' d: a full group collects them by scalar stores into an array loaded as
         // a vector, whose wait on store forwarding the group's own work hides; the word
         // permutes of BlockHeads cost more there (one token, one thread, in cache, Intel Xeon

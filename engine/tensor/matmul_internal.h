@@ -31,6 +31,11 @@ struct MatmulArgs {
     std::int64_t panel_group_stride = 0;
     bool int8_gemm = false;  // uses_int8_gemm(type): prefill takes an AVX2 int8 GEMM
     bool avx_vnni = false;   // avx_vnni_in_use(): the AVX2 level's 32-block GEMM takes vpdpbusd
+    // The software prefetch level for these rows (weight_prefetch(), or half_row_prefetch() for
+    // F16/BF16), read once per call: the direct kernels prefetch per row, and asking the
+    // function there (three guarded statics) was 4 % of a one-token Q8_0 product of 640-wide
+    // rows (perf, Zen 3).
+    WeightPrefetch prefetch_level = WeightPrefetch::L1;
 };
 
 // Fewest tokens that take the AVX2 prefill panels (the public kPanelMinTokens in matmul.h;

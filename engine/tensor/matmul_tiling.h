@@ -155,7 +155,7 @@ inline void prefetch_weights(const std::uint8_t* p, std::size_t from, std::size_
 // p < end. Offsets rather than pointers, since p + kPrefetchAhead may lie past the weights.
 // Callers in a tight loop pass the level they read once.
 inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end,
-                           WeightPrefetch level = weight_prefetch()) {
+                           WeightPrefetch level) {
     const auto left = static_cast<std::size_t>(end - p);
     const std::size_t stop = kPrefetchAhead + bytes < left ? kPrefetchAhead + bytes : left;
     prefetch_weights(p, kPrefetchAhead, stop, level);
@@ -191,11 +191,12 @@ class RowPrefetch {
     RowPrefetch(const MatmulArgs& a, std::int64_t r, std::int64_t t0)
         : row_(a.weights + static_cast<std::size_t>(r) * a.row_bytes),
           end_(a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes),
-          next_(t0 == 0 ? 0 : a.row_bytes) {}
+          next_(t0 == 0 ? 0 : a.row_bytes),
+          level_(a.prefetch_level) {}
     // The loop is about to read the row's bytes from `at` on (at < row_bytes).
     void reach(std::size_t at) {
         while (at >= next_) {
-            prefetch_ahead(row_ + next_, kRowPrefetchBatch, end_);
+            prefetch_ahead(row_ + next_, kRowPrefetchBatch, end_, level_);
             next_ += kRowPrefetchBatch;
         }
     }
@@ -204,6 +205,7 @@ class RowPrefetch {
     const std::uint8_t* row_;
     const std::uint8_t* end_;
     std::size_t next_;  // offset of the next piece to ask for (row_bytes: none left)
+    WeightPrefetch level_;
 };
 
 // Short rows: for_rows_in_token_groups asks for each whole, and the kernels' calls compile away
@@ -217,7 +219,7 @@ class RowPrefetch<false> {
 
 // The prefetch level for a's weight rows (weight_prefetch.h: F16/BF16 rows have their own).
 inline WeightPrefetch row_prefetch(const MatmulArgs& a) {
-    return a.type == Type::F16 || a.type == Type::BF16 ? half_row_prefetch() : weight_prefetch();
+    return a.prefetch_level;
 }
 
 // The first kPrefetchAhead bytes of a call's rows, asked for at once. The kernels prefetch
@@ -256,7 +258,7 @@ void rows_in_token_groups(const MatmulArgs& a, Row&& row) {
     for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
         if constexpr (!kPieces) {
             prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes,
-                           w_end);
+                           w_end, a.prefetch_level);
         }
         std::int64_t t0 = 0;
         for (; t0 + Max <= a.tokens; t0 += Max) row(r, t0, std::integral_constant<int, Max>{});
@@ -338,7 +340,8 @@ void run_q32(const MatmulArgs& a) {
                 const std::uint8_t* src = a.weights +
                                           static_cast<std::size_t>(r0 + i) * a.row_bytes +
                                           static_cast<std::size_t>(k0 / 32) * block_bytes;
-                prefetch_ahead(src, static_cast<std::size_t>(nb) * block_bytes, w_end);
+                prefetch_ahead(src, static_cast<std::size_t>(nb) * block_bytes, w_end,
+                               a.prefetch_level);
                 K::pack(a.type, src, nb, ui, di, ci);
                 std::memset(ui + kc, 0, static_cast<std::size_t>(len - kc));
                 for (std::int64_t b = nb; b < nb_pad; ++b) di[b] = ci[b] = 0.0f;
@@ -383,7 +386,8 @@ void run_k(const MatmulArgs& a) {
                 const std::uint8_t* src = a.weights +
                                           static_cast<std::size_t>(r0 + i) * a.row_bytes +
                                           static_cast<std::size_t>(k0 / 256) * block_bytes;
-                prefetch_ahead(src, static_cast<std::size_t>(len / 256) * block_bytes, w_end);
+                prefetch_ahead(src, static_cast<std::size_t>(len / 256) * block_bytes, w_end,
+                               a.prefetch_level);
                 K::pack(a.type, src, len / 256, u + i * len, sc + i * len / 2, d + i * len / 256,
                         c + i * len / 16);
                 t.wu[i] = u + i * len;

@@ -287,7 +287,10 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                  acts.panels(),
                                  acts.panel_group_stride(),
                                  detail::uses_int8_gemm(weight_type),
-                                 avx_vnni_in_use()};
+                                 avx_vnni_in_use(),
+                                 weight_type == Type::F16 || weight_type == Type::BF16
+                                     ? half_row_prefetch()
+                                     : weight_prefetch()};
     const SimdLevel level = active_simd_level();
 #if defined(TOKENSCOPE_X86_KERNELS)
     // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.
