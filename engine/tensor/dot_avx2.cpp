@@ -298,12 +298,14 @@ struct FAvx2Small {
 //   to an xmm by two vmovq and converted by one vcvtph2ps. A standalone copy of q8_0_direct_row
 //   on Zen 3 (AMD family 0x19, AVX2; rows of 20 blocks from L3) took 4.7 cycles per block for
 //   one token and 3.4 per (token, block) for three with the form below, 3.4 and 3.0 with this
-//   one: the inserts are 8 dependent two-uop instructions per group on the vector pipes the dot
-//   products need. In the kernels, one thread, 4096 x 640, alternated three times: one token
-//   Q8_0 -7 %, Q5_0 -9 to -13 %; three tokens -2 % and -3 % (docs/benchmarks.md, 21st pass).
+//   one: there the heads are 8 dependent two-uop inserts per group on the vector pipes that the
+//   dot products need. The kernels themselves (with the prefetch level read once per call), one
+//   thread, 4096 x 640 from L3, alternated three times, us: one token Q8_0 159-167 -> 141-150,
+//   Q5_0 194-204 -> 176-185; three tokens 0-6 % (docs/benchmarks.md, twenty-first pass).
 // - d and m (kWithMin true: Q4_1, Q5_1): four heads go into an xmm by a scalar load and three
 //   vpinsrd, one byte shuffle per xmm separates the d and m halves, and one vcvtph2ps per vector
-//   converts eight. The 16-bit form above for both halves was 4 % slower for Q4_1.
+//   converts eight. Both halves by 16-bit loads as above, or the four 32-bit heads by two 64-bit
+//   registers and a vpunpcklqdq, were 2-4 % slower for Q4_1 (576-wide rows, one token).
 template <std::size_t kBlockBytes, bool kWithMin>
 struct Heads8 {
     __m256 d;
