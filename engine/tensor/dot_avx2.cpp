@@ -295,13 +295,11 @@ struct FAvx2Small {
 // collected in two ways:
 // - d only (kWithMin false: Q8_0, Q4_0, Q5_0): the eight half-floats are put together in two
 //   64-bit general-purpose registers (16-bit loads, shifts and ors on the integer ALUs), moved
-//   to an xmm by two vmovq and converted by one vcvtph2ps. A standalone copy of q8_0_direct_row
-//   on Zen 3 (AMD family 0x19, AVX2; rows of 20 blocks from L3) took 4.7 cycles per block for
-//   one token and 3.4 per (token, block) for three with the form below, 3.4 and 3.0 with this
-//   one: there the heads are 8 dependent two-uop inserts per group on the vector pipes that the
-//   dot products need. The kernels themselves (with the prefetch level read once per call), one
-//   thread, 4096 x 640 from L3, alternated three times, us: one token Q8_0 159-167 -> 141-150,
-//   Q5_0 194-204 -> 176-185; three tokens 0-6 % (docs/benchmarks.md, twenty-first pass).
+//   to an xmm by two vmovq and converted by one vcvtph2ps, instead of 8 dependent two-uop
+//   inserts per group on the vector pipes that the dot products need. Zen 3 (AMD family 0x19,
+//   AVX2), one thread, 4096 x 640 from L3, with the prefetch level read once per call as well,
+//   alternated three times, us: one token Q8_0 159-167 -> 141-150, Q5_0 194-204 -> 176-185;
+//   three tokens 0-6 % (docs/benchmarks.md, twenty-first pass).
 // - d and m (kWithMin true: Q4_1, Q5_1): four heads go into an xmm by a scalar load and three
 //   vpinsrd, one byte shuffle per xmm separates the d and m halves, and one vcvtph2ps per vector
 //   converts eight. Both halves by 16-bit loads as above, or the four 32-bit heads by two 64-bit
