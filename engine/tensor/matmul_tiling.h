@@ -153,7 +153,7 @@ inline void prefetch_weights(const std::uint8_t* p, std::size_t from, std::size_
 // Prefetches [p + kPrefetchAhead, p + kPrefetchAhead + bytes) line by line, but nothing from
 // `end` on (the end of this call's rows: the bytes after belong to another thread's chunk).
 // p < end. Offsets rather than pointers, since p + kPrefetchAhead may lie past the weights.
-// Callers in a tight loop pass the level they read once.
+// Callers pass the call's level (MatmulArgs::prefetch_level, read once per call).
 inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, const std::uint8_t* end,
                            WeightPrefetch level) {
     const auto left = static_cast<std::size_t>(end - p);
@@ -217,11 +217,6 @@ class RowPrefetch<false> {
     void reach(std::size_t) {}
 };
 
-// The prefetch level for a's weight rows (weight_prefetch.h: F16/BF16 rows have their own).
-inline WeightPrefetch row_prefetch(const MatmulArgs& a) {
-    return a.prefetch_level;
-}
-
 // The first kPrefetchAhead bytes of a call's rows, asked for at once. The kernels prefetch
 // kPrefetchAhead ahead of the row they read, so without this the head of every call is read
 // by demand misses and the hardware prefetcher alone. A decode step makes one call per row
@@ -231,7 +226,7 @@ inline WeightPrefetch row_prefetch(const MatmulArgs& a) {
 inline void prefetch_call_head(const MatmulArgs& a) {
     const std::uint8_t* begin = a.weights + static_cast<std::size_t>(a.row_begin) * a.row_bytes;
     const auto bytes = static_cast<std::size_t>(a.row_end - a.row_begin) * a.row_bytes;
-    prefetch_weights(begin, 0, bytes < kPrefetchAhead ? bytes : kPrefetchAhead, row_prefetch(a));
+    prefetch_weights(begin, 0, bytes < kPrefetchAhead ? bytes : kPrefetchAhead, a.prefetch_level);
 }
 
 const std::uint8_t* act_row(const MatmulArgs& a, std::int64_t t) {
@@ -439,7 +434,7 @@ void run_f_rows(const MatmulArgs& a, SetRows&& set_rows) {
 template <class K>
 void run_f(const MatmulArgs& a) {
     const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    const WeightPrefetch level = row_prefetch(a);
+    const WeightPrefetch level = a.prefetch_level;
     run_f_rows<K>(a, [&](std::int64_t r0, int rows, FTile<K::kRows, K::kTokens>& t) {
         for (int i = 0; i < rows; ++i) {
             t.w[i] = a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes;

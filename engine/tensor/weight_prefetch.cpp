@@ -67,7 +67,7 @@ int environment_level() {
 }
 
 // One rule for both kinds of rows: set_weight_prefetch(), else the environment, else the CPU's
-// choice for the kind (worked out once: the kernels ask per call or per row).
+// choice for the kind (worked out once; matmul_rows asks once per call).
 WeightPrefetch default_for(bool half_rows) {
     static const WeightPrefetch quantized = cpu_default();
     static const WeightPrefetch half = zen3() ? WeightPrefetch::None : quantized;
