@@ -448,6 +448,16 @@ bool File::in_large_pages() const {
     return mapping_ && !mapping_->file;
 }
 
+bool File::edit_copy(const std::function<void(std::span<std::uint8_t>)>& edit) {
+    if (!in_large_pages() || !mapping_->copy.make_writable()) return false;
+    struct Seal {  // read-only again however edit ends
+        LargePageBuffer& copy;
+        ~Seal() { copy.make_read_only(); }
+    } seal{mapping_->copy};
+    edit({reinterpret_cast<std::uint8_t*>(mapping_->copy.data()), mapping_->copy.size()});
+    return true;
+}
+
 File::File(File&&) noexcept = default;
 File& File::operator=(File&&) noexcept = default;
 File::~File() = default;

@@ -5,6 +5,7 @@
 // bytes, which live as long as the File: the mapping itself, or (FileBytes::LargePages) a
 // read-only copy in 2 MiB pages that the CPU streams faster (util/large_pages.h).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,6 +61,12 @@ class File {
     // True when the bytes are a copy in large pages (open(..., FileBytes::LargePages) on a
     // system that offers them).
     bool in_large_pages() const;
+    // For the owner of a copy in large pages (in_large_pages()) that stores some tensors in
+    // another layout (the engine's interleaved weights, tensor/interleaved_rows.h): runs
+    // edit(bytes) with the copy writable, then makes it read-only again. Returns false without
+    // running edit when the bytes are a file mapping (shared with the page cache) or the system
+    // refuses. Tensor offsets and sizes stay as parsed.
+    bool edit_copy(const std::function<void(std::span<std::uint8_t>)>& edit);
 
     const std::vector<std::pair<std::string, Value>>& metadata() const { return metadata_; }
     const Value* find(std::string_view key) const;

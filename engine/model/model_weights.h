@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "tensor/interleaved_rows.h"
 #include "tensor/type.h"
 
 namespace tokenscope::gguf {
@@ -21,6 +22,9 @@ struct WeightMatrix {
     std::int64_t cols = 0;
     const void* data = nullptr;
     std::uint64_t bytes = 0;
+    // Rows (the file's order) unless the engine stored the matrix interleaved for the CPU
+    // kernels (interleave_weights.h); row() then does not point at a row.
+    tensor::RowLayout layout = tensor::RowLayout::Rows;
 
     const std::uint8_t* row(std::int64_t r) const {
         return static_cast<const std::uint8_t*>(data) + static_cast<std::uint64_t>(r) * (bytes / static_cast<std::uint64_t>(rows));

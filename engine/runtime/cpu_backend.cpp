@@ -101,7 +101,7 @@ void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64
     }
     const std::int64_t grain = row_grain(w.type, w.rows, pool_.size(), tokens);
     pool_.parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
-        tensor::matmul_rows(w.type, w.data, w.cols, begin, end, prepared_, y, w.rows);
+        tensor::matmul_rows(w.type, w.data, w.cols, begin, end, prepared_, y, w.rows, w.layout);
     });
 }
 
@@ -140,7 +140,7 @@ void CpuBackend::matmuls(std::initializer_list<MatmulJob> jobs, const float* x,
                                const RowChunk& c = row_chunks_[static_cast<std::size_t>(i)];
                                const MatmulJob& j = first[c.job];
                                tensor::matmul_rows(j.w->type, j.w->data, j.w->cols, c.begin, c.end,
-                                                   prepared_, j.y, j.w->rows);
+                                                   prepared_, j.y, j.w->rows, j.w->layout);
                            }
                        });
 }
@@ -208,8 +208,15 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
                                       std::to_string(c.vocab_size) + ")");
             }
             float* row = x_.data() + t * width;
-            tensor::dequantize_row(weights_.token_embedding.type,
-                                   weights_.token_embedding.row(token), row, width);
+            const model::WeightMatrix& e = weights_.token_embedding;
+            const std::uint8_t* stored = e.row(token);
+            if (e.layout == tensor::RowLayout::Interleaved8) {  // a tied, interleaved output
+                embedding_row_.resize(e.bytes / static_cast<std::uint64_t>(e.rows));
+                tensor::row_from_interleaved(e.type, static_cast<const std::uint8_t*>(e.data),
+                                             width, token, embedding_row_.data());
+                stored = embedding_row_.data();
+            }
+            tensor::dequantize_row(e.type, stored, row, width);
             if (c.embedding_scale != 1.0f) ops::scale(row, c.embedding_scale, width);
             ++t;
         }

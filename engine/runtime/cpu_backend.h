@@ -84,6 +84,7 @@ private:
         std::int64_t begin, end;
     };
     std::vector<RowChunk> row_chunks_;
+    std::vector<std::uint8_t> embedding_row_;  // one row of an interleaved embedding
     // Per token of the current batch.
     std::vector<std::int64_t> token_pos_, token_slot_;
     // Per chunk: the physical slots of positions [0, start_pos + tokens).

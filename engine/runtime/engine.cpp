@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "model/interleave_weights.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/speculation/acceptance.h"
 #include "runtime/speculation/draft_proposer.h"
@@ -172,6 +173,15 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     Engine& e = *engine;
     e.config_ = model::load_model_config(e.file_);
     e.weights_ = model::bind_weights(e.file_, e.config_);
+    if (!gpu && options.interleave_weights) {
+        const model::InterleaveResult moved = model::interleave_weights(e.file_, e.weights_);
+        if (moved.matrices > 0) {
+            spdlog::info("{}: {} matrices ({:.0f} MiB) stored interleaved for the CPU kernels in "
+                         "{:.0f} ms",
+                         path, moved.matrices, static_cast<double>(moved.bytes) / (1 << 20),
+                         moved.ms);
+        }
+    }
     e.tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(e.file_));
     if (e.tokenizer_->vocab_size() != e.config_.vocab_size) {
         throw FormatError(

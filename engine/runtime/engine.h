@@ -70,6 +70,10 @@ struct EngineOptions {
     // offers them), which decode streams 5-11 % faster; false keeps the mapping (no copy, pages
     // shared with the page cache and other processes).
     bool large_pages = true;
+    // CPU backend, with large_pages: store the matrices that the CPU kernels multiply faster
+    // interleaved (model/interleave_weights.h: Q8_0 at the AVX2 level) in that copy. Same
+    // memory; results within the usual tolerance of the file's order but not the same bits.
+    bool interleave_weights = true;
     GpuOptions gpu;  // CUDA graphs, split-K attention (the bench toggles them)
     SpeculationOptions speculation;
 };

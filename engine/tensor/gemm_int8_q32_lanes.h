@@ -67,7 +67,8 @@ struct InterleavedBlocks {
         return static_cast<std::size_t>(n / 32) * kPerBlock;
     }
 
-    // Rows [r0, r0 + rows) of the call's weights, 8 at a time by q32_words_of_8_rows.
+    // Rows [r0, r0 + rows) of the call's weights, 8 at a time by q32_words_of_8_rows, or as
+    // stored when the call's rows are interleaved already (Q8_0, interleaved_rows.h).
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
         is_signed = a.type == Type::Q8_0;
@@ -77,9 +78,7 @@ struct InterleavedBlocks {
         d = reinterpret_cast<float*>(sign + n * kRowRegs * kU);
         coef = d + n * kRowRegs * kLanes;
         for (int h = 0; h < kRowRegs; ++h) {
-            q32_words_of_8_rows(
-                a, r0 + kLanes * h, rows - kLanes * h,
-                [&](std::size_t b, const __m256i(&word)[8], __m256 dv, __m256 cv) {
+            const auto emit = [&](std::size_t b, const __m256i(&word)[8], __m256 dv, __m256 cv) {
                     const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
                     for (int g = 0; g < 8; ++g) {
                         auto* pu = reinterpret_cast<__m256i*>(u + bh * kU + 32 * g);
@@ -94,7 +93,12 @@ struct InterleavedBlocks {
                     }
                     _mm256_store_ps(d + bh * kLanes, dv);
                     _mm256_store_ps(coef + bh * kLanes, cv);
-                });
+            };
+            if (a.interleaved8) {
+                interleaved_q8_0_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
+            } else {
+                q32_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
+            }
         }
     }
 

@@ -171,6 +171,31 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
+// The same words for a group of interleaved Q8_0 rows (a.interleaved8, interleaved_rows.h),
+// where they are stored in this order already: `here` is 8, or 0 or less for a group past the
+// end (zero lanes). r0 is a multiple of 8.
+template <class Emit>
+void interleaved_q8_0_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here,
+                                      Emit&& emit) {
+    const auto n = static_cast<std::size_t>(a.n / 32);
+    if (here <= 0) {
+        const __m256i zero[8] = {};
+        for (std::size_t b = 0; b < n; ++b) emit(b, zero, _mm256_setzero_ps(), _mm256_setzero_ps());
+        return;
+    }
+    const std::uint8_t* codes = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
+    const std::uint8_t* scales = codes + n * 8 * 32;
+    for (std::size_t b = 0; b < n; ++b) {
+        __m256i word[8];
+        for (int w = 0; w < 8; ++w)
+            word[w] = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(codes + b * 256 + 32 * static_cast<std::size_t>(w)));
+        const __m256 d =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * 16)));
+        emit(b, word, d, _mm256_mul_ps(d, _mm256_set1_ps(-128.0f)));
+    }
+}
+
 // Blocks of up to 8 rows of a 32-block type (`here` of them from row r0, the rest taken as
 // zero) in the lane GEMMs' word order, for their packers: per block b, emit(b, word, d, coef)
 // gets word[w] holding bytes 4w..4w+3 of the block's codes for rows 0..7 in lanes 0..7, and the

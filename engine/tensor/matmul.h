@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 
+#include "tensor/interleaved_rows.h"
 #include "tensor/type.h"
 #include "tensor/weight_prefetch.h"
 
@@ -155,8 +156,13 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens);
 // may sit at any address (mmapped file). Thread-safe and allocation-free, so callers split the
 // rows across threads. Throws InvalidArgument when acts were prepared for another weight type
 // or length, or the range is invalid.
+//
+// With layout Interleaved8 the weights are stored as interleave_rows() writes them (the group
+// of row r still starts at weights + r * row_bytes); row_begin and row_end must then be
+// multiples of kInterleavedGroupRows. Levels without kernels for that layout copy each group
+// back to the file's order first (slower, same tolerance, other bits).
 void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int64_t row_begin,
                  std::int64_t row_end, const PreparedActivations& acts, float* out,
-                 std::int64_t out_stride);
+                 std::int64_t out_stride, RowLayout layout = RowLayout::Rows);
 
 }  // namespace tokenscope::tensor

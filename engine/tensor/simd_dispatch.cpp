@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -193,6 +194,8 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
     // F16 panels 6 (AVX2) or 12 (AVX-512): 24 keeps all of those whole.
     constexpr std::int64_t kTiles = 24;
     const SimdLevel level = active_simd_level();
+    // Interleaved Q8_0 (interleaved_rows.h) is multiplied 16 rows at a time at every count.
+    if (interleaving_pays(weight_type)) return 16;
     if (tokens < lane_gemm_min_tokens(weight_type)) return kTiles;
     return level == SimdLevel::Avx2 ? detail::kLaneGroupRowsAvx2 : detail::kLaneGroupRowsAvx512;
 }
@@ -244,9 +247,43 @@ void run_kernel(const detail::MatmulArgs& args) {
 }
 }  // namespace
 
+bool interleaving_pays(Type type) {
+#if defined(TOKENSCOPE_X86_KERNELS)
+    static const bool enabled = [] {
+        const char* text = std::getenv("TOKENSCOPE_INTERLEAVE");
+        return !(text && std::string(text) == "0");
+    }();
+    return enabled && type == Type::Q8_0 && active_simd_level() == SimdLevel::Avx2;
+#else
+    (void)type;
+    return false;
+#endif
+}
+
+namespace {
+// An interleaved matrix at a level without kernels for its layout: each group of 8 rows copied
+// back to the file's order, then the usual kernels.
+void matmul_interleaved_by_copy(Type weight_type, const std::uint8_t* weights, std::int64_t n,
+                                std::int64_t row_begin, std::int64_t row_end,
+                                const PreparedActivations& acts, float* out,
+                                std::int64_t out_stride) {
+    const std::size_t rbytes = row_bytes(weight_type, n);
+    thread_local std::vector<std::uint8_t> group;
+    group.resize(rbytes * static_cast<std::size_t>(kInterleavedGroupRows));
+    for (std::int64_t g = row_begin; g < row_end; g += kInterleavedGroupRows) {
+        for (std::int64_t r = 0; r < kInterleavedGroupRows; ++r) {
+            row_from_interleaved(weight_type, weights, n, g + r,
+                                 group.data() + static_cast<std::size_t>(r) * rbytes);
+        }
+        matmul_rows(weight_type, group.data(), n, 0, kInterleavedGroupRows, acts, out + g,
+                    out_stride);
+    }
+}
+}  // namespace
+
 void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int64_t row_begin,
                  std::int64_t row_end, const PreparedActivations& acts, float* out,
-                 std::int64_t out_stride) {
+                 std::int64_t out_stride, RowLayout layout) {
     const std::size_t rbytes = row_bytes(weight_type, n);  // checks n
     if (acts.format() != activation_format_for(weight_type) || acts.n() != n) {
         throw InvalidArgument(std::string("activations prepared for ") +
@@ -262,7 +299,21 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
         throw InvalidArgument("output stride " + std::to_string(out_stride) +
                               " is shorter than the rows " + std::to_string(row_end));
     }
+    const bool interleaved = layout == RowLayout::Interleaved8;
+    if (interleaved && (!can_interleave(weight_type, kInterleavedGroupRows, n) ||
+                        row_begin % kInterleavedGroupRows != 0 ||
+                        row_end % kInterleavedGroupRows != 0)) {
+        throw InvalidArgument(std::string("interleaved ") + type_name(weight_type) + " rows of " +
+                              std::to_string(n) + ": rows [" + std::to_string(row_begin) + ", " +
+                              std::to_string(row_end) +
+                              ") are not whole groups of 8 (or the type has no such layout)");
+    }
     if (row_end == row_begin || acts.rows() == 0) return;
+    if (interleaved && !interleaving_pays(weight_type)) {
+        matmul_interleaved_by_copy(weight_type, static_cast<const std::uint8_t*>(weights), n,
+                                   row_begin, row_end, acts, out, out_stride);
+        return;
+    }
     if (n == 0) {
         for (std::int64_t t = 0; t < acts.rows(); ++t) {
             for (std::int64_t r = row_begin; r < row_end; ++r) out[t * out_stride + r] = 0.0f;
@@ -290,11 +341,12 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                  avx_vnni_in_use(),
                                  weight_type == Type::F16 || weight_type == Type::BF16
                                      ? half_row_prefetch()
-                                     : weight_prefetch()};
+                                     : weight_prefetch(),
+                                 interleaved};
     const SimdLevel level = active_simd_level();
 #if defined(TOKENSCOPE_X86_KERNELS)
     // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.
-    if (all.panels != nullptr && (level == SimdLevel::Avx2     ? detail::gemm_panels_avx2(all)
+    if (all.panels != nullptr && !interleaved && (level == SimdLevel::Avx2     ? detail::gemm_panels_avx2(all)
                                   : level == SimdLevel::Avx512 ? detail::gemm_panels_avx512(all)
                                                                : false))
         return;

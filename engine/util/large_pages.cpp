@@ -110,6 +110,16 @@ bool LargePageBuffer::make_read_only() {
 #endif
 }
 
+bool LargePageBuffer::make_writable() {
+    if (!data_) return true;
+#ifdef _WIN32
+    DWORD previous = 0;
+    return VirtualProtect(data_, reserved(), PAGE_READWRITE, &previous) != 0;
+#else
+    return ::mprotect(data_, reserved(), PROT_READ | PROT_WRITE) == 0;
+#endif
+}
+
 std::size_t LargePageBuffer::huge_page_bytes() const {
 #ifdef __linux__
     if (!data_) return 0;

@@ -37,6 +37,9 @@ class LargePageBuffer {
     // Makes the whole buffer read-only (a stray write then faults instead of corrupting
     // weights). Returns false where the system refuses.
     bool make_read_only();
+    // Undoes make_read_only (for an owner that rewrites its contents once, then seals them
+    // again). Returns false where the system refuses.
+    bool make_writable();
     // Bytes of this buffer the kernel backs with huge pages now (Linux: /proc/self/smaps);
     // 0 elsewhere. For logs and tests: THP may fall back to small pages when memory is
     // fragmented.

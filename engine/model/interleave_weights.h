@@ -1,0 +1,27 @@
+#pragma once
+// Stores the weight matrices that the active CPU kernels multiply faster interleaved
+// (tensor::interleaving_pays: Q8_0 at the AVX2 level) in that layout, in place in the engine's
+// own copy of the file, so that no byte of memory is added.
+#include <cstdint>
+
+#include "model/model_weights.h"
+
+namespace tokenscope::gguf {
+class File;
+}
+
+namespace tokenscope::model {
+
+struct InterleaveResult {
+    int matrices = 0;         // matrices now stored interleaved (a tied embedding counts once)
+    std::uint64_t bytes = 0;  // their bytes
+    double ms = 0.0;          // time taken
+};
+
+// Interleaves every matrix of `weights` (bound to `file`) that pays and can be interleaved, and
+// sets its layout. Nothing changes when the file's bytes are a mapping (file.in_large_pages()
+// is false: the mapping is shared with the page cache) or no matrix qualifies. The matrices'
+// data pointers stay where they were.
+InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights);
+
+}  // namespace tokenscope::model
