@@ -38,7 +38,8 @@ InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights) {
         for (WeightMatrix* w : chosen) {
             const auto* at = static_cast<const std::uint8_t*>(w->data);
             if (at < bytes.data() || at + w->bytes > bytes.data() + bytes.size()) {
-                throw InvalidArgument(file.path() + ": a weight matrix lies outside the file's bytes");
+                throw InvalidArgument(file.path() +
+                                      ": a weight matrix lies outside the file's bytes");
             }
             std::uint8_t* target = bytes.data() + (at - bytes.data());
             rows.assign(at, at + w->bytes);
@@ -53,8 +54,8 @@ InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights) {
             if (w->data == c->data) w->layout = tensor::RowLayout::Interleaved8;
         }
     }
-    result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                    .count();
+    result.ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return result;
 }
 

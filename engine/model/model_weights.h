@@ -1,6 +1,7 @@
 #pragma once
 // The model's tensors bound by name: matrices stay in their file format inside the mapping
-// (never copied or dequantized wholesale); small vectors (norm weights) are converted to f32
+// or the engine's copy of it (never dequantized wholesale; the engine may store some
+// interleaved, model/interleave_weights.h); small vectors (norm weights) are converted to f32
 // once at load.
 #include <cstdint>
 #include <vector>

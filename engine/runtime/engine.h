@@ -176,6 +176,8 @@ class Engine {
     const model::ModelConfig& config() const { return config_; }
     const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
     const gguf::File& file() const { return file_; }
+    // The bound matrices (their layout says which the CPU kernels read interleaved).
+    const model::ModelWeights& weights() const { return weights_; }
     const EngineOptions& options() const { return options_; }
     kv::KvStats kv_stats() const { return kv_->stats(); }
     BackendMemory memory() const { return backend_->memory(); }

@@ -53,7 +53,8 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
             const __m256i* word[H];
             __m256i magnitude[H];
             for (int h = 0; h < H; ++h) {
-                word[h] = reinterpret_cast<const __m256i*>(codes[h] + b * kGroupBlockCodes + 32 * w);
+                word[h] =
+                    reinterpret_cast<const __m256i*>(codes[h] + b * kGroupBlockCodes + 32 * w);
                 magnitude[h] = _mm256_abs_epi8(_mm256_loadu_si256(word[h]));
             }
 #pragma GCC unroll 6

@@ -263,12 +263,15 @@ struct Case {
     bool quantized_from_floats;
     // Inputs at the ends of every integer range instead of random ones (saturated_weights).
     bool saturated = false;
+    // The weights multiplied in the interleaved layout (interleaved_rows.h); the references
+    // stay those of the rows in file order.
+    bool interleaved = false;
 };
 
 std::string describe(const Case& c, SimdLevel level) {
     return std::string(type_name(c.type)) + " n=" + std::to_string(c.n) +
            " tokens=" + std::to_string(c.tokens) + " rows=" + std::to_string(c.rows) + " " +
-           simd_level_name(level);
+           simd_level_name(level) + (c.interleaved ? " interleaved" : "");
 }
 
 // Runs one case at every level; returns "" or the first failure.
@@ -282,6 +285,11 @@ std::string check_case(const Case& c, double* worst_vector_rel_error) {
         c.saturated ? std::vector<float>(static_cast<std::size_t>(c.tokens * c.n), 1.0f)
                     : random_activations(c.tokens, c.n, seed + 1);
     const std::size_t rb = row_bytes(c.type, c.n);
+    Bytes interleaved;
+    if (c.interleaved) {
+        interleaved.resize(w.size());
+        interleave_rows(c.type, w.data(), c.rows, c.n, interleaved.data());
+    }
 
     std::vector<double> wd(static_cast<std::size_t>(c.rows * c.n));
     {
@@ -346,9 +354,14 @@ std::string check_case(const Case& c, double* worst_vector_rel_error) {
                                                    : ": the f32 panels were not built");
         }
         std::vector<float> out(outputs, std::numeric_limits<float>::quiet_NaN());
-        matmul_rows(c.type, w.data(), c.n, 0, c.rows, acts, out.data(), c.rows);
+        if (c.interleaved) {
+            matmul_rows(c.type, interleaved.data(), c.n, 0, c.rows, acts, out.data(), c.rows,
+                        RowLayout::Interleaved8);
+        } else {
+            matmul_rows(c.type, w.data(), c.n, 0, c.rows, acts, out.data(), c.rows);
+        }
         double err2 = 0, ref2 = 0;
-        if (acts.panels() != nullptr) {
+        if (acts.panels() != nullptr && !c.interleaved) {
             // f32 products of the decoded weights and the exact activations, summed in order
             // over blocks of at most 512 and then block by block: the classic bound for a
             // recursive sum, (terms - 1) * u * sum|w x| with u = 2^-24, with 512 + n / 512
@@ -441,7 +454,164 @@ class TestMatmul : public QObject {
     void simdPreparationMatchesScalar();
     void emptyInputs();
     void rejectsMismatchedArguments();
+    void interleavedQ8_0MatchesReference();
+    void interleavedTokenCountsGiveTheSameBits();
+    void interleavedEqualsTheLaneGemmOfRows();
+    void interleavedRowsRoundTripAndRanges();
 };
+
+// Q8_0 stored interleaved (interleaved_rows.h) against the float64 references of the rows in
+// file order, at every level (the scalar and AVX-512 levels copy each group back; AVX2 runs
+// q8_0_x8_avx2.cpp under 40 tokens and the lane GEMM from 40). Rows: one group, a 16-row tile,
+// 16 + 8 (a last single group), and 296 (passes of lane groups); tokens: each tile width, the
+// uneven splits of 7, 9 and 13, and both sides of the lane GEMM's 40; saturated codes (-128).
+void TestMatmul::interleavedQ8_0MatchesReference() {
+    double worst = 0;
+    for (std::int64_t rows : {8, 16, 24}) {
+        for (std::int64_t n : {32, 640, 4128}) {
+            for (std::int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 9, 13, 16, 39, 40, 64}) {
+                if (n > 640 && tokens > 16) continue;  // keeps the float64 reference quick
+                const std::string failure =
+                    check_case({Type::Q8_0, rows, n, tokens, false, false, true}, &worst);
+                QVERIFY2(failure.empty(), failure.c_str());
+            }
+        }
+    }
+    for (std::int64_t tokens : {1, 9, 45}) {
+        std::string failure = check_case({Type::Q8_0, 24, 640, tokens, false, true, true}, &worst);
+        QVERIFY2(failure.empty(), failure.c_str());
+        failure = check_case({Type::Q8_0, 296, 256, tokens, true, false, true}, &worst);
+        QVERIFY2(failure.empty(), failure.c_str());
+    }
+    qInfo("interleaved Q8_0: relative error vs exact activations at most %.4f", worst);
+}
+
+// Every token of a call gets the bits it gets alone, for 1 to 20 tokens and across the lane
+// GEMM's line (40, 64), and for rows split at any multiple of 8: speculative verification (a
+// chunk of k + 1 tokens), decode and prefill then agree exactly.
+void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
+    LevelGuard guard;
+    const std::int64_t rows = 40, n = 640;
+    const Bytes w = random_weights(Type::Q8_0, rows, n, 31);
+    Bytes wi(w.size());
+    interleave_rows(Type::Q8_0, w.data(), rows, n, wi.data());
+    for (SimdLevel level : supported_levels()) {
+        set_simd_level(level);
+        std::vector<std::int64_t> counts;
+        for (std::int64_t t = 2; t <= 20; ++t) counts.push_back(t);
+        counts.insert(counts.end(), {40, 64});
+        for (std::int64_t tokens : counts) {
+            const std::vector<float> x =
+                random_activations(tokens, n, static_cast<std::uint32_t>(100 + tokens));
+            PreparedActivations acts;
+            prepare_activations(Type::Q8_0, x.data(), tokens, n, acts);
+            std::vector<float> batch(static_cast<std::size_t>(tokens * rows));
+            // Two row ranges, as two threads would take them: [0, 24) and [24, 40).
+            matmul_rows(Type::Q8_0, wi.data(), n, 0, 24, acts, batch.data(), rows,
+                        RowLayout::Interleaved8);
+            matmul_rows(Type::Q8_0, wi.data(), n, 24, rows, acts, batch.data(), rows,
+                        RowLayout::Interleaved8);
+            for (std::int64_t t = 0; t < tokens; ++t) {
+                PreparedActivations one;
+                prepare_activations(Type::Q8_0, x.data() + t * n, 1, n, one);
+                std::vector<float> alone(static_cast<std::size_t>(rows));
+                matmul_rows(Type::Q8_0, wi.data(), n, 0, rows, one, alone.data(), rows,
+                            RowLayout::Interleaved8);
+                const bool same = std::memcmp(alone.data(), batch.data() + t * rows,
+                                              alone.size() * sizeof(float)) == 0;
+                if (level != SimdLevel::Avx2 && tokens >= kPanelMinTokens) continue;  // below
+                const std::string what = std::string(simd_level_name(level)) + " token " +
+                                         std::to_string(t) + " of " + std::to_string(tokens);
+                QVERIFY2(same, (what + ": the batch differs from the token alone").c_str());
+            }
+        }
+    }
+}
+
+// At the AVX2 level the layout's own tile (under 40 tokens) and the lane GEMM over packed
+// interleaved rows (40 and more) must give the bits of the lane GEMM that packs the rows from
+// file order (16 tokens and more, gemm_int8_q32_avx2.cpp): a second implementation of the same
+// per-row order, with its own packer.
+void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
+    if (detected_simd_level() < SimdLevel::Avx2 || std::getenv("TOKENSCOPE_INT8_GEMM") ||
+        std::getenv("TOKENSCOPE_INTERLEAVE")) {
+        QSKIP("needs the AVX2 level with its default int8 GEMMs and layout");
+    }
+    LevelGuard guard;
+    set_simd_level(SimdLevel::Avx2);
+    QVERIFY(interleaving_pays(Type::Q8_0));
+    for (const auto& [rows, n] : {std::pair<std::int64_t, std::int64_t>{24, 640}, {296, 1024}}) {
+        const Bytes w = random_weights(Type::Q8_0, rows, n, 41);
+        Bytes wi(w.size());
+        interleave_rows(Type::Q8_0, w.data(), rows, n, wi.data());
+        for (std::int64_t tokens : {16, 17, 23, 39, 40, 64}) {
+            const std::vector<float> x =
+                random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
+            PreparedActivations acts;
+            prepare_activations(Type::Q8_0, x.data(), tokens, n, acts);
+            std::vector<float> by_rows(static_cast<std::size_t>(tokens * rows));
+            std::vector<float> by_groups(by_rows.size());
+            matmul_rows(Type::Q8_0, w.data(), n, 0, rows, acts, by_rows.data(), rows);
+            matmul_rows(Type::Q8_0, wi.data(), n, 0, rows, acts, by_groups.data(), rows,
+                        RowLayout::Interleaved8);
+            const std::string what = product_name(Type::Q8_0, rows, n, tokens);
+            const std::string difference = first_bit_difference(by_groups, by_rows);
+            QVERIFY2(difference.empty(), (what + ": " + difference).c_str());
+        }
+    }
+}
+
+void TestMatmul::interleavedRowsRoundTripAndRanges() {
+    const std::int64_t rows = 24, n = 96;
+    const Bytes w = random_weights(Type::Q8_0, rows, n, 51);
+    Bytes wi(w.size());
+    interleave_rows(Type::Q8_0, w.data(), rows, n, wi.data());
+    QVERIFY(wi != w);
+    const std::size_t rb = row_bytes(Type::Q8_0, n);
+    // Each group holds exactly its own 8 rows' bytes (the layout keeps groups in place).
+    for (std::int64_t g = 0; g < rows / 8; ++g) {
+        Bytes a(w.begin() + g * 8 * rb, w.begin() + (g + 1) * 8 * rb);
+        Bytes b(wi.begin() + g * 8 * rb, wi.begin() + (g + 1) * 8 * rb);
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        QVERIFY(a == b);
+    }
+    Bytes row(rb);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        row_from_interleaved(Type::Q8_0, wi.data(), n, r, row.data());
+        QVERIFY2(std::memcmp(row.data(), w.data() + r * rb, rb) == 0,
+                 ("row " + std::to_string(r) + " does not come back").c_str());
+    }
+    QVERIFY(can_interleave(Type::Q8_0, 8, 32));
+    QVERIFY(!can_interleave(Type::Q8_0, 12, 32));
+    QVERIFY(!can_interleave(Type::Q4_0, 8, 32));
+    QVERIFY(!can_interleave(Type::F16, 8, 32));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             interleave_rows(Type::Q8_0, w.data(), 12, n, wi.data()));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             interleave_rows(Type::Q4_1, w.data(), 8, n, wi.data()));
+    const std::vector<float> x = random_activations(3, n, 52);
+    PreparedActivations acts;
+    prepare_activations(Type::Q8_0, x.data(), 3, n, acts);
+    std::vector<float> out(static_cast<std::size_t>(3 * rows));
+    // Ranges must be whole groups of 8.
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             matmul_rows(Type::Q8_0, wi.data(), n, 4, 16, acts, out.data(), rows,
+                                         RowLayout::Interleaved8));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                             matmul_rows(Type::Q8_0, wi.data(), n, 0, 20, acts, out.data(), rows,
+                                         RowLayout::Interleaved8));
+    // And only whole ranges' rows are written: [8, 16) leaves the rest alone.
+    std::fill(out.begin(), out.end(), -7.0f);
+    matmul_rows(Type::Q8_0, wi.data(), n, 8, 16, acts, out.data(), rows, RowLayout::Interleaved8);
+    for (std::int64_t t = 0; t < 3; ++t) {
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const float v = out[static_cast<std::size_t>(t * rows + r)];
+            QVERIFY2((r >= 8 && r < 16) == (v != -7.0f),
+                     ("token " + std::to_string(t) + " row " + std::to_string(r)).c_str());
+        }
+    }
+}
 
 void TestMatmul::simdLevelsCanBeForcedDownButNotUp() {
     LevelGuard guard;
