@@ -176,10 +176,10 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     if (!gpu && options.interleave_weights) {
         const model::InterleaveResult moved = model::interleave_weights(e.file_, e.weights_);
         if (moved.matrices > 0) {
-            spdlog::info("{}: {} matrices ({:.0f} MiB) stored interleaved for the CPU kernels in "
-                         "{:.0f} ms",
-                         path, moved.matrices, static_cast<double>(moved.bytes) / (1 << 20),
-                         moved.ms);
+            spdlog::info(
+                "{}: {} matrices ({:.0f} MiB) stored interleaved for the CPU kernels in "
+                "{:.0f} ms",
+                path, moved.matrices, static_cast<double>(moved.bytes) / (1 << 20), moved.ms);
         }
     }
     e.tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(e.file_));

@@ -79,20 +79,20 @@ struct InterleavedBlocks {
         coef = d + n * kRowRegs * kLanes;
         for (int h = 0; h < kRowRegs; ++h) {
             const auto emit = [&](std::size_t b, const __m256i(&word)[8], __m256 dv, __m256 cv) {
-                    const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
-                    for (int g = 0; g < 8; ++g) {
-                        auto* pu = reinterpret_cast<__m256i*>(u + bh * kU + 32 * g);
-                        if (is_signed) {
-                            // Q8_0: q (in sign) and |q| (in u).
-                            _mm256_store_si256(reinterpret_cast<__m256i*>(sign + bh * kU + 32 * g),
-                                               word[g]);
-                            _mm256_store_si256(pu, _mm256_abs_epi8(word[g]));
-                        } else {
-                            _mm256_store_si256(pu, word[g]);
-                        }
+                const std::size_t bh = b * kRowRegs + static_cast<std::size_t>(h);
+                for (int g = 0; g < 8; ++g) {
+                    auto* pu = reinterpret_cast<__m256i*>(u + bh * kU + 32 * g);
+                    if (is_signed) {
+                        // Q8_0: q (in sign) and |q| (in u).
+                        _mm256_store_si256(reinterpret_cast<__m256i*>(sign + bh * kU + 32 * g),
+                                           word[g]);
+                        _mm256_store_si256(pu, _mm256_abs_epi8(word[g]));
+                    } else {
+                        _mm256_store_si256(pu, word[g]);
                     }
-                    _mm256_store_ps(d + bh * kLanes, dv);
-                    _mm256_store_ps(coef + bh * kLanes, cv);
+                }
+                _mm256_store_ps(d + bh * kLanes, dv);
+                _mm256_store_ps(coef + bh * kLanes, cv);
             };
             if (a.interleaved8) {
                 interleaved_q8_0_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);

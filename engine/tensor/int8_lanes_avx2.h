@@ -175,8 +175,7 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
 // where they are stored in this order already: `here` is 8, or 0 or less for a group past the
 // end (zero lanes). r0 is a multiple of 8.
 template <class Emit>
-void interleaved_q8_0_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here,
-                                      Emit&& emit) {
+void interleaved_q8_0_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& emit) {
     const auto n = static_cast<std::size_t>(a.n / 32);
     if (here <= 0) {
         const __m256i zero[8] = {};
@@ -188,8 +187,8 @@ void interleaved_q8_0_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int 
     for (std::size_t b = 0; b < n; ++b) {
         __m256i word[8];
         for (int w = 0; w < 8; ++w)
-            word[w] = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(codes + b * 256 + 32 * static_cast<std::size_t>(w)));
+            word[w] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                codes + b * 256 + 32 * static_cast<std::size_t>(w)));
         const __m256 d =
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * 16)));
         emit(b, word, d, _mm256_mul_ps(d, _mm256_set1_ps(-128.0f)));

@@ -300,9 +300,9 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                               " is shorter than the rows " + std::to_string(row_end));
     }
     const bool interleaved = layout == RowLayout::Interleaved8;
-    if (interleaved && (!can_interleave(weight_type, kInterleavedGroupRows, n) ||
-                        row_begin % kInterleavedGroupRows != 0 ||
-                        row_end % kInterleavedGroupRows != 0)) {
+    if (interleaved &&
+        (!can_interleave(weight_type, kInterleavedGroupRows, n) ||
+         row_begin % kInterleavedGroupRows != 0 || row_end % kInterleavedGroupRows != 0)) {
         throw InvalidArgument(std::string("interleaved ") + type_name(weight_type) + " rows of " +
                               std::to_string(n) + ": rows [" + std::to_string(row_begin) + ", " +
                               std::to_string(row_end) +
@@ -346,9 +346,10 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
     const SimdLevel level = active_simd_level();
 #if defined(TOKENSCOPE_X86_KERNELS)
     // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.
-    if (all.panels != nullptr && !interleaved && (level == SimdLevel::Avx2     ? detail::gemm_panels_avx2(all)
-                                  : level == SimdLevel::Avx512 ? detail::gemm_panels_avx512(all)
-                                                               : false))
+    if (all.panels != nullptr && !interleaved &&
+        (level == SimdLevel::Avx2     ? detail::gemm_panels_avx2(all)
+         : level == SimdLevel::Avx512 ? detail::gemm_panels_avx512(all)
+                                      : false))
         return;
 #endif
     // The kernels walk weight rows outermost and, for each group of rows, every token: each
