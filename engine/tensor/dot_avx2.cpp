@@ -728,14 +728,16 @@ void run_direct(const MatmulArgs& a) {
 
 bool matmul_avx2(const MatmulArgs& args) {
     if (args.interleaved8) {
-        // The lane GEMM re-packs |q| and signs per call; its tile then runs 1.66-1.73 cycles per
-        // (token, row, block) against this layout's own tile's 1.78-1.84, which needs no packing.
-        // One thread, Zen 3, 4096 x 640 (cycles, lane GEMM / own tile): 16 tokens 2.11 / 1.78,
-        // 24 1.93 / 1.84, 40 1.79 / 1.80, 128 1.73 / 1.82.
-        constexpr std::int64_t kLaneGemmMinTokens = 40;
+        // The lane GEMM re-packs its rows per call (Q8_0: |q| and signs); its tile then runs
+        // faster than this layout's own tile, which needs no packing, from some token count on.
+        // One thread, Zen 3, cycles per (token, row, block), lane GEMM / own tile: Q8_0 4096 x 640
+        // 16 tokens 2.11 / 1.78, 24 1.93 / 1.84, 40 1.79 / 1.80, 128 1.73 / 1.82; Q4_1 1536 x 576
+        // (the lane GEMM packing from rows) 16 tokens 1.51 / 1.58, 24 1.34 / 1.58.
+        const std::int64_t kLaneGemmMinTokens =
+            args.type == Type::Q8_0 ? 40 : kPanelMinTokensInternal;
         if (args.int8_gemm && args.tokens >= kLaneGemmMinTokens)
             return args.avx_vnni ? gemm_int8_q32_avxvnni(args) : gemm_int8_q32_avx2(args);
-        return matmul_q8_0_x8_avx2(args);
+        return matmul_interleaved_avx2(args);
     }
     if (args.int8_gemm && args.tokens >= kPanelMinTokensInternal &&
         (gemm_int8_avx2(args) ||

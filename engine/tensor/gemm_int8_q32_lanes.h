@@ -68,7 +68,7 @@ struct InterleavedBlocks {
     }
 
     // Rows [r0, r0 + rows) of the call's weights, 8 at a time by q32_words_of_8_rows, or as
-    // stored when the call's rows are interleaved already (Q8_0, interleaved_rows.h).
+    // stored when the call's rows are interleaved already (interleaved_rows.h).
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
         is_signed = a.type == Type::Q8_0;
@@ -95,7 +95,7 @@ struct InterleavedBlocks {
                 _mm256_store_ps(coef + bh * kLanes, cv);
             };
             if (a.interleaved8) {
-                interleaved_q8_0_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
+                interleaved_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
             } else {
                 q32_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
             }

@@ -171,27 +171,44 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
-// The same words for a group of interleaved Q8_0 rows (a.interleaved8, interleaved_rows.h),
-// where they are stored in this order already: `here` is 8, or 0 or less for a group past the
-// end (zero lanes). r0 is a multiple of 8.
+// The same words for a group of interleaved rows (a.interleaved8: Q8_0, Q4_0 or Q4_1,
+// interleaved_rows.h), where the codes are stored in this word order already (the nibble types
+// hold words j and j + 4 in the low and high nibbles of one vector): `here` is 8, or 0 or less
+// for a group past the end (zero lanes). r0 is a multiple of 8.
 template <class Emit>
-void interleaved_q8_0_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& emit) {
+void interleaved_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& emit) {
     const auto n = static_cast<std::size_t>(a.n / 32);
     if (here <= 0) {
         const __m256i zero[8] = {};
         for (std::size_t b = 0; b < n; ++b) emit(b, zero, _mm256_setzero_ps(), _mm256_setzero_ps());
         return;
     }
+    const bool q8 = a.type == Type::Q8_0;
+    const std::size_t code_bytes = q8 ? 256 : 128;  // per block of the group
     const std::uint8_t* codes = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
-    const std::uint8_t* scales = codes + n * 8 * 32;
+    const std::uint8_t* scales = codes + n * code_bytes;
+    const std::uint8_t* mins = scales + n * 16;  // Q4_1
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (std::size_t b = 0; b < n; ++b) {
         __m256i word[8];
-        for (int w = 0; w < 8; ++w)
-            word[w] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                codes + b * 256 + 32 * static_cast<std::size_t>(w)));
+        const std::uint8_t* block = codes + b * code_bytes;
+        for (int j = 0; j < (q8 ? 8 : 4); ++j) {
+            const __m256i v = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(block + 32 * static_cast<std::size_t>(j)));
+            if (q8) {
+                word[j] = v;
+            } else {
+                word[j] = _mm256_and_si256(v, low4);
+                word[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            }
+        }
         const __m256 d =
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * 16)));
-        emit(b, word, d, _mm256_mul_ps(d, _mm256_set1_ps(-128.0f)));
+        const __m256 coef =
+            a.type == Type::Q4_1
+                ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + b * 16)))
+                : _mm256_mul_ps(d, _mm256_set1_ps(q8 ? -128.0f : -8.0f));
+        emit(b, word, d, coef);
     }
 }
 

@@ -4,50 +4,92 @@
 #include <string>
 
 #include "tensor/block_layouts.h"
+#include "tensor/type.h"
 #include "util/error.h"
 
 namespace tokenscope::tensor {
 
 namespace {
-constexpr std::size_t kQ8Block = sizeof(BlockQ8_0);  // 2-byte d, 32 codes
-constexpr std::size_t kWordBytes = 4;
-constexpr std::size_t kWords = 32 / kWordBytes;
 constexpr auto kGroup = static_cast<std::size_t>(kInterleavedGroupRows);
-// Bytes of one block of one group: the codes of 8 rows.
-constexpr std::size_t kGroupBlockCodes = kGroup * 32;
+constexpr std::size_t kWordBytes = 4;
+
+// Where a block of each format keeps its parts, and how many code bytes a row's block has.
+struct Parts {
+    std::size_t block_bytes;  // in the file
+    std::size_t codes_at;     // offset of the codes in a block
+    std::size_t code_bytes;   // 32 (Q8_0) or 16 (nibbles)
+    bool has_min;             // Q4_1: a second f16 after d
+};
+
+Parts parts_of(Type type) {
+    switch (type) {
+        case Type::Q8_0:
+            return {sizeof(BlockQ8_0), offsetof(BlockQ8_0, qs), 32, false};
+        case Type::Q4_0:
+            return {sizeof(BlockQ4_0), offsetof(BlockQ4_0, qs), 16, false};
+        default:  // Q4_1
+            return {sizeof(BlockQ4_1), offsetof(BlockQ4_1, qs), 16, true};
+    }
+}
 
 void check(Type type, std::int64_t rows, std::int64_t n) {
     if (!can_interleave(type, rows, n)) {
         throw InvalidArgument(std::string("cannot interleave a ") + std::to_string(rows) + " x " +
                               std::to_string(n) + " " + type_name(type) +
-                              " matrix (Q8_0 with a multiple of 8 rows only)");
+                              " matrix (Q8_0, Q4_0 or Q4_1 with a multiple of 8 rows only)");
+    }
+}
+
+// Byte offsets, inside a group, of row `lane`'s parts of block b: its codes word by word (word w
+// at codes(b, w)), its d and its min.
+struct GroupMap {
+    Parts p;
+    std::size_t nb;
+    std::size_t codes(std::size_t b, std::size_t w, std::size_t lane) const {
+        return b * kGroup * p.code_bytes + (w * kGroup + lane) * kWordBytes;
+    }
+    std::size_t d(std::size_t b, std::size_t lane) const {
+        return nb * kGroup * p.code_bytes + (b * kGroup + lane) * 2;
+    }
+    std::size_t min(std::size_t b, std::size_t lane) const {
+        return nb * kGroup * (p.code_bytes + 2) + (b * kGroup + lane) * 2;
+    }
+};
+
+// Copies between row `lane` of a group (file order, at `row`) and the group (at `group`).
+template <bool kToGroup>
+void move_row(const GroupMap& m, std::uint8_t* row, std::uint8_t* group, std::size_t lane) {
+    for (std::size_t b = 0; b < m.nb; ++b) {
+        std::uint8_t* block = row + b * m.p.block_bytes;
+        auto move = [&](std::size_t in_block, std::size_t in_group, std::size_t bytes) {
+            if constexpr (kToGroup) {
+                std::memcpy(group + in_group, block + in_block, bytes);
+            } else {
+                std::memcpy(block + in_block, group + in_group, bytes);
+            }
+        };
+        move(0, m.d(b, lane), 2);
+        if (m.p.has_min) move(2, m.min(b, lane), 2);
+        for (std::size_t w = 0; w < m.p.code_bytes / kWordBytes; ++w)
+            move(m.p.codes_at + w * kWordBytes, m.codes(b, w, lane), kWordBytes);
     }
 }
 }  // namespace
 
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n) {
-    return type == Type::Q8_0 && rows > 0 && rows % kInterleavedGroupRows == 0 && n > 0 &&
-           n % 32 == 0;
+    return (type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1) && rows > 0 &&
+           rows % kInterleavedGroupRows == 0 && n > 0 && n % 32 == 0;
 }
 
 void interleave_rows(Type type, const std::uint8_t* rows_in, std::int64_t rows, std::int64_t n,
                      std::uint8_t* out) {
     check(type, rows, n);
-    const auto nb = static_cast<std::size_t>(n / 32);
-    const std::size_t group_bytes = kGroup * nb * kQ8Block;
+    const GroupMap m{parts_of(type), static_cast<std::size_t>(n / 32)};
+    const std::size_t row_bytes = m.nb * m.p.block_bytes;
     for (std::size_t g = 0; g < static_cast<std::size_t>(rows) / kGroup; ++g) {
-        const std::uint8_t* src = rows_in + g * group_bytes;
-        std::uint8_t* codes = out + g * group_bytes;
-        std::uint8_t* scales = codes + nb * kGroupBlockCodes;
-        for (std::size_t r = 0; r < kGroup; ++r) {
-            for (std::size_t b = 0; b < nb; ++b) {
-                const std::uint8_t* block = src + (r * nb + b) * kQ8Block;
-                std::memcpy(scales + (b * kGroup + r) * 2, block, 2);
-                for (std::size_t w = 0; w < kWords; ++w) {
-                    std::memcpy(codes + b * kGroupBlockCodes + (w * kGroup + r) * kWordBytes,
-                                block + 2 + w * kWordBytes, kWordBytes);
-                }
-            }
+        for (std::size_t lane = 0; lane < kGroup; ++lane) {
+            move_row<true>(m, const_cast<std::uint8_t*>(rows_in) + (g * kGroup + lane) * row_bytes,
+                           out + g * kGroup * row_bytes, lane);
         }
     }
 }
@@ -56,20 +98,11 @@ void row_from_interleaved(Type type, const std::uint8_t* data, std::int64_t n, s
                           std::uint8_t* row_out) {
     check(type, kInterleavedGroupRows, n);
     if (r < 0) throw InvalidArgument("row_from_interleaved: negative row " + std::to_string(r));
-    const auto nb = static_cast<std::size_t>(n / 32);
-    const std::size_t group_bytes = kGroup * nb * kQ8Block;
-    const std::uint8_t* codes = data + static_cast<std::size_t>(r) / kGroup * group_bytes;
-    const std::uint8_t* scales = codes + nb * kGroupBlockCodes;
-    const std::size_t lane = static_cast<std::size_t>(r) % kGroup;
-    for (std::size_t b = 0; b < nb; ++b) {
-        std::uint8_t* block = row_out + b * kQ8Block;
-        std::memcpy(block, scales + (b * kGroup + lane) * 2, 2);
-        for (std::size_t w = 0; w < kWords; ++w) {
-            std::memcpy(block + 2 + w * kWordBytes,
-                        codes + b * kGroupBlockCodes + (w * kGroup + lane) * kWordBytes,
-                        kWordBytes);
-        }
-    }
+    const GroupMap m{parts_of(type), static_cast<std::size_t>(n / 32)};
+    const std::size_t row_bytes = m.nb * m.p.block_bytes;
+    const std::size_t group = static_cast<std::size_t>(r) / kGroup;
+    move_row<false>(m, row_out, const_cast<std::uint8_t*>(data) + group * kGroup * row_bytes,
+                    static_cast<std::size_t>(r) % kGroup);
 }
 
 }  // namespace tokenscope::tensor

@@ -6,17 +6,20 @@
 // across the vector lanes, so every (row, block) ends in float work of its own (convert, scale,
 // FMA) and every row in a horizontal sum; on a Zen 3 core a one-token Q8_0 product took
 // 5.1-5.4 cycles per (row, block). With eight rows in the lanes that work is shared by eight
-// rows and the block's integer sum is exact before it is scaled: 2.1-2.4 cycles for one token
-// and about 2.0 for 5-9 (docs/benchmarks.md, twenty-second pass). The lane GEMMs of prefill
+// rows and the block's integer sum is exact before it is scaled: 2.1-2.5 cycles for one token
+// and 1.8-2.0 for 2-13 (docs/benchmarks.md, twenty-second pass). The lane GEMMs of prefill
 // built this order themselves for every call (about 10 cycles per (row, block) of packing,
 // which made them slower than the row kernels below 5-6 tokens); stored once at load, every
 // token count takes the lane order, so decode, speculative verification and prefill compute
 // the same bits for a token.
 //
-// Q8_0, group g of rows 8g..8g+7, nb = n / 32 blocks, in the bytes those 8 rows occupy in the
-// file (8 * nb * 34):
-//   codes:  [b 0..nb)[word w 0..7][row 0..7][4 bytes]  bytes 4w..4w+3 of row's block b
-//   scales: [b 0..nb)[row 0..7]                         the blocks' f16 d
+// Group g holds rows 8g..8g+7 in the bytes those 8 rows occupy in the file (8 * nb * block
+// bytes, nb = n / 32 blocks per row), as three regions:
+//   codes:  [b 0..nb)[word w][row 0..7][4 bytes]  bytes 4w..4w+3 of the row's codes in block b
+//           (Q8_0: 8 words of the 32 int8 codes; Q4_0/Q4_1: 4 words of the 16 nibble bytes,
+//           whose low nibbles are elements 4w..4w+3 and high nibbles 16+4w..16+4w+3)
+//   scales: [b 0..nb)[row 0..7]                    the blocks' f16 d
+//   mins:   [b 0..nb)[row 0..7]                    Q4_1 only: the blocks' f16 m
 #include <cstdint>
 
 #include "tensor/type.h"
@@ -25,18 +28,19 @@ namespace tokenscope::tensor {
 
 enum class RowLayout {
     Rows,         // the file's order
-    Interleaved8  // groups of 8 rows as above (Q8_0 only)
+    Interleaved8  // groups of 8 rows as above (Q8_0, Q4_0, Q4_1)
 };
 
 inline constexpr std::int64_t kInterleavedGroupRows = 8;
 
-// Whether a rows x n matrix of `type` can be stored interleaved: Q8_0 with rows a multiple of 8.
+// Whether a rows x n matrix of `type` can be stored interleaved: Q8_0, Q4_0 or Q4_1 with rows
+// a multiple of 8.
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 
 // Whether the active SIMD level multiplies `type` faster interleaved: the AVX2 level (its
 // tiles above). The AVX-512 kernels keep the file's order (their tiles were tuned on it), and
-// the scalar kernels read interleaved rows only by copying each group back. TOKENSCOPE_INTERLEAVE=0
-// in the environment says no, to compare the two.
+// the scalar kernels read interleaved rows only by copying each group back.
+// TOKENSCOPE_INTERLEAVE=0 in the environment says no, to compare the two. (simd_dispatch.cpp)
 bool interleaving_pays(Type type);
 
 // Writes the interleaved form of rows x n `type` rows (file order, at `rows_in`) to `out`,

@@ -194,7 +194,7 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
     // F16 panels 6 (AVX2) or 12 (AVX-512): 24 keeps all of those whole.
     constexpr std::int64_t kTiles = 24;
     const SimdLevel level = active_simd_level();
-    // Interleaved Q8_0 (interleaved_rows.h) is multiplied 16 rows at a time at every count.
+    // Interleaved rows (interleaved_rows.h) are multiplied 16 at a time at every token count.
     if (interleaving_pays(weight_type)) return 16;
     if (tokens < lane_gemm_min_tokens(weight_type)) return kTiles;
     return level == SimdLevel::Avx2 ? detail::kLaneGroupRowsAvx2 : detail::kLaneGroupRowsAvx512;
@@ -253,7 +253,8 @@ bool interleaving_pays(Type type) {
         const char* text = std::getenv("TOKENSCOPE_INTERLEAVE");
         return !(text && std::string(text) == "0");
     }();
-    return enabled && type == Type::Q8_0 && active_simd_level() == SimdLevel::Avx2;
+    return enabled && (type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1) &&
+           active_simd_level() == SimdLevel::Avx2;
 #else
     (void)type;
     return false;

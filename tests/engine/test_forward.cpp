@@ -195,7 +195,7 @@ private slots:
         QVERIFY(a == b);  // bit for bit: same bytes, same kernels
     }
 
-    // Q8_0 matrices stored interleaved for the AVX2 kernels (model/interleave_weights.h):
+    // Q8_0 and Q4_1 matrices stored interleaved for the AVX2 kernels (model/interleave_weights.h):
     //  * against the float64 reference with the bound of quantizedWeightsMatchReference (5e-2),
     //    decoding one token at a time and in one prefill chunk;
     //  * a prefill chunk of 20 tokens gives the bits of the file order, whose lane GEMM sums each
@@ -205,15 +205,17 @@ private slots:
     //    and a last-bit difference that flips one activation's int8 rounding in a later layer
     //    grows to a few 1e-3: the logged "file order decode vs prefill".)
     // The tied variant reads its embedding rows back out of the interleaved output matrix.
-    void interleavedQ8_0WeightsMatchReference() {
+    void interleavedWeightsMatchReference() {
         if (!large_pages_available() || !tensor::interleaving_pays(tensor::Type::Q8_0) ||
             std::getenv("TOKENSCOPE_INT8_GEMM"))
-            QSKIP("the engine interleaves Q8_0 only in its large-page copy at the AVX2 level");
-        for (const bool tied : {false, true}) {
-            TinyModelSpec spec = quantizable_spec(tensor::Type::Q8_0);
+            QSKIP("the engine interleaves weights only in its large-page copy at the AVX2 level");
+        for (const auto& [type, tied] : {std::pair{tensor::Type::Q8_0, false},
+                                         std::pair{tensor::Type::Q8_0, true},
+                                         std::pair{tensor::Type::Q4_1, true}}) {
+            TinyModelSpec spec = quantizable_spec(type);
             spec.tied_output = tied;
-            const std::string path =
-                test::tiny_model_path(tied ? "quant_Q8_0_tied" : "quant_Q8_0", spec);
+            const std::string path = test::tiny_model_path(
+                std::string("quant_") + tensor::type_name(type) + (tied ? "_tied" : ""), spec);
             runtime::EngineOptions rows_options = options();
             rows_options.interleave_weights = false;
             auto rows = runtime::Engine::load(path, rows_options);
@@ -243,9 +245,9 @@ private slots:
                                     d.emplace_back(r.begin(), r.end());
                                 return d;
                             }());
-            qInfo("interleaved Q8_0%s: worst relative logit error prefill %.3g, decode %.3g; file "
+            qInfo("interleaved %s%s: worst relative logit error prefill %.3g, decode %.3g; file "
                   "order decode vs prefill %.3g (output %s)",
-                  tied ? " tied" : "", e_prefill, e_decode, rows_spread,
+                  tensor::type_name(type), tied ? " tied" : "", e_prefill, e_decode, rows_spread,
                   output_interleaved ? "interleaved" : "in rows");
             QVERIFY2(e_prefill <= 5e-2, qPrintable(QString::number(e_prefill)));
             QVERIFY2(e_decode <= 5e-2, qPrintable(QString::number(e_decode)));

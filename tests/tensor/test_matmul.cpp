@@ -454,36 +454,41 @@ class TestMatmul : public QObject {
     void simdPreparationMatchesScalar();
     void emptyInputs();
     void rejectsMismatchedArguments();
-    void interleavedQ8_0MatchesReference();
+    void interleavedRowsMatchReference();
     void interleavedTokenCountsGiveTheSameBits();
     void interleavedEqualsTheLaneGemmOfRows();
     void interleavedRowsRoundTripAndRanges();
 };
 
-// Q8_0 stored interleaved (interleaved_rows.h) against the float64 references of the rows in
-// file order, at every level (the scalar and AVX-512 levels copy each group back; AVX2 runs
-// q8_0_x8_avx2.cpp under 40 tokens and the lane GEMM from 40). Rows: one group, a 16-row tile,
-// 16 + 8 (a last single group), and 296 (passes of lane groups); tokens: each tile width, the
-// uneven splits of 7, 9 and 13, and both sides of the lane GEMM's 40; saturated codes (-128).
-void TestMatmul::interleavedQ8_0MatchesReference() {
-    double worst = 0;
-    for (std::int64_t rows : {8, 16, 24}) {
-        for (std::int64_t n : {32, 640, 4128}) {
-            for (std::int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 9, 13, 16, 39, 40, 64}) {
-                if (n > 640 && tokens > 16) continue;  // keeps the float64 reference quick
-                const std::string failure =
-                    check_case({Type::Q8_0, rows, n, tokens, false, false, true}, &worst);
-                QVERIFY2(failure.empty(), failure.c_str());
+// Q8_0, Q4_0 and Q4_1 stored interleaved (interleaved_rows.h) against the float64 references
+// of the rows in file order, at every level (the scalar and AVX-512 levels copy each group
+// back; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens for Q8_0 and 16
+// for the others, and the lane GEMM from there). Rows: one group, a 16-row tile, 16 + 8 (a
+// last single group), and 296 (passes of lane groups); tokens: each tile width, the uneven
+// splits of 7, 9 and 13, and both sides of both lines; saturated codes (Q8_0's -128, 15 and 0
+// nibbles).
+void TestMatmul::interleavedRowsMatchReference() {
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
+        double worst = 0;
+        for (std::int64_t rows : {8, 16, 24}) {
+            for (std::int64_t n : {32, 640, 4128}) {
+                for (std::int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 9, 13, 15, 16, 39, 40, 64}) {
+                    if (n > 640 && tokens > 16) continue;  // keeps the float64 reference quick
+                    const std::string failure =
+                        check_case({type, rows, n, tokens, false, false, true}, &worst);
+                    QVERIFY2(failure.empty(), failure.c_str());
+                }
             }
         }
+        for (std::int64_t tokens : {1, 9, 45}) {
+            std::string failure = check_case({type, 24, 640, tokens, false, true, true}, &worst);
+            QVERIFY2(failure.empty(), failure.c_str());
+            failure = check_case({type, 296, 256, tokens, true, false, true}, &worst);
+            QVERIFY2(failure.empty(), failure.c_str());
+        }
+        qInfo("interleaved %s: relative error vs exact activations at most %.4f", type_name(type),
+              worst);
     }
-    for (std::int64_t tokens : {1, 9, 45}) {
-        std::string failure = check_case({Type::Q8_0, 24, 640, tokens, false, true, true}, &worst);
-        QVERIFY2(failure.empty(), failure.c_str());
-        failure = check_case({Type::Q8_0, 296, 256, tokens, true, false, true}, &worst);
-        QVERIFY2(failure.empty(), failure.c_str());
-    }
-    qInfo("interleaved Q8_0: relative error vs exact activations at most %.4f", worst);
 }
 
 // Every token of a call gets the bits it gets alone, for 1 to 20 tokens and across the lane
@@ -491,38 +496,43 @@ void TestMatmul::interleavedQ8_0MatchesReference() {
 // chunk of k + 1 tokens), decode and prefill then agree exactly.
 void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
     LevelGuard guard;
-    const std::int64_t rows = 40, n = 640;
-    const Bytes w = random_weights(Type::Q8_0, rows, n, 31);
-    Bytes wi(w.size());
-    interleave_rows(Type::Q8_0, w.data(), rows, n, wi.data());
-    for (SimdLevel level : supported_levels()) {
-        set_simd_level(level);
-        std::vector<std::int64_t> counts;
-        for (std::int64_t t = 2; t <= 20; ++t) counts.push_back(t);
-        counts.insert(counts.end(), {40, 64});
-        for (std::int64_t tokens : counts) {
-            const std::vector<float> x =
-                random_activations(tokens, n, static_cast<std::uint32_t>(100 + tokens));
-            PreparedActivations acts;
-            prepare_activations(Type::Q8_0, x.data(), tokens, n, acts);
-            std::vector<float> batch(static_cast<std::size_t>(tokens * rows));
-            // Two row ranges, as two threads would take them: [0, 24) and [24, 40).
-            matmul_rows(Type::Q8_0, wi.data(), n, 0, 24, acts, batch.data(), rows,
-                        RowLayout::Interleaved8);
-            matmul_rows(Type::Q8_0, wi.data(), n, 24, rows, acts, batch.data(), rows,
-                        RowLayout::Interleaved8);
-            for (std::int64_t t = 0; t < tokens; ++t) {
-                PreparedActivations one;
-                prepare_activations(Type::Q8_0, x.data() + t * n, 1, n, one);
-                std::vector<float> alone(static_cast<std::size_t>(rows));
-                matmul_rows(Type::Q8_0, wi.data(), n, 0, rows, one, alone.data(), rows,
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
+        const std::int64_t rows = 40, n = 640;
+        const Bytes w = random_weights(type, rows, n, 31);
+        Bytes wi(w.size());
+        interleave_rows(type, w.data(), rows, n, wi.data());
+        for (SimdLevel level : supported_levels()) {
+            set_simd_level(level);
+            std::vector<std::int64_t> counts;
+            for (std::int64_t t = 2; t <= 20; ++t) counts.push_back(t);
+            counts.insert(counts.end(), {40, 64});
+            for (std::int64_t tokens : counts) {
+                // Other levels copy the groups back to rows, whose prefill kernels (16 tokens
+                // and more) sum in another order than decode (smallBatchesMatchDecodeBitForBit).
+                if (level != SimdLevel::Avx2 && tokens >= kPanelMinTokens) continue;
+                const std::vector<float> x =
+                    random_activations(tokens, n, static_cast<std::uint32_t>(100 + tokens));
+                PreparedActivations acts;
+                prepare_activations(type, x.data(), tokens, n, acts);
+                std::vector<float> batch(static_cast<std::size_t>(tokens * rows));
+                // Two row ranges, as two threads would take them: [0, 24) and [24, 40).
+                matmul_rows(type, wi.data(), n, 0, 24, acts, batch.data(), rows,
                             RowLayout::Interleaved8);
-                const bool same = std::memcmp(alone.data(), batch.data() + t * rows,
-                                              alone.size() * sizeof(float)) == 0;
-                if (level != SimdLevel::Avx2 && tokens >= kPanelMinTokens) continue;  // below
-                const std::string what = std::string(simd_level_name(level)) + " token " +
-                                         std::to_string(t) + " of " + std::to_string(tokens);
-                QVERIFY2(same, (what + ": the batch differs from the token alone").c_str());
+                matmul_rows(type, wi.data(), n, 24, rows, acts, batch.data(), rows,
+                            RowLayout::Interleaved8);
+                for (std::int64_t t = 0; t < tokens; ++t) {
+                    PreparedActivations one;
+                    prepare_activations(type, x.data() + t * n, 1, n, one);
+                    std::vector<float> alone(static_cast<std::size_t>(rows));
+                    matmul_rows(type, wi.data(), n, 0, rows, one, alone.data(), rows,
+                                RowLayout::Interleaved8);
+                    const bool same = std::memcmp(alone.data(), batch.data() + t * rows,
+                                                  alone.size() * sizeof(float)) == 0;
+                    const std::string what = std::string(type_name(type)) + " " +
+                                             simd_level_name(level) + " token " +
+                                             std::to_string(t) + " of " + std::to_string(tokens);
+                    QVERIFY2(same, (what + ": the batch differs from the token alone").c_str());
+                }
             }
         }
     }
@@ -539,77 +549,87 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     }
     LevelGuard guard;
     set_simd_level(SimdLevel::Avx2);
-    QVERIFY(interleaving_pays(Type::Q8_0));
-    for (const auto& [rows, n] : {std::pair<std::int64_t, std::int64_t>{24, 640}, {296, 1024}}) {
-        const Bytes w = random_weights(Type::Q8_0, rows, n, 41);
-        Bytes wi(w.size());
-        interleave_rows(Type::Q8_0, w.data(), rows, n, wi.data());
-        for (std::int64_t tokens : {16, 17, 23, 39, 40, 64}) {
-            const std::vector<float> x =
-                random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
-            PreparedActivations acts;
-            prepare_activations(Type::Q8_0, x.data(), tokens, n, acts);
-            std::vector<float> by_rows(static_cast<std::size_t>(tokens * rows));
-            std::vector<float> by_groups(by_rows.size());
-            matmul_rows(Type::Q8_0, w.data(), n, 0, rows, acts, by_rows.data(), rows);
-            matmul_rows(Type::Q8_0, wi.data(), n, 0, rows, acts, by_groups.data(), rows,
-                        RowLayout::Interleaved8);
-            const std::string what = product_name(Type::Q8_0, rows, n, tokens);
-            const std::string difference = first_bit_difference(by_groups, by_rows);
-            QVERIFY2(difference.empty(), (what + ": " + difference).c_str());
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
+        QVERIFY(interleaving_pays(type));
+        for (const auto& [rows, n] :
+             {std::pair<std::int64_t, std::int64_t>{24, 640}, {296, 1024}}) {
+            const Bytes w = random_weights(type, rows, n, 41);
+            Bytes wi(w.size());
+            interleave_rows(type, w.data(), rows, n, wi.data());
+            for (std::int64_t tokens : {16, 17, 23, 39, 40, 64}) {
+                const std::vector<float> x =
+                    random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
+                PreparedActivations acts;
+                prepare_activations(type, x.data(), tokens, n, acts);
+                std::vector<float> by_rows(static_cast<std::size_t>(tokens * rows));
+                std::vector<float> by_groups(by_rows.size());
+                matmul_rows(type, w.data(), n, 0, rows, acts, by_rows.data(), rows);
+                matmul_rows(type, wi.data(), n, 0, rows, acts, by_groups.data(), rows,
+                            RowLayout::Interleaved8);
+                const std::string what = product_name(type, rows, n, tokens);
+                const std::string difference = first_bit_difference(by_groups, by_rows);
+                QVERIFY2(difference.empty(), (what + ": " + difference).c_str());
+            }
         }
     }
 }
 
 void TestMatmul::interleavedRowsRoundTripAndRanges() {
-    const std::int64_t rows = 24, n = 96;
-    const Bytes w = random_weights(Type::Q8_0, rows, n, 51);
-    Bytes wi(w.size());
-    interleave_rows(Type::Q8_0, w.data(), rows, n, wi.data());
-    QVERIFY(wi != w);
-    const std::size_t rb = row_bytes(Type::Q8_0, n);
-    // Each group holds exactly its own 8 rows' bytes (the layout keeps groups in place).
-    for (std::int64_t g = 0; g < rows / 8; ++g) {
-        Bytes a(w.begin() + g * 8 * rb, w.begin() + (g + 1) * 8 * rb);
-        Bytes b(wi.begin() + g * 8 * rb, wi.begin() + (g + 1) * 8 * rb);
-        std::sort(a.begin(), a.end());
-        std::sort(b.begin(), b.end());
-        QVERIFY(a == b);
-    }
-    Bytes row(rb);
-    for (std::int64_t r = 0; r < rows; ++r) {
-        row_from_interleaved(Type::Q8_0, wi.data(), n, r, row.data());
-        QVERIFY2(std::memcmp(row.data(), w.data() + r * rb, rb) == 0,
-                 ("row " + std::to_string(r) + " does not come back").c_str());
-    }
-    QVERIFY(can_interleave(Type::Q8_0, 8, 32));
-    QVERIFY(!can_interleave(Type::Q8_0, 12, 32));
-    QVERIFY(!can_interleave(Type::Q4_0, 8, 32));
-    QVERIFY(!can_interleave(Type::F16, 8, 32));
-    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                             interleave_rows(Type::Q8_0, w.data(), 12, n, wi.data()));
-    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                             interleave_rows(Type::Q4_1, w.data(), 8, n, wi.data()));
-    const std::vector<float> x = random_activations(3, n, 52);
-    PreparedActivations acts;
-    prepare_activations(Type::Q8_0, x.data(), 3, n, acts);
-    std::vector<float> out(static_cast<std::size_t>(3 * rows));
-    // Ranges must be whole groups of 8.
-    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                             matmul_rows(Type::Q8_0, wi.data(), n, 4, 16, acts, out.data(), rows,
-                                         RowLayout::Interleaved8));
-    QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                             matmul_rows(Type::Q8_0, wi.data(), n, 0, 20, acts, out.data(), rows,
-                                         RowLayout::Interleaved8));
-    // And only whole ranges' rows are written: [8, 16) leaves the rest alone.
-    std::fill(out.begin(), out.end(), -7.0f);
-    matmul_rows(Type::Q8_0, wi.data(), n, 8, 16, acts, out.data(), rows, RowLayout::Interleaved8);
-    for (std::int64_t t = 0; t < 3; ++t) {
-        for (std::int64_t r = 0; r < rows; ++r) {
-            const float v = out[static_cast<std::size_t>(t * rows + r)];
-            QVERIFY2((r >= 8 && r < 16) == (v != -7.0f),
-                     ("token " + std::to_string(t) + " row " + std::to_string(r)).c_str());
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
+        const std::int64_t rows = 24, n = 96;
+        const Bytes w = random_weights(type, rows, n, 51);
+        Bytes wi(w.size());
+        interleave_rows(type, w.data(), rows, n, wi.data());
+        QVERIFY(wi != w);
+        const std::size_t rb = row_bytes(type, n);
+        // Each group holds exactly its own 8 rows' bytes (the layout keeps groups in place).
+        for (std::int64_t g = 0; g < rows / 8; ++g) {
+            Bytes a(w.begin() + g * 8 * rb, w.begin() + (g + 1) * 8 * rb);
+            Bytes b(wi.begin() + g * 8 * rb, wi.begin() + (g + 1) * 8 * rb);
+            std::sort(a.begin(), a.end());
+            std::sort(b.begin(), b.end());
+            QVERIFY(a == b);
         }
+        Bytes row(rb);
+        for (std::int64_t r = 0; r < rows; ++r) {
+            row_from_interleaved(type, wi.data(), n, r, row.data());
+            QVERIFY2(std::memcmp(row.data(), w.data() + r * rb, rb) == 0,
+                     (std::string(type_name(type)) + " row " + std::to_string(r) +
+                      " does not come back")
+                         .c_str());
+        }
+        QVERIFY(can_interleave(type, 8, 32));
+        QVERIFY(!can_interleave(type, 12, 32));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 interleave_rows(type, w.data(), 12, n, wi.data()));
+        const std::vector<float> x = random_activations(3, n, 52);
+        PreparedActivations acts;
+        prepare_activations(type, x.data(), 3, n, acts);
+        std::vector<float> out(static_cast<std::size_t>(3 * rows));
+        // Ranges must be whole groups of 8.
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 matmul_rows(type, wi.data(), n, 4, 16, acts, out.data(), rows,
+                                             RowLayout::Interleaved8));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 matmul_rows(type, wi.data(), n, 0, 20, acts, out.data(), rows,
+                                             RowLayout::Interleaved8));
+        // And only the range's rows are written: [8, 16) leaves the rest alone.
+        std::fill(out.begin(), out.end(), -7.0f);
+        matmul_rows(type, wi.data(), n, 8, 16, acts, out.data(), rows, RowLayout::Interleaved8);
+        for (std::int64_t t = 0; t < 3; ++t) {
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const float v = out[static_cast<std::size_t>(t * rows + r)];
+                QVERIFY2((r >= 8 && r < 16) == (v != -7.0f),
+                         ("token " + std::to_string(t) + " row " + std::to_string(r)).c_str());
+            }
+        }
+    }
+    for (Type type : {Type::Q5_0, Type::Q5_1, Type::Q4_K, Type::F16}) {
+        QVERIFY(!can_interleave(type, 8, 256));
+        Bytes any(row_bytes(type, 256) * 8);
+        Bytes out(any.size());
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 interleave_rows(type, any.data(), 8, 256, out.data()));
     }
 }
 

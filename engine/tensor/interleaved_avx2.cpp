@@ -1,0 +1,195 @@
+// Weight rows stored interleaved (interleaved_rows.h: Q8_0, Q4_0, Q4_1) times a few tokens on
+// AVX2: decode, speculative verification and batches under the lane GEMM's line (prefill over
+// that takes the lane GEMM, whose packer reads the same layout; both compute the same bits).
+// 16 rows per tile (two registers of 8 rows) x up to 6 tokens (Q8_0) or 4 (Q4_0, Q4_1).
+//
+// Per block b, row r (a lane) and token t, as in the lane GEMM (gemm_int8_q32_lanes.h):
+//   f[r][t] = fma(float(sum_k u_r[k] * x_t[k]), d_r * d_t, f[r][t])
+//   f[r][t] = fma(coef_r, s_t, f[r][t])             Q4_0 (coef = -8 d) and Q4_1 (coef = m)
+// in block order, where the integer sum is exact:
+//   * Q8_0: |q| times the activation with q's sign (vpabsb once per word, vpsignb per token),
+//     pairs added by vpmaddubsw (at most 2 * 128 * 127), widened by vpmaddwd;
+//   * Q4_0, Q4_1: the nibbles (0-15) times the activation; a block's eight vpmaddubsw results
+//     add in int16 (at most 8 * 2 * 15 * 127 = 30480) and one vpmaddwd widens them.
+// Every token count computes the same sequence per lane, so the results do not depend on how
+// many tokens a call carries or where a tile starts (test_matmul).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/interleaved_rows.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/matmul_tiling.h"
+
+namespace tokenscope::tensor::detail {
+
+namespace {
+
+constexpr int kLanes = 8;
+
+template <Type W>
+constexpr std::size_t kCodeBytes = W == Type::Q8_0 ? 8 * 32 : 8 * 16;  // per block of a group
+template <Type W>
+constexpr int kMaxTileTokens = W == Type::Q8_0 ? 6 : 4;  // Q4: 2 code registers per row group
+
+template <class V>
+inline V broadcast_word(const std::uint8_t* p) {
+    std::int32_t four;
+    __builtin_memcpy(&four, p, 4);
+    return _mm256_set1_epi32(four);
+}
+
+// H groups of 8 rows from r0 (H = 2, or 1 for a last group) times tokens t0..t0+T-1.
+template <Type W, int H, int T>
+void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
+    constexpr bool kQ8 = W == Type::Q8_0;
+    const auto nb = static_cast<std::size_t>(a.n / 32);
+    const TokenRows<T> acts(a, t0);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const std::uint8_t* codes[H];
+    const std::uint16_t* scales[H];
+    for (int h = 0; h < H; ++h) {
+        codes[h] = a.weights + static_cast<std::size_t>(r0 + kLanes * h) * a.row_bytes;
+        scales[h] = reinterpret_cast<const std::uint16_t*>(codes[h] + nb * kCodeBytes<W>);
+    }
+    __m256 f[H][T];
+    for (int h = 0; h < H; ++h) {
+        for (int t = 0; t < T; ++t) f[h][t] = _mm256_setzero_ps();
+    }
+#pragma GCC unroll 1
+    for (std::size_t b = 0; b < nb; ++b) {
+        __m256i acc[H][T];
+        for (int h = 0; h < H; ++h) {
+            for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
+        }
+        if constexpr (kQ8) {
+#pragma GCC unroll 8
+            for (int w = 0; w < 8; ++w) {
+                const __m256i* word[H];
+                __m256i magnitude[H];
+                for (int h = 0; h < H; ++h) {
+                    word[h] = reinterpret_cast<const __m256i*>(codes[h] + b * kCodeBytes<W> +
+                                                               32 * static_cast<std::size_t>(w));
+                    magnitude[h] = _mm256_abs_epi8(_mm256_loadu_si256(word[h]));
+                }
+#pragma GCC unroll 6
+                for (int t = 0; t < T; ++t) {
+                    const __m256i x = broadcast_word<__m256i>(acts.q[t] + 32 * b + 4 * w);
+#pragma GCC unroll 2
+                    for (int h = 0; h < H; ++h) {
+                        const __m256i signed_x = _mm256_sign_epi8(x, _mm256_loadu_si256(word[h]));
+                        acc[h][t] = _mm256_add_epi32(
+                            acc[h][t],
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude[h], signed_x), ones));
+                    }
+                }
+            }
+        } else {
+            // Vector j of a group's block: bytes 4j..4j+3 of each row's 16 code bytes, whose low
+            // nibbles are elements 4j..4j+3 and high nibbles elements 16 + 4j..16 + 4j + 3.
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                __m256i lo[H], hi[H];
+                for (int h = 0; h < H; ++h) {
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                        codes[h] + b * kCodeBytes<W> + 32 * static_cast<std::size_t>(j)));
+                    lo[h] = _mm256_and_si256(v, low4);
+                    hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                }
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    const __m256i xlo = broadcast_word<__m256i>(acts.q[t] + 32 * b + 4 * j);
+                    const __m256i xhi = broadcast_word<__m256i>(acts.q[t] + 32 * b + 16 + 4 * j);
+#pragma GCC unroll 2
+                    for (int h = 0; h < H; ++h) {
+                        acc[h][t] = _mm256_add_epi16(acc[h][t], _mm256_maddubs_epi16(lo[h], xlo));
+                        acc[h][t] = _mm256_add_epi16(acc[h][t], _mm256_maddubs_epi16(hi[h], xhi));
+                    }
+                }
+            }
+        }
+        for (int h = 0; h < H; ++h) {
+            const __m256 d = _mm256_cvtph_ps(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales[h] + b * kLanes)));
+            for (int t = 0; t < T; ++t) {
+                const __m256 scale = _mm256_mul_ps(d, _mm256_broadcast_ss(acts.d[t] + b));
+                const __m256i sum = kQ8 ? acc[h][t] : _mm256_madd_epi16(acc[h][t], ones);
+                f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, f[h][t]);
+            }
+            if constexpr (!kQ8) {
+                const __m256 coef =
+                    W == Type::Q4_1
+                        ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                              scales[h] + nb * kLanes + b * kLanes)))
+                        : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+                for (int t = 0; t < T; ++t)
+                    f[h][t] = _mm256_fmadd_ps(coef, _mm256_broadcast_ss(acts.s[t] + b), f[h][t]);
+            }
+        }
+    }
+    for (int h = 0; h < H; ++h) {
+        for (int t = 0; t < T; ++t)
+            _mm256_storeu_ps(a.out + (t0 + t) * a.out_stride + r0 + kLanes * h, f[h][t]);
+    }
+}
+
+template <Type W, int H>
+void tile_of(const MatmulArgs& a, std::int64_t r0, std::int64_t t0, int tokens) {
+    switch (tokens) {
+        case 1:
+            return tile<W, H, 1>(a, r0, t0);
+        case 2:
+            return tile<W, H, 2>(a, r0, t0);
+        case 3:
+            return tile<W, H, 3>(a, r0, t0);
+        default:
+            if constexpr (kMaxTileTokens<W> > 4) {
+                if (tokens == 5) return tile<W, H, 5>(a, r0, t0);
+                if (tokens == 6) return tile<W, H, 6>(a, r0, t0);
+            }
+            return tile<W, H, 4>(a, r0, t0);
+    }
+}
+
+template <Type W>
+void run(const MatmulArgs& a) {
+    constexpr int kMax = kMaxTileTokens<W>;
+    // Token tiles of at most kMax, as even as possible (Q8_0, 9 tokens: 4 + 5), so that no
+    // tile is a lone token (2.4 cycles per (row, block) against about 2.0 for 4-6, Zen 3).
+    const auto tiles = static_cast<int>((a.tokens + kMax - 1) / kMax);
+    // Rows outermost: a 16-row group (10 KiB at 640 columns) stays in L1 for its later tiles.
+    for (std::int64_t r = a.row_begin; r < a.row_end; r += 2 * kLanes) {
+        std::int64_t t0 = 0;
+        for (int i = 0; i < tiles; ++i) {
+            const auto tokens = static_cast<int>((a.tokens - t0) / (tiles - i));
+            if (a.row_end - r >= 2 * kLanes) {
+                tile_of<W, 2>(a, r, t0, tokens);
+            } else {
+                tile_of<W, 1>(a, r, t0, tokens);
+            }
+            t0 += tokens;
+        }
+    }
+}
+
+}  // namespace
+
+bool matmul_interleaved_avx2(const MatmulArgs& a) {
+    switch (a.type) {
+        case Type::Q8_0:
+            run<Type::Q8_0>(a);
+            return true;
+        case Type::Q4_0:
+            run<Type::Q4_0>(a);
+            return true;
+        case Type::Q4_1:
+            run<Type::Q4_1>(a);
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace tokenscope::tensor::detail
