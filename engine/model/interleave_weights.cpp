@@ -51,7 +51,7 @@ InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights) {
     if (!edited) return InterleaveResult{};
     for (WeightMatrix* w : matrices) {
         for (const WeightMatrix* c : chosen) {
-            if (w->data == c->data) w->layout = tensor::RowLayout::Interleaved8;
+            if (w->data == c->data) w->layout = tensor::RowLayout::Interleaved;
         }
     }
     result.ms =

@@ -210,7 +210,7 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
             float* row = x_.data() + t * width;
             const model::WeightMatrix& e = weights_.token_embedding;
             const std::uint8_t* stored = e.row(token);
-            if (e.layout == tensor::RowLayout::Interleaved8) {  // a tied, interleaved output
+            if (e.layout == tensor::RowLayout::Interleaved) {  // a tied, interleaved output
                 embedding_row_.resize(e.bytes / static_cast<std::uint64_t>(e.rows));
                 tensor::row_from_interleaved(e.type, static_cast<const std::uint8_t*>(e.data),
                                              width, token, embedding_row_.data());

@@ -727,7 +727,7 @@ void run_direct(const MatmulArgs& a) {
 }  // namespace
 
 bool matmul_avx2(const MatmulArgs& args) {
-    if (args.interleaved8) {
+    if (args.interleaved) {
         // The lane GEMM re-packs its rows per call (Q8_0: |q| and signs); its tile then runs
         // faster than this layout's own tile, which needs no packing, from some token count on.
         // One thread, Zen 3, cycles per (token, row, block), lane GEMM / own tile: Q8_0 4096 x 640

@@ -94,7 +94,7 @@ struct InterleavedBlocks {
                 _mm256_store_ps(d + bh * kLanes, dv);
                 _mm256_store_ps(coef + bh * kLanes, cv);
             };
-            if (a.interleaved8) {
+            if (a.interleaved) {
                 interleaved_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
             } else {
                 q32_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);

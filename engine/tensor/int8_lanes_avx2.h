@@ -171,10 +171,11 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
-// The same words for a group of interleaved rows (a.interleaved8: Q8_0, Q4_0 or Q4_1,
+// The same words for 8 rows of a group of interleaved rows (a.interleaved: Q8_0, Q4_0 or Q4_1,
 // interleaved_rows.h), where the codes are stored in this word order already (the nibble types
 // hold words j and j + 4 in the low and high nibbles of one vector): `here` is 8, or 0 or less
-// for a group past the end (zero lanes). r0 is a multiple of 8.
+// for rows past the end (zero lanes). r0 is a multiple of 8: the first or second half of the
+// group that starts at the multiple of 16 below it.
 template <class Emit>
 void interleaved_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& emit) {
     const auto n = static_cast<std::size_t>(a.n / 32);
@@ -184,17 +185,19 @@ void interleaved_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here,
         return;
     }
     const bool q8 = a.type == Type::Q8_0;
-    const std::size_t code_bytes = q8 ? 256 : 128;  // per block of the group
-    const std::uint8_t* codes = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
-    const std::uint8_t* scales = codes + n * code_bytes;
-    const std::uint8_t* mins = scales + n * 16;  // Q4_1
+    const std::size_t code_bytes = q8 ? 256 : 128;  // per block and 8 rows
+    const std::size_t block_bytes = 16 * (a.row_bytes / n);
+    const auto half = static_cast<std::size_t>(r0 % 16 / 8);
+    const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0 - r0 % 16) * a.row_bytes;
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     for (std::size_t b = 0; b < n; ++b) {
         __m256i word[8];
-        const std::uint8_t* block = codes + b * code_bytes;
+        const std::uint8_t* block = group + b * block_bytes;
+        const std::uint8_t* codes = block + half * code_bytes;
+        const std::uint8_t* scales = block + 2 * code_bytes + half * 16;
         for (int j = 0; j < (q8 ? 8 : 4); ++j) {
             const __m256i v = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(block + 32 * static_cast<std::size_t>(j)));
+                reinterpret_cast<const __m256i*>(codes + 32 * static_cast<std::size_t>(j)));
             if (q8) {
                 word[j] = v;
             } else {
@@ -202,11 +205,10 @@ void interleaved_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here,
                 word[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
             }
         }
-        const __m256 d =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b * 16)));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
         const __m256 coef =
             a.type == Type::Q4_1
-                ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + b * 16)))
+                ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32)))
                 : _mm256_mul_ps(d, _mm256_set1_ps(q8 ? -128.0f : -8.0f));
         emit(b, word, d, coef);
     }

@@ -1,7 +1,9 @@
 // Weight rows stored interleaved (interleaved_rows.h: Q8_0, Q4_0, Q4_1) times a few tokens on
 // AVX2: decode, speculative verification and batches under the lane GEMM's line (prefill over
 // that takes the lane GEMM, whose packer reads the same layout; both compute the same bits).
-// 16 rows per tile (two registers of 8 rows) x up to 6 tokens (Q8_0) or 4 (Q4_0, Q4_1).
+// One group of 16 rows per tile (two registers of 8 rows) x up to 6 tokens (Q8_0) or 4 (Q4_0,
+// Q4_1), reading the group's blocks as one stream and prefetching ahead of it as the row kernels
+// do (kPrefetchAhead, MatmulArgs::prefetch_level).
 //
 // Per block b, row r (a lane) and token t, as in the lane GEMM (gemm_int8_q32_lanes.h):
 //   f[r][t] = fma(float(sum_k u_r[k] * x_t[k]), d_r * d_t, f[r][t])
@@ -27,9 +29,13 @@ namespace tokenscope::tensor::detail {
 namespace {
 
 constexpr int kLanes = 8;
+constexpr int H = 2;  // registers of 8 rows: a group of 16
 
 template <Type W>
-constexpr std::size_t kCodeBytes = W == Type::Q8_0 ? 8 * 32 : 8 * 16;  // per block of a group
+constexpr std::size_t kCodeBytes = W == Type::Q8_0 ? 8 * 32 : 8 * 16;  // per block and 8 rows
+template <Type W>
+constexpr std::size_t kBlockBytes =  // per block of a group: codes, d (and m) of 16 rows
+    H * kCodeBytes<W> + H * 16 * (W == Type::Q4_1 ? 2 : 1);
 template <Type W>
 constexpr int kMaxTileTokens = W == Type::Q8_0 ? 6 : 4;  // Q4: 2 code registers per row group
 
@@ -40,26 +46,26 @@ inline V broadcast_word(const std::uint8_t* p) {
     return _mm256_set1_epi32(four);
 }
 
-// H groups of 8 rows from r0 (H = 2, or 1 for a last group) times tokens t0..t0+T-1.
-template <Type W, int H, int T>
+// The group of rows r0..r0+15 times tokens t0..t0+T-1.
+template <Type W, int T>
 void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     constexpr bool kQ8 = W == Type::Q8_0;
     const auto nb = static_cast<std::size_t>(a.n / 32);
     const TokenRows<T> acts(a, t0);
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    const std::uint8_t* codes[H];
-    const std::uint16_t* scales[H];
-    for (int h = 0; h < H; ++h) {
-        codes[h] = a.weights + static_cast<std::size_t>(r0 + kLanes * h) * a.row_bytes;
-        scales[h] = reinterpret_cast<const std::uint16_t*>(codes[h] + nb * kCodeBytes<W>);
-    }
+    const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
+    const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     __m256 f[H][T];
     for (int h = 0; h < H; ++h) {
         for (int t = 0; t < T; ++t) f[h][t] = _mm256_setzero_ps();
     }
 #pragma GCC unroll 1
     for (std::size_t b = 0; b < nb; ++b) {
+        const std::uint8_t* block = group + b * kBlockBytes<W>;
+        prefetch_ahead(block, kBlockBytes<W>, end, a.prefetch_level);
+        const std::uint8_t* codes[H] = {block, block + kCodeBytes<W>};
+        const auto* scales = reinterpret_cast<const std::uint16_t*>(block + H * kCodeBytes<W>);
         __m256i acc[H][T];
         for (int h = 0; h < H; ++h) {
             for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
@@ -70,7 +76,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                 const __m256i* word[H];
                 __m256i magnitude[H];
                 for (int h = 0; h < H; ++h) {
-                    word[h] = reinterpret_cast<const __m256i*>(codes[h] + b * kCodeBytes<W> +
+                    word[h] = reinterpret_cast<const __m256i*>(codes[h] +
                                                                32 * static_cast<std::size_t>(w));
                     magnitude[h] = _mm256_abs_epi8(_mm256_loadu_si256(word[h]));
                 }
@@ -94,7 +100,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                 __m256i lo[H], hi[H];
                 for (int h = 0; h < H; ++h) {
                     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                        codes[h] + b * kCodeBytes<W> + 32 * static_cast<std::size_t>(j)));
+                        codes[h] + 32 * static_cast<std::size_t>(j)));
                     lo[h] = _mm256_and_si256(v, low4);
                     hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
                 }
@@ -112,7 +118,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         }
         for (int h = 0; h < H; ++h) {
             const __m256 d = _mm256_cvtph_ps(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales[h] + b * kLanes)));
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + h * kLanes)));
             for (int t = 0; t < T; ++t) {
                 const __m256 scale = _mm256_mul_ps(d, _mm256_broadcast_ss(acts.d[t] + b));
                 const __m256i sum = kQ8 ? acc[h][t] : _mm256_madd_epi16(acc[h][t], ones);
@@ -122,7 +128,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                 const __m256 coef =
                     W == Type::Q4_1
                         ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                              scales[h] + nb * kLanes + b * kLanes)))
+                              scales + H * kLanes + h * kLanes)))
                         : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
                 for (int t = 0; t < T; ++t)
                     f[h][t] = _mm256_fmadd_ps(coef, _mm256_broadcast_ss(acts.s[t] + b), f[h][t]);
@@ -135,21 +141,21 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     }
 }
 
-template <Type W, int H>
+template <Type W>
 void tile_of(const MatmulArgs& a, std::int64_t r0, std::int64_t t0, int tokens) {
     switch (tokens) {
         case 1:
-            return tile<W, H, 1>(a, r0, t0);
+            return tile<W, 1>(a, r0, t0);
         case 2:
-            return tile<W, H, 2>(a, r0, t0);
+            return tile<W, 2>(a, r0, t0);
         case 3:
-            return tile<W, H, 3>(a, r0, t0);
+            return tile<W, 3>(a, r0, t0);
         default:
             if constexpr (kMaxTileTokens<W> > 4) {
-                if (tokens == 5) return tile<W, H, 5>(a, r0, t0);
-                if (tokens == 6) return tile<W, H, 6>(a, r0, t0);
+                if (tokens == 5) return tile<W, 5>(a, r0, t0);
+                if (tokens == 6) return tile<W, 6>(a, r0, t0);
             }
-            return tile<W, H, 4>(a, r0, t0);
+            return tile<W, 4>(a, r0, t0);
     }
 }
 
@@ -159,16 +165,12 @@ void run(const MatmulArgs& a) {
     // Token tiles of at most kMax, as even as possible (Q8_0, 9 tokens: 4 + 5), so that no
     // tile is a lone token (2.4 cycles per (row, block) against about 2.0 for 4-6, Zen 3).
     const auto tiles = static_cast<int>((a.tokens + kMax - 1) / kMax);
-    // Rows outermost: a 16-row group (10 KiB at 640 columns) stays in L1 for its later tiles.
-    for (std::int64_t r = a.row_begin; r < a.row_end; r += 2 * kLanes) {
+    // Groups outermost: a group (11 KiB at 640 columns) stays in L1 for its later tiles.
+    for (std::int64_t r = a.row_begin; r < a.row_end; r += H * kLanes) {
         std::int64_t t0 = 0;
         for (int i = 0; i < tiles; ++i) {
             const auto tokens = static_cast<int>((a.tokens - t0) / (tiles - i));
-            if (a.row_end - r >= 2 * kLanes) {
-                tile_of<W, 2>(a, r, t0, tokens);
-            } else {
-                tile_of<W, 1>(a, r, t0, tokens);
-            }
+            tile_of<W>(a, r, t0, tokens);
             t0 += tokens;
         }
     }

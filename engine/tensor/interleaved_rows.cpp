@@ -36,23 +36,24 @@ void check(Type type, std::int64_t rows, std::int64_t n) {
     if (!can_interleave(type, rows, n)) {
         throw InvalidArgument(std::string("cannot interleave a ") + std::to_string(rows) + " x " +
                               std::to_string(n) + " " + type_name(type) +
-                              " matrix (Q8_0, Q4_0 or Q4_1 with a multiple of 8 rows only)");
+                              " matrix (Q8_0, Q4_0 or Q4_1 with a multiple of 16 rows only)");
     }
 }
 
 // Byte offsets, inside a group, of row `lane`'s parts of block b: its codes word by word (word w
-// at codes(b, w)), its d and its min.
+// at codes(b, w, lane)), its d and its min.
 struct GroupMap {
     Parts p;
     std::size_t nb;
+    std::size_t block(std::size_t b) const { return b * kGroup * p.block_bytes; }
     std::size_t codes(std::size_t b, std::size_t w, std::size_t lane) const {
-        return b * kGroup * p.code_bytes + (w * kGroup + lane) * kWordBytes;
+        return block(b) + lane / 8 * 8 * p.code_bytes + (w * 8 + lane % 8) * kWordBytes;
     }
     std::size_t d(std::size_t b, std::size_t lane) const {
-        return nb * kGroup * p.code_bytes + (b * kGroup + lane) * 2;
+        return block(b) + kGroup * p.code_bytes + lane * 2;
     }
     std::size_t min(std::size_t b, std::size_t lane) const {
-        return nb * kGroup * (p.code_bytes + 2) + (b * kGroup + lane) * 2;
+        return block(b) + kGroup * (p.code_bytes + 2) + lane * 2;
     }
 };
 

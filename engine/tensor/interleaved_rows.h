@@ -1,5 +1,5 @@
 #pragma once
-// Weight matrices whose rows are stored interleaved, eight rows to a group, in the order the
+// Weight matrices whose rows are stored interleaved, 16 rows to a group, in the order the
 // AVX2 integer tiles read them (lanes = rows), instead of one row after another as in the file.
 //
 // Why: the row-order decode kernels multiply one row at a time with the 32 elements of a block
@@ -13,13 +13,15 @@
 // token count takes the lane order, so decode, speculative verification and prefill compute
 // the same bits for a token.
 //
-// Group g holds rows 8g..8g+7 in the bytes those 8 rows occupy in the file (8 * nb * block
-// bytes, nb = n / 32 blocks per row), as three regions:
-//   codes:  [b 0..nb)[word w][row 0..7][4 bytes]  bytes 4w..4w+3 of the row's codes in block b
-//           (Q8_0: 8 words of the 32 int8 codes; Q4_0/Q4_1: 4 words of the 16 nibble bytes,
-//           whose low nibbles are elements 4w..4w+3 and high nibbles 16+4w..16+4w+3)
-//   scales: [b 0..nb)[row 0..7]                    the blocks' f16 d
-//   mins:   [b 0..nb)[row 0..7]                    Q4_1 only: the blocks' f16 m
+// Group g holds rows 16g..16g+15, in the bytes those 16 rows occupy in the file (16 * nb *
+// block bytes, nb = n / 32 blocks per row), block after block, so that a tile of the group
+// reads one sequential stream (two streams per thread, one per 8 rows with the scales apart,
+// read 8-10 % slower from memory on Zen 3). Block b of a group is 16 blocks' bytes:
+//   codes:  [half 0..1][word w][row 0..7][4 bytes]  bytes 4w..4w+3 of the codes of row
+//           8 * half + row (Q8_0: 8 words of the 32 int8 codes; Q4_0/Q4_1: 4 words of the 16
+//           nibble bytes, whose low nibbles are elements 4w..4w+3 and high nibbles 16+4w..)
+//   scales: [half 0..1][row 0..7]                   the blocks' f16 d
+//   mins:   [half 0..1][row 0..7]                   Q4_1 only: the blocks' f16 m
 #include <cstdint>
 
 #include "tensor/type.h"
@@ -28,13 +30,13 @@ namespace tokenscope::tensor {
 
 enum class RowLayout {
     Rows,         // the file's order
-    Interleaved8  // groups of 8 rows as above (Q8_0, Q4_0, Q4_1)
+    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0, Q4_1)
 };
 
-inline constexpr std::int64_t kInterleavedGroupRows = 8;
+inline constexpr std::int64_t kInterleavedGroupRows = 16;
 
 // Whether a rows x n matrix of `type` can be stored interleaved: Q8_0, Q4_0 or Q4_1 with rows
-// a multiple of 8.
+// a multiple of 16.
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 
 // Whether the active SIMD level multiplies `type` faster interleaved: the AVX2 level (its

@@ -157,7 +157,7 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens);
 // rows across threads. Throws InvalidArgument when acts were prepared for another weight type
 // or length, or the range is invalid.
 //
-// With layout Interleaved8 the weights are stored as interleave_rows() writes them (the group
+// With layout Interleaved the weights are stored as interleave_rows() writes them (the group
 // of row r still starts at weights + r * row_bytes); row_begin and row_end must then be
 // multiples of kInterleavedGroupRows. Levels without kernels for that layout copy each group
 // back to the file's order first (slower, same tolerance, other bits).

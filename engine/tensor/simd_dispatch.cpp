@@ -300,7 +300,7 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
         throw InvalidArgument("output stride " + std::to_string(out_stride) +
                               " is shorter than the rows " + std::to_string(row_end));
     }
-    const bool interleaved = layout == RowLayout::Interleaved8;
+    const bool interleaved = layout == RowLayout::Interleaved;
     if (interleaved &&
         (!can_interleave(weight_type, kInterleavedGroupRows, n) ||
          row_begin % kInterleavedGroupRows != 0 || row_end % kInterleavedGroupRows != 0)) {

@@ -224,13 +224,13 @@ private slots:
             QCOMPARE(rows->weights().layers[0].wq.layout, tensor::RowLayout::Rows);
             for (const auto& l : w.layers) {
                 for (const auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-                    QCOMPARE(m->layout, tensor::RowLayout::Interleaved8);
+                    QCOMPARE(m->layout, tensor::RowLayout::Interleaved);
                 }
             }
-            const bool output_interleaved = w.output.layout == tensor::RowLayout::Interleaved8;
-            QCOMPARE(output_interleaved, w.output.rows % 8 == 0);
-            QCOMPARE(w.token_embedding.layout == tensor::RowLayout::Interleaved8,
-                     w.token_embedding.rows % 8 == 0);
+            const bool output_interleaved = w.output.layout == tensor::RowLayout::Interleaved;
+            QCOMPARE(output_interleaved, w.output.rows % 16 == 0);
+            QCOMPARE(w.token_embedding.layout == tensor::RowLayout::Interleaved,
+                     w.token_embedding.rows % 16 == 0);
             const auto tokens = sample_tokens(20, rows->config().vocab_size, 9);
             const auto ref = test::reference_forward(path, spec, tokens);
             const auto prefill = test::run_sequence(*groups, tokens, 64);
@@ -252,7 +252,7 @@ private slots:
             QVERIFY2(e_prefill <= 5e-2, qPrintable(QString::number(e_prefill)));
             QVERIFY2(e_decode <= 5e-2, qPrintable(QString::number(e_decode)));
             QVERIFY(prefill == test::run_sequence(*rows, tokens, 64));
-            if (output_interleaved && w.token_embedding.layout == tensor::RowLayout::Interleaved8)
+            if (output_interleaved && w.token_embedding.layout == tensor::RowLayout::Interleaved)
                 QVERIFY(decode == prefill);
         }
     }

@@ -356,7 +356,7 @@ std::string check_case(const Case& c, double* worst_vector_rel_error) {
         std::vector<float> out(outputs, std::numeric_limits<float>::quiet_NaN());
         if (c.interleaved) {
             matmul_rows(c.type, interleaved.data(), c.n, 0, c.rows, acts, out.data(), c.rows,
-                        RowLayout::Interleaved8);
+                        RowLayout::Interleaved);
         } else {
             matmul_rows(c.type, w.data(), c.n, 0, c.rows, acts, out.data(), c.rows);
         }
@@ -463,14 +463,14 @@ class TestMatmul : public QObject {
 // Q8_0, Q4_0 and Q4_1 stored interleaved (interleaved_rows.h) against the float64 references
 // of the rows in file order, at every level (the scalar and AVX-512 levels copy each group
 // back; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens for Q8_0 and 16
-// for the others, and the lane GEMM from there). Rows: one group, a 16-row tile, 16 + 8 (a
-// last single group), and 296 (passes of lane groups); tokens: each tile width, the uneven
+// for the others, and the lane GEMM from there). Rows: one group of 16, two, three, and 304
+// (passes of lane groups); tokens: each tile width, the uneven
 // splits of 7, 9 and 13, and both sides of both lines; saturated codes (Q8_0's -128, 15 and 0
 // nibbles).
 void TestMatmul::interleavedRowsMatchReference() {
     for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
         double worst = 0;
-        for (std::int64_t rows : {8, 16, 24}) {
+        for (std::int64_t rows : {16, 32, 48}) {
             for (std::int64_t n : {32, 640, 4128}) {
                 for (std::int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 9, 13, 15, 16, 39, 40, 64}) {
                     if (n > 640 && tokens > 16) continue;  // keeps the float64 reference quick
@@ -481,9 +481,9 @@ void TestMatmul::interleavedRowsMatchReference() {
             }
         }
         for (std::int64_t tokens : {1, 9, 45}) {
-            std::string failure = check_case({type, 24, 640, tokens, false, true, true}, &worst);
+            std::string failure = check_case({type, 32, 640, tokens, false, true, true}, &worst);
             QVERIFY2(failure.empty(), failure.c_str());
-            failure = check_case({type, 296, 256, tokens, true, false, true}, &worst);
+            failure = check_case({type, 304, 256, tokens, true, false, true}, &worst);
             QVERIFY2(failure.empty(), failure.c_str());
         }
         qInfo("interleaved %s: relative error vs exact activations at most %.4f", type_name(type),
@@ -497,7 +497,7 @@ void TestMatmul::interleavedRowsMatchReference() {
 void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
     LevelGuard guard;
     for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
-        const std::int64_t rows = 40, n = 640;
+        const std::int64_t rows = 48, n = 640;
         const Bytes w = random_weights(type, rows, n, 31);
         Bytes wi(w.size());
         interleave_rows(type, w.data(), rows, n, wi.data());
@@ -515,17 +515,17 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
                 PreparedActivations acts;
                 prepare_activations(type, x.data(), tokens, n, acts);
                 std::vector<float> batch(static_cast<std::size_t>(tokens * rows));
-                // Two row ranges, as two threads would take them: [0, 24) and [24, 40).
-                matmul_rows(type, wi.data(), n, 0, 24, acts, batch.data(), rows,
-                            RowLayout::Interleaved8);
-                matmul_rows(type, wi.data(), n, 24, rows, acts, batch.data(), rows,
-                            RowLayout::Interleaved8);
+                // Two row ranges, as two threads would take them: [0, 32) and [32, 48).
+                matmul_rows(type, wi.data(), n, 0, 32, acts, batch.data(), rows,
+                            RowLayout::Interleaved);
+                matmul_rows(type, wi.data(), n, 32, rows, acts, batch.data(), rows,
+                            RowLayout::Interleaved);
                 for (std::int64_t t = 0; t < tokens; ++t) {
                     PreparedActivations one;
                     prepare_activations(type, x.data() + t * n, 1, n, one);
                     std::vector<float> alone(static_cast<std::size_t>(rows));
                     matmul_rows(type, wi.data(), n, 0, rows, one, alone.data(), rows,
-                                RowLayout::Interleaved8);
+                                RowLayout::Interleaved);
                     const bool same = std::memcmp(alone.data(), batch.data() + t * rows,
                                                   alone.size() * sizeof(float)) == 0;
                     const std::string what = std::string(type_name(type)) + " " +
@@ -552,7 +552,7 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
         QVERIFY(interleaving_pays(type));
         for (const auto& [rows, n] :
-             {std::pair<std::int64_t, std::int64_t>{24, 640}, {296, 1024}}) {
+             {std::pair<std::int64_t, std::int64_t>{32, 640}, {304, 1024}}) {
             const Bytes w = random_weights(type, rows, n, 41);
             Bytes wi(w.size());
             interleave_rows(type, w.data(), rows, n, wi.data());
@@ -565,7 +565,7 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
                 std::vector<float> by_groups(by_rows.size());
                 matmul_rows(type, w.data(), n, 0, rows, acts, by_rows.data(), rows);
                 matmul_rows(type, wi.data(), n, 0, rows, acts, by_groups.data(), rows,
-                            RowLayout::Interleaved8);
+                            RowLayout::Interleaved);
                 const std::string what = product_name(type, rows, n, tokens);
                 const std::string difference = first_bit_difference(by_groups, by_rows);
                 QVERIFY2(difference.empty(), (what + ": " + difference).c_str());
@@ -576,16 +576,16 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
 
 void TestMatmul::interleavedRowsRoundTripAndRanges() {
     for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
-        const std::int64_t rows = 24, n = 96;
+        const std::int64_t rows = 48, n = 96;
         const Bytes w = random_weights(type, rows, n, 51);
         Bytes wi(w.size());
         interleave_rows(type, w.data(), rows, n, wi.data());
         QVERIFY(wi != w);
         const std::size_t rb = row_bytes(type, n);
-        // Each group holds exactly its own 8 rows' bytes (the layout keeps groups in place).
-        for (std::int64_t g = 0; g < rows / 8; ++g) {
-            Bytes a(w.begin() + g * 8 * rb, w.begin() + (g + 1) * 8 * rb);
-            Bytes b(wi.begin() + g * 8 * rb, wi.begin() + (g + 1) * 8 * rb);
+        // Each group holds exactly its own 16 rows' bytes (the layout keeps groups in place).
+        for (std::int64_t g = 0; g < rows / 16; ++g) {
+            Bytes a(w.begin() + g * 16 * rb, w.begin() + (g + 1) * 16 * rb);
+            Bytes b(wi.begin() + g * 16 * rb, wi.begin() + (g + 1) * 16 * rb);
             std::sort(a.begin(), a.end());
             std::sort(b.begin(), b.end());
             QVERIFY(a == b);
@@ -598,38 +598,39 @@ void TestMatmul::interleavedRowsRoundTripAndRanges() {
                       " does not come back")
                          .c_str());
         }
-        QVERIFY(can_interleave(type, 8, 32));
-        QVERIFY(!can_interleave(type, 12, 32));
+        QVERIFY(can_interleave(type, 16, 32));
+        QVERIFY(!can_interleave(type, 8, 32));
+        QVERIFY(!can_interleave(type, 16, 48));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 interleave_rows(type, w.data(), 12, n, wi.data()));
+                                 interleave_rows(type, w.data(), 24, n, wi.data()));
         const std::vector<float> x = random_activations(3, n, 52);
         PreparedActivations acts;
         prepare_activations(type, x.data(), 3, n, acts);
         std::vector<float> out(static_cast<std::size_t>(3 * rows));
-        // Ranges must be whole groups of 8.
+        // Ranges must be whole groups of 16.
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 matmul_rows(type, wi.data(), n, 4, 16, acts, out.data(), rows,
-                                             RowLayout::Interleaved8));
+                                 matmul_rows(type, wi.data(), n, 8, 32, acts, out.data(), rows,
+                                             RowLayout::Interleaved));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 matmul_rows(type, wi.data(), n, 0, 20, acts, out.data(), rows,
-                                             RowLayout::Interleaved8));
-        // And only the range's rows are written: [8, 16) leaves the rest alone.
+                                 matmul_rows(type, wi.data(), n, 0, 24, acts, out.data(), rows,
+                                             RowLayout::Interleaved));
+        // And only the range's rows are written: [16, 32) leaves the rest alone.
         std::fill(out.begin(), out.end(), -7.0f);
-        matmul_rows(type, wi.data(), n, 8, 16, acts, out.data(), rows, RowLayout::Interleaved8);
+        matmul_rows(type, wi.data(), n, 16, 32, acts, out.data(), rows, RowLayout::Interleaved);
         for (std::int64_t t = 0; t < 3; ++t) {
             for (std::int64_t r = 0; r < rows; ++r) {
                 const float v = out[static_cast<std::size_t>(t * rows + r)];
-                QVERIFY2((r >= 8 && r < 16) == (v != -7.0f),
+                QVERIFY2((r >= 16 && r < 32) == (v != -7.0f),
                          ("token " + std::to_string(t) + " row " + std::to_string(r)).c_str());
             }
         }
     }
     for (Type type : {Type::Q5_0, Type::Q5_1, Type::Q4_K, Type::F16}) {
-        QVERIFY(!can_interleave(type, 8, 256));
-        Bytes any(row_bytes(type, 256) * 8);
+        QVERIFY(!can_interleave(type, 16, 256));
+        Bytes any(row_bytes(type, 256) * 16);
         Bytes out(any.size());
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 interleave_rows(type, any.data(), 8, 256, out.data()));
+                                 interleave_rows(type, any.data(), 16, 256, out.data()));
     }
 }
 
