@@ -376,6 +376,8 @@ int run_bench(int argc, char** argv, int first) {
         w.key("decode_tokens_per_s").value(tokens_per_s(first_decode));
         w.key("ttft_ms").value(ttft_ms);
         w.key("weight_bytes").value(engine->file().tensor_bytes());
+        w.key("interleaved_matrices").value(static_cast<std::int64_t>(engine->interleaved().matrices));
+        w.key("interleaved_bytes").value(static_cast<std::int64_t>(engine->interleaved().bytes));
         w.key("decode_bytes_per_token").value(cost.decode_bytes_per_token);
         w.key("effective_gbps").value(achieved_gbps(first_decode));
         w.key("machine_read_gbps").value(ceiling.gbps);
@@ -389,6 +391,11 @@ int run_bench(int argc, char** argv, int first) {
         "%s on %s (KV cache %s%s)\n", engine->file().path().c_str(), engine->backend_name().c_str(),
         kv::element_type_name(options.kv_type),
         on_gpu ? (options.gpu.decode_graphs ? ", decode graphs on" : ", decode graphs off") : "");
+    if (engine->interleaved().matrices > 0) {
+        std::printf("%d matrices (%.0f MiB) stored interleaved for the CPU kernels\n",
+                    engine->interleaved().matrices,
+                    static_cast<double>(engine->interleaved().bytes) / (1 << 20));
+    }
     std::printf("ceilings, measured now on %s: %s %.1f GB/s%s, %s %.0f GFLOP/s\n\n",
                 ceiling.device.c_str(), ceiling.gbps_what, ceiling.gbps,
                 on_gpu ? "" : " (best of before and after the runs)", ceiling.gflops_what,

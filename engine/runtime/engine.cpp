@@ -174,7 +174,8 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     e.config_ = model::load_model_config(e.file_);
     e.weights_ = model::bind_weights(e.file_, e.config_);
     if (!gpu && options.interleave_weights) {
-        const model::InterleaveResult moved = model::interleave_weights(e.file_, e.weights_);
+        e.interleaved_ = model::interleave_weights(e.file_, e.weights_);
+        const model::InterleaveResult& moved = e.interleaved_;
         if (moved.matrices > 0) {
             spdlog::info(
                 "{}: {} matrices ({:.0f} MiB) stored interleaved for the CPU kernels in "

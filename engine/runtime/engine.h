@@ -18,6 +18,7 @@
 #include "gguf/file.h"
 #include "inspect/attention_capture.h"
 #include "kv/kv_cache_manager.h"
+#include "model/interleave_weights.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "runtime/backend.h"
@@ -178,6 +179,8 @@ class Engine {
     const gguf::File& file() const { return file_; }
     // The bound matrices (their layout says which the CPU kernels read interleaved).
     const model::ModelWeights& weights() const { return weights_; }
+    // What load stored interleaved (EngineOptions::interleave_weights); zeros when nothing.
+    const model::InterleaveResult& interleaved() const { return interleaved_; }
     const EngineOptions& options() const { return options_; }
     kv::KvStats kv_stats() const { return kv_->stats(); }
     BackendMemory memory() const { return backend_->memory(); }
@@ -233,6 +236,7 @@ class Engine {
     EngineOptions options_;
     model::ModelConfig config_;
     model::ModelWeights weights_;
+    model::InterleaveResult interleaved_;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     std::unique_ptr<kv::KvCacheManager> kv_;
     std::unique_ptr<Backend> backend_;
