@@ -32,12 +32,17 @@ constexpr int kLanes = 8;
 constexpr int H = 2;  // registers of 8 rows: a group of 16
 
 template <Type W>
+constexpr bool kFifthBits = W == Type::Q5_0 || W == Type::Q5_1;
+template <Type W>
+constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
+template <Type W>
 constexpr std::size_t kCodeBytes = W == Type::Q8_0 ? 8 * 32 : 8 * 16;  // per block and 8 rows
+template <Type W>  // where a group's block keeps its 16 rows' d (then m): after codes and qh
+constexpr std::size_t kScalesAt = H* kCodeBytes<W> + (kFifthBits<W> ? 16 * 4 : 0);
 template <Type W>
-constexpr std::size_t kBlockBytes =  // per block of a group: codes, d (and m) of 16 rows
-    H * kCodeBytes<W> + H * 16 * (W == Type::Q4_1 ? 2 : 1);
+constexpr std::size_t kBlockBytes = kScalesAt<W> + 16 * 2 * (kHasMin<W> ? 2 : 1);
 template <Type W>
-constexpr int kMaxTileTokens = W == Type::Q8_0 ? 6 : 4;  // Q4: 2 code registers per row group
+constexpr int kMaxTileTokens = W == Type::Q8_0 ? 6 : 4;  // nibbles: 2 code registers per row group
 
 template <class V>
 inline V broadcast_word(const std::uint8_t* p) {
@@ -65,7 +70,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         const std::uint8_t* block = group + b * kBlockBytes<W>;
         prefetch_ahead(block, kBlockBytes<W>, end, a.prefetch_level);
         const std::uint8_t* codes[H] = {block, block + kCodeBytes<W>};
-        const auto* scales = reinterpret_cast<const std::uint16_t*>(block + H * kCodeBytes<W>);
+        const auto* scales = reinterpret_cast<const std::uint16_t*>(block + kScalesAt<W>);
         __m256i acc[H][T];
         for (int h = 0; h < H; ++h) {
             for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
@@ -95,6 +100,16 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         } else {
             // Vector j of a group's block: bytes 4j..4j+3 of each row's 16 code bytes, whose low
             // nibbles are elements 4j..4j+3 and high nibbles elements 16 + 4j..16 + 4j + 3.
+            // Q5_0/Q5_1 add the fifth bits: element e's is bit e of the row's qh (a lane of
+            // `fifth`), so after a shift by 4j byte 0 of the lane holds the low word's four in
+            // bits 0-3 and byte 2 the high word's; each is copied to the lane's 4 bytes and byte
+            // k keeps bit k (x & 0x08040201 == 0x08040201 per byte), which becomes 16.
+            [[maybe_unused]] __m256i fifth[H];
+            if constexpr (kFifthBits<W>) {
+                for (int h = 0; h < H; ++h)
+                    fifth[h] = _mm256_loadu_si256(
+                        reinterpret_cast<const __m256i*>(block + H * kCodeBytes<W> + 32 * h));
+            }
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
                 __m256i lo[H], hi[H];
@@ -103,6 +118,22 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                         codes[h] + 32 * static_cast<std::size_t>(j)));
                     lo[h] = _mm256_and_si256(v, low4);
                     hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                    if constexpr (kFifthBits<W>) {
+                        const __m256i byte0 =
+                            _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0,
+                                             0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+                        const __m256i byte2 = _mm256_add_epi8(byte0, _mm256_set1_epi8(2));
+                        const __m256i bit_k = _mm256_set1_epi32(0x08040201);
+                        const __m256i sixteen = _mm256_set1_epi8(0x10);
+                        const __m256i bits = _mm256_srli_epi32(fifth[h], 4 * j);
+                        auto spread = [&](__m256i which) {
+                            const __m256i b =
+                                _mm256_and_si256(_mm256_shuffle_epi8(bits, which), bit_k);
+                            return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit_k), sixteen);
+                        };
+                        lo[h] = _mm256_or_si256(lo[h], spread(byte0));
+                        hi[h] = _mm256_or_si256(hi[h], spread(byte2));
+                    }
                 }
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
@@ -110,8 +141,20 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                     const __m256i xhi = broadcast_word<__m256i>(acts.q[t] + 32 * b + 16 + 4 * j);
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {
-                        acc[h][t] = _mm256_add_epi16(acc[h][t], _mm256_maddubs_epi16(lo[h], xlo));
-                        acc[h][t] = _mm256_add_epi16(acc[h][t], _mm256_maddubs_epi16(hi[h], xhi));
+                        if constexpr (kFifthBits<W>) {
+                            // Codes up to 31: each word's pairs (up to 2 * 31 * 127) widen at once.
+                            acc[h][t] = _mm256_add_epi32(
+                                acc[h][t],
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(lo[h], xlo), ones));
+                            acc[h][t] = _mm256_add_epi32(
+                                acc[h][t],
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(hi[h], xhi), ones));
+                        } else {
+                            acc[h][t] =
+                                _mm256_add_epi16(acc[h][t], _mm256_maddubs_epi16(lo[h], xlo));
+                            acc[h][t] =
+                                _mm256_add_epi16(acc[h][t], _mm256_maddubs_epi16(hi[h], xhi));
+                        }
                     }
                 }
             }
@@ -121,15 +164,15 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + h * kLanes)));
             for (int t = 0; t < T; ++t) {
                 const __m256 scale = _mm256_mul_ps(d, _mm256_broadcast_ss(acts.d[t] + b));
-                const __m256i sum = kQ8 ? acc[h][t] : _mm256_madd_epi16(acc[h][t], ones);
+                const __m256i sum =
+                    kQ8 || kFifthBits<W> ? acc[h][t] : _mm256_madd_epi16(acc[h][t], ones);
                 f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, f[h][t]);
             }
             if constexpr (!kQ8) {
                 const __m256 coef =
-                    W == Type::Q4_1
-                        ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                              scales + H * kLanes + h * kLanes)))
-                        : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+                    kHasMin<W> ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                     scales + H * kLanes + h * kLanes)))
+                               : _mm256_mul_ps(d, _mm256_set1_ps(kFifthBits<W> ? -16.0f : -8.0f));
                 for (int t = 0; t < T; ++t)
                     f[h][t] = _mm256_fmadd_ps(coef, _mm256_broadcast_ss(acts.s[t] + b), f[h][t]);
             }
@@ -151,7 +194,7 @@ void tile_of(const MatmulArgs& a, std::int64_t r0, std::int64_t t0, int tokens) 
         case 3:
             return tile<W, 3>(a, r0, t0);
         default:
-            if constexpr (kMaxTileTokens<W> > 4) {
+            if constexpr (kMaxTileTokens < W >> 4) {
                 if (tokens == 5) return tile<W, 5>(a, r0, t0);
                 if (tokens == 6) return tile<W, 6>(a, r0, t0);
             }
@@ -188,6 +231,12 @@ bool matmul_interleaved_avx2(const MatmulArgs& a) {
             return true;
         case Type::Q4_1:
             run<Type::Q4_1>(a);
+            return true;
+        case Type::Q5_0:
+            run<Type::Q5_0>(a);
+            return true;
+        case Type::Q5_1:
+            run<Type::Q5_1>(a);
             return true;
         default:
             return false;

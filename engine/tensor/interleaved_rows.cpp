@@ -18,30 +18,36 @@ struct Parts {
     std::size_t block_bytes;  // in the file
     std::size_t codes_at;     // offset of the codes in a block
     std::size_t code_bytes;   // 32 (Q8_0) or 16 (nibbles)
-    bool has_min;             // Q4_1: a second f16 after d
+    bool has_min;             // Q4_1, Q5_1: a second f16 after d
+    bool has_high_bits;       // Q5_0, Q5_1: 4 bytes of fifth bits before the codes
 };
 
 Parts parts_of(Type type) {
     switch (type) {
         case Type::Q8_0:
-            return {sizeof(BlockQ8_0), offsetof(BlockQ8_0, qs), 32, false};
+            return {sizeof(BlockQ8_0), offsetof(BlockQ8_0, qs), 32, false, false};
         case Type::Q4_0:
-            return {sizeof(BlockQ4_0), offsetof(BlockQ4_0, qs), 16, false};
-        default:  // Q4_1
-            return {sizeof(BlockQ4_1), offsetof(BlockQ4_1, qs), 16, true};
+            return {sizeof(BlockQ4_0), offsetof(BlockQ4_0, qs), 16, false, false};
+        case Type::Q4_1:
+            return {sizeof(BlockQ4_1), offsetof(BlockQ4_1, qs), 16, true, false};
+        case Type::Q5_0:
+            return {sizeof(BlockQ5_0), offsetof(BlockQ5_0, qs), 16, false, true};
+        default:  // Q5_1
+            return {sizeof(BlockQ5_1), offsetof(BlockQ5_1, qs), 16, true, true};
     }
 }
 
 void check(Type type, std::int64_t rows, std::int64_t n) {
     if (!can_interleave(type, rows, n)) {
-        throw InvalidArgument(std::string("cannot interleave a ") + std::to_string(rows) + " x " +
-                              std::to_string(n) + " " + type_name(type) +
-                              " matrix (Q8_0, Q4_0 or Q4_1 with a multiple of 16 rows only)");
+        throw InvalidArgument(
+            std::string("cannot interleave a ") + std::to_string(rows) + " x " + std::to_string(n) +
+            " " + type_name(type) +
+            " matrix (Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 with a multiple of 16 rows only)");
     }
 }
 
 // Byte offsets, inside a group, of row `lane`'s parts of block b: its codes word by word (word w
-// at codes(b, w, lane)), its d and its min.
+// at codes(b, w, lane)), its fifth bits, its d and its min.
 struct GroupMap {
     Parts p;
     std::size_t nb;
@@ -49,12 +55,13 @@ struct GroupMap {
     std::size_t codes(std::size_t b, std::size_t w, std::size_t lane) const {
         return block(b) + lane / 8 * 8 * p.code_bytes + (w * 8 + lane % 8) * kWordBytes;
     }
+    std::size_t high_bits(std::size_t b, std::size_t lane) const {
+        return block(b) + kGroup * p.code_bytes + lane * 4;
+    }
     std::size_t d(std::size_t b, std::size_t lane) const {
-        return block(b) + kGroup * p.code_bytes + lane * 2;
+        return block(b) + kGroup * (p.code_bytes + (p.has_high_bits ? 4 : 0)) + lane * 2;
     }
-    std::size_t min(std::size_t b, std::size_t lane) const {
-        return block(b) + kGroup * (p.code_bytes + 2) + lane * 2;
-    }
+    std::size_t min(std::size_t b, std::size_t lane) const { return d(b, lane) + kGroup * 2; }
 };
 
 // Copies between row `lane` of a group (file order, at `row`) and the group (at `group`).
@@ -71,6 +78,7 @@ void move_row(const GroupMap& m, std::uint8_t* row, std::uint8_t* group, std::si
         };
         move(0, m.d(b, lane), 2);
         if (m.p.has_min) move(2, m.min(b, lane), 2);
+        if (m.p.has_high_bits) move(m.p.codes_at - 4, m.high_bits(b, lane), 4);
         for (std::size_t w = 0; w < m.p.code_bytes / kWordBytes; ++w)
             move(m.p.codes_at + w * kWordBytes, m.codes(b, w, lane), kWordBytes);
     }
@@ -78,8 +86,9 @@ void move_row(const GroupMap& m, std::uint8_t* row, std::uint8_t* group, std::si
 }  // namespace
 
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n) {
-    return (type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1) && rows > 0 &&
-           rows % kInterleavedGroupRows == 0 && n > 0 && n % 32 == 0;
+    return (type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
+            type == Type::Q5_1) &&
+           rows > 0 && rows % kInterleavedGroupRows == 0 && n > 0 && n % 32 == 0;
 }
 
 void interleave_rows(Type type, const std::uint8_t* rows_in, std::int64_t rows, std::int64_t n,

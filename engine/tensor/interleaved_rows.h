@@ -18,10 +18,12 @@
 // reads one sequential stream (two streams per thread, one per 8 rows with the scales apart,
 // read 8-10 % slower from memory on Zen 3). Block b of a group is 16 blocks' bytes:
 //   codes:  [half 0..1][word w][row 0..7][4 bytes]  bytes 4w..4w+3 of the codes of row
-//           8 * half + row (Q8_0: 8 words of the 32 int8 codes; Q4_0/Q4_1: 4 words of the 16
-//           nibble bytes, whose low nibbles are elements 4w..4w+3 and high nibbles 16+4w..)
-//   scales: [half 0..1][row 0..7]                   the blocks' f16 d
-//   mins:   [half 0..1][row 0..7]                   Q4_1 only: the blocks' f16 m
+//           8 * half + row (Q8_0: 8 words of the 32 int8 codes; Q4_0/Q4_1/Q5_0/Q5_1: 4 words
+//           of the 16 nibble bytes, whose low nibbles are elements 4w..4w+3 and high nibbles
+//           16+4w..)
+//   fifth:  [row 0..15][4 bytes]                    Q5_0/Q5_1 only: the blocks' qh
+//   scales: [row 0..15]                             the blocks' f16 d
+//   mins:   [row 0..15]                             Q4_1/Q5_1 only: the blocks' f16 m
 #include <cstdint>
 
 #include "tensor/type.h"
@@ -29,14 +31,14 @@
 namespace tokenscope::tensor {
 
 enum class RowLayout {
-    Rows,         // the file's order
-    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0, Q4_1)
+    Rows,        // the file's order
+    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
 };
 
 inline constexpr std::int64_t kInterleavedGroupRows = 16;
 
-// Whether a rows x n matrix of `type` can be stored interleaved: Q8_0, Q4_0 or Q4_1 with rows
-// a multiple of 16.
+// Whether a rows x n matrix of `type` can be stored interleaved: Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1
+// with rows a multiple of 16.
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 
 // Whether the active SIMD level multiplies `type` faster interleaved: the AVX2 level (its

@@ -253,7 +253,9 @@ bool interleaving_pays(Type type) {
         const char* text = std::getenv("TOKENSCOPE_INTERLEAVE");
         return !(text && std::string(text) == "0");
     }();
-    return enabled && (type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1) &&
+    return enabled &&
+           (type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
+            type == Type::Q5_1) &&
            active_simd_level() == SimdLevel::Avx2;
 #else
     (void)type;

@@ -195,7 +195,7 @@ private slots:
         QVERIFY(a == b);  // bit for bit: same bytes, same kernels
     }
 
-    // Q8_0 and Q4_1 matrices stored interleaved for the AVX2 kernels (model/interleave_weights.h):
+    // Q8_0, Q4_1 and Q5_0 matrices stored interleaved for the AVX2 kernels (model/interleave_weights.h):
     //  * against the float64 reference with the bound of quantizedWeightsMatchReference (5e-2),
     //    decoding one token at a time and in one prefill chunk;
     //  * a prefill chunk of 20 tokens gives the bits of the file order, whose lane GEMM sums each
@@ -211,7 +211,8 @@ private slots:
             QSKIP("the engine interleaves weights only in its large-page copy at the AVX2 level");
         for (const auto& [type, tied] : {std::pair{tensor::Type::Q8_0, false},
                                          std::pair{tensor::Type::Q8_0, true},
-                                         std::pair{tensor::Type::Q4_1, true}}) {
+                                         std::pair{tensor::Type::Q4_1, true},
+                                         std::pair{tensor::Type::Q5_0, false}}) {
             TinyModelSpec spec = quantizable_spec(type);
             spec.tied_output = tied;
             const std::string path = test::tiny_model_path(

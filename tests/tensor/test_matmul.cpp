@@ -460,7 +460,8 @@ class TestMatmul : public QObject {
     void interleavedRowsRoundTripAndRanges();
 };
 
-// Q8_0, Q4_0 and Q4_1 stored interleaved (interleaved_rows.h) against the float64 references
+// Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 stored interleaved (interleaved_rows.h) against the float64
+// references
 // of the rows in file order, at every level (the scalar and AVX-512 levels copy each group
 // back; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens for Q8_0 and 16
 // for the others, and the lane GEMM from there). Rows: one group of 16, two, three, and 304
@@ -468,7 +469,7 @@ class TestMatmul : public QObject {
 // splits of 7, 9 and 13, and both sides of both lines; saturated codes (Q8_0's -128, 15 and 0
 // nibbles).
 void TestMatmul::interleavedRowsMatchReference() {
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
         double worst = 0;
         for (std::int64_t rows : {16, 32, 48}) {
             for (std::int64_t n : {32, 640, 4128}) {
@@ -496,7 +497,7 @@ void TestMatmul::interleavedRowsMatchReference() {
 // chunk of k + 1 tokens), decode and prefill then agree exactly.
 void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
     LevelGuard guard;
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
         const std::int64_t rows = 48, n = 640;
         const Bytes w = random_weights(type, rows, n, 31);
         Bytes wi(w.size());
@@ -549,7 +550,7 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     }
     LevelGuard guard;
     set_simd_level(SimdLevel::Avx2);
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
         QVERIFY(interleaving_pays(type));
         for (const auto& [rows, n] :
              {std::pair<std::int64_t, std::int64_t>{32, 640}, {304, 1024}}) {
@@ -575,7 +576,7 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
 }
 
 void TestMatmul::interleavedRowsRoundTripAndRanges() {
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1}) {
+    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
         const std::int64_t rows = 48, n = 96;
         const Bytes w = random_weights(type, rows, n, 51);
         Bytes wi(w.size());
@@ -625,7 +626,7 @@ void TestMatmul::interleavedRowsRoundTripAndRanges() {
             }
         }
     }
-    for (Type type : {Type::Q5_0, Type::Q5_1, Type::Q4_K, Type::F16}) {
+    for (Type type : {Type::Q6_K, Type::Q4_K, Type::F16, Type::BF16}) {
         QVERIFY(!can_interleave(type, 16, 256));
         Bytes any(row_bytes(type, 256) * 16);
         Bytes out(any.size());
