@@ -42,8 +42,15 @@ InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights) {
                                       ": a weight matrix lies outside the file's bytes");
             }
             std::uint8_t* target = bytes.data() + (at - bytes.data());
-            rows.assign(at, at + w->bytes);
-            tensor::interleave_rows(w->type, rows.data(), w->rows, w->cols, target);
+            // A group occupies the bytes of its own 16 rows, so each is rewritten in place
+            // through a copy of those rows alone.
+            const std::uint64_t group_bytes = w->bytes / static_cast<std::uint64_t>(w->rows) *
+                                              tensor::kInterleavedGroupRows;
+            for (std::uint64_t g = 0; g < w->bytes; g += group_bytes) {
+                rows.assign(target + g, target + g + group_bytes);
+                tensor::interleave_rows(w->type, rows.data(), tensor::kInterleavedGroupRows,
+                                        w->cols, target + g);
+            }
             result.matrices += 1;
             result.bytes += w->bytes;
         }
