@@ -64,23 +64,17 @@ struct GroupMap {
     std::size_t min(std::size_t b, std::size_t lane) const { return d(b, lane) + kGroup * 2; }
 };
 
-// Copies between row `lane` of a group (file order, at `row`) and the group (at `group`).
-template <bool kToGroup>
-void move_row(const GroupMap& m, std::uint8_t* row, std::uint8_t* group, std::size_t lane) {
+// Calls visit(offset in the row, offset in the group, bytes) for every part of row `lane` of a
+// group: each block's d, min, fifth bits and code words.
+template <class Visit>
+void for_each_part(const GroupMap& m, std::size_t lane, Visit&& visit) {
     for (std::size_t b = 0; b < m.nb; ++b) {
-        std::uint8_t* block = row + b * m.p.block_bytes;
-        auto move = [&](std::size_t in_block, std::size_t in_group, std::size_t bytes) {
-            if constexpr (kToGroup) {
-                std::memcpy(group + in_group, block + in_block, bytes);
-            } else {
-                std::memcpy(block + in_block, group + in_group, bytes);
-            }
-        };
-        move(0, m.d(b, lane), 2);
-        if (m.p.has_min) move(2, m.min(b, lane), 2);
-        if (m.p.has_high_bits) move(m.p.codes_at - 4, m.high_bits(b, lane), 4);
+        const std::size_t block = b * m.p.block_bytes;
+        visit(block, m.d(b, lane), 2);
+        if (m.p.has_min) visit(block + 2, m.min(b, lane), 2);
+        if (m.p.has_high_bits) visit(block + m.p.codes_at - 4, m.high_bits(b, lane), 4);
         for (std::size_t w = 0; w < m.p.code_bytes / kWordBytes; ++w)
-            move(m.p.codes_at + w * kWordBytes, m.codes(b, w, lane), kWordBytes);
+            visit(block + m.p.codes_at + w * kWordBytes, m.codes(b, w, lane), kWordBytes);
     }
 }
 }  // namespace
@@ -97,9 +91,12 @@ void interleave_rows(Type type, const std::uint8_t* rows_in, std::int64_t rows, 
     const GroupMap m{parts_of(type), static_cast<std::size_t>(n / 32)};
     const std::size_t row_bytes = m.nb * m.p.block_bytes;
     for (std::size_t g = 0; g < static_cast<std::size_t>(rows) / kGroup; ++g) {
+        std::uint8_t* group = out + g * kGroup * row_bytes;
         for (std::size_t lane = 0; lane < kGroup; ++lane) {
-            move_row<true>(m, const_cast<std::uint8_t*>(rows_in) + (g * kGroup + lane) * row_bytes,
-                           out + g * kGroup * row_bytes, lane);
+            const std::uint8_t* row = rows_in + (g * kGroup + lane) * row_bytes;
+            for_each_part(m, lane, [&](std::size_t in_row, std::size_t in_group, std::size_t len) {
+                std::memcpy(group + in_group, row + in_row, len);
+            });
         }
     }
 }
@@ -110,9 +107,11 @@ void row_from_interleaved(Type type, const std::uint8_t* data, std::int64_t n, s
     if (r < 0) throw InvalidArgument("row_from_interleaved: negative row " + std::to_string(r));
     const GroupMap m{parts_of(type), static_cast<std::size_t>(n / 32)};
     const std::size_t row_bytes = m.nb * m.p.block_bytes;
-    const std::size_t group = static_cast<std::size_t>(r) / kGroup;
-    move_row<false>(m, row_out, const_cast<std::uint8_t*>(data) + group * kGroup * row_bytes,
-                    static_cast<std::size_t>(r) % kGroup);
+    const std::uint8_t* group = data + static_cast<std::size_t>(r) / kGroup * kGroup * row_bytes;
+    for_each_part(m, static_cast<std::size_t>(r) % kGroup,
+                  [&](std::size_t in_row, std::size_t in_group, std::size_t len) {
+                      std::memcpy(row_out + in_row, group + in_group, len);
+                  });
 }
 
 }  // namespace tokenscope::tensor
