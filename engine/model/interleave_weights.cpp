@@ -18,17 +18,14 @@ bool qualifies(const WeightMatrix& w) {
 }  // namespace
 
 InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights) {
-    std::vector<WeightMatrix*> matrices{&weights.token_embedding, &weights.output};
-    for (LayerWeights& l : weights.layers) {
-        for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-            matrices.push_back(w);
-    }
+    // The matrices that are multiplied. An untied embedding is only read a row per token, so it
+    // keeps the file's order; a tied one is the output's bytes and follows the output.
     std::vector<WeightMatrix*> chosen;
-    for (WeightMatrix* w : matrices) {
-        if (!qualifies(*w)) continue;
-        bool seen = false;  // a tied output is the embedding's bytes
-        for (const WeightMatrix* c : chosen) seen = seen || c->data == w->data;
-        if (!seen) chosen.push_back(w);
+    if (qualifies(weights.output)) chosen.push_back(&weights.output);
+    for (LayerWeights& l : weights.layers) {
+        for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+            if (qualifies(*w)) chosen.push_back(w);
+        }
     }
     InterleaveResult result;
     if (chosen.empty()) return result;
@@ -44,8 +41,8 @@ InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights) {
             std::uint8_t* target = bytes.data() + (at - bytes.data());
             // A group occupies the bytes of its own 16 rows, so each is rewritten in place
             // through a copy of those rows alone.
-            const std::uint64_t group_bytes = w->bytes / static_cast<std::uint64_t>(w->rows) *
-                                              tensor::kInterleavedGroupRows;
+            const std::uint64_t group_bytes =
+                w->bytes / static_cast<std::uint64_t>(w->rows) * tensor::kInterleavedGroupRows;
             for (std::uint64_t g = 0; g < w->bytes; g += group_bytes) {
                 rows.assign(target + g, target + g + group_bytes);
                 tensor::interleave_rows(w->type, rows.data(), tensor::kInterleavedGroupRows,
@@ -56,11 +53,9 @@ InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights) {
         }
     });
     if (!edited) return InterleaveResult{};
-    for (WeightMatrix* w : matrices) {
-        for (const WeightMatrix* c : chosen) {
-            if (w->data == c->data) w->layout = tensor::RowLayout::Interleaved;
-        }
-    }
+    for (WeightMatrix* w : chosen) w->layout = tensor::RowLayout::Interleaved;
+    if (weights.token_embedding.data == weights.output.data)
+        weights.token_embedding.layout = weights.output.layout;
     result.ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return result;

@@ -13,7 +13,7 @@ class File;
 namespace tokenscope::model {
 
 struct InterleaveResult {
-    int matrices = 0;         // matrices now stored interleaved (a tied embedding counts once)
+    int matrices = 0;         // matrices now stored interleaved (a tied embedding is the output)
     std::uint64_t bytes = 0;  // their bytes
     double ms = 0.0;          // time taken
 };

@@ -264,7 +264,7 @@ bool interleaving_pays(Type type) {
 }
 
 namespace {
-// An interleaved matrix at a level without kernels for its layout: each group of 8 rows copied
+// An interleaved matrix at a level without kernels for its layout: each group of 16 rows copied
 // back to the file's order, then the usual kernels.
 void matmul_interleaved_by_copy(Type weight_type, const std::uint8_t* weights, std::int64_t n,
                                 std::int64_t row_begin, std::int64_t row_end,
@@ -309,7 +309,8 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
         throw InvalidArgument(std::string("interleaved ") + type_name(weight_type) + " rows of " +
                               std::to_string(n) + ": rows [" + std::to_string(row_begin) + ", " +
                               std::to_string(row_end) +
-                              ") are not whole groups of 8 (or the type has no such layout)");
+                              ") are not whole groups of " + std::to_string(kInterleavedGroupRows) +
+                              " (or the type has no such layout)");
     }
     if (row_end == row_begin || acts.rows() == 0) return;
     if (interleaved && !interleaving_pays(weight_type)) {
