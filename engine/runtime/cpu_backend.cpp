@@ -44,10 +44,10 @@ void grow(std::vector<T>& v, std::int64_t n) {
 // tokens, 2 threads, Zen 4, chunks per thread 8 / 3 / 2 / 1 alternated, tok/s: SmolLM2
 // 160-177 / 170-196 / 205-213 / 176-211, Gemma 3 270M 81-109 / 90-103 / 101-102 / 82-85; one
 // chunk per thread leaves nothing to balance a thread that was descheduled.
-std::int64_t row_grain(tensor::Type type, std::int64_t rows, int threads, std::int64_t tokens) {
+std::int64_t row_grain(const model::WeightMatrix& w, int threads, std::int64_t tokens) {
     const int chunks_per_thread = tokens < tensor::kPanelMinTokens ? 2 : 8;
-    const std::int64_t multiple = tensor::matmul_row_multiple(type, tokens);
-    const std::int64_t target = std::max(multiple, rows / (threads * chunks_per_thread));
+    const std::int64_t multiple = tensor::matmul_row_multiple(w.type, tokens, w.layout);
+    const std::int64_t target = std::max(multiple, w.rows / (threads * chunks_per_thread));
     return (target + multiple - 1) / multiple * multiple;
 }
 
@@ -99,7 +99,7 @@ void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64
                 pool_.parallel_for(count, 8, body);
             });
     }
-    const std::int64_t grain = row_grain(w.type, w.rows, pool_.size(), tokens);
+    const std::int64_t grain = row_grain(w, pool_.size(), tokens);
     pool_.parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
         tensor::matmul_rows(w.type, w.data, w.cols, begin, end, prepared_, y, w.rows, w.layout);
     });
@@ -129,7 +129,7 @@ void CpuBackend::matmuls(std::initializer_list<MatmulJob> jobs, const float* x,
     row_chunks_.clear();
     int index = 0;
     for (const MatmulJob& j : jobs) {
-        const std::int64_t grain = row_grain(j.w->type, j.w->rows, pool_.size(), tokens);
+        const std::int64_t grain = row_grain(*j.w, pool_.size(), tokens);
         for (std::int64_t b = 0; b < j.w->rows; b += grain)
             row_chunks_.push_back({index, b, std::min(j.w->rows, b + grain)});
         ++index;

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "tensor/block_layouts.h"
+#include "tensor/interleaved_rows.h"
 #include "tensor/pack_simd256.h"
 #include "tensor/scratch_buffer.h"
 
@@ -171,6 +172,37 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
+// Vector j of 8 interleaved rows' nibble codes (Q4_0/Q4_1/Q5_0/Q5_1, interleaved_rows.h: bytes
+// 4j..4j+3 of each row's 16 code bytes) as word j (the low nibbles, elements 4j..4j+3) and word
+// j + 4 (the high ones, elements 16 + 4j..). kFifthBits (Q5_0/Q5_1) adds each element's fifth
+// bit as 16, from `fifth`, the 8 rows' qh (one per lane): element e's is bit e, so after a shift
+// by 4j byte 0 of the lane holds the low word's four in bits 0-3 and byte 2 the high word's;
+// each is copied to the lane's 4 bytes, and byte k keeps bit k (x & 0x08040201 == 0x08040201
+// per byte).
+template <bool kFifthBits>
+inline void interleaved_nibble_words(const std::uint8_t* codes, int j, __m256i fifth, __m256i& lo,
+                                     __m256i& hi) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i v = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(codes + 32 * static_cast<std::size_t>(j)));
+    lo = _mm256_and_si256(v, low4);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    if constexpr (kFifthBits) {
+        const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0,
+                                               0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+        const __m256i byte2 = _mm256_add_epi8(byte0, _mm256_set1_epi8(2));
+        const __m256i bit_k = _mm256_set1_epi32(0x08040201);
+        const __m256i sixteen = _mm256_set1_epi8(0x10);
+        const __m256i bits = _mm256_srli_epi32(fifth, 4 * j);
+        auto spread = [&](__m256i which) {
+            const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(bits, which), bit_k);
+            return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit_k), sixteen);
+        };
+        lo = _mm256_or_si256(lo, spread(byte0));
+        hi = _mm256_or_si256(hi, spread(byte2));
+    }
+}
+
 // The same words for 8 rows of a group of interleaved rows (a.interleaved: Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, interleaved_rows.h), where the codes are stored in this word order already (the nibble
 // types hold words j and j + 4 in the low and high nibbles of one vector): `here` is 8, or 0 or
@@ -184,54 +216,35 @@ void interleaved_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here,
         for (std::size_t b = 0; b < n; ++b) emit(b, zero, _mm256_setzero_ps(), _mm256_setzero_ps());
         return;
     }
+    const InterleavedBlock& layout = interleaved_block(a.type);
     const bool q8 = a.type == Type::Q8_0;
-    const bool five = a.type == Type::Q5_0 || a.type == Type::Q5_1;
-    const bool has_min = a.type == Type::Q4_1 || a.type == Type::Q5_1;
-    const std::size_t code_bytes = q8 ? 256 : 128;  // per block and 8 rows
-    const std::size_t scales_at = 2 * code_bytes + (five ? 64 : 0);
-    const std::size_t block_bytes = 16 * (a.row_bytes / n);
-    // Fifth bits as in interleaved_avx2.cpp: byte k of a word keeps bit k of its lane's byte.
-    const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
-                                           0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
-    const __m256i byte2 = _mm256_add_epi8(byte0, _mm256_set1_epi8(2));
-    const __m256i bit_k = _mm256_set1_epi32(0x08040201);
-    const __m256i sixteen = _mm256_set1_epi8(0x10);
     const auto half = static_cast<std::size_t>(r0 % 16 / 8);
     const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0 - r0 % 16) * a.row_bytes;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const float offset = q8 ? -128.0f : layout.has_high_bits ? -16.0f : -8.0f;
     for (std::size_t b = 0; b < n; ++b) {
         __m256i word[8];
-        const std::uint8_t* block = group + b * block_bytes;
-        const std::uint8_t* codes = block + half * code_bytes;
-        const std::uint8_t* scales = block + scales_at + half * 16;
-        const __m256i fifth =
-            five ? _mm256_loadu_si256(
-                       reinterpret_cast<const __m256i*>(block + 2 * code_bytes + half * 32))
-                 : _mm256_setzero_si256();
-        for (int j = 0; j < (q8 ? 8 : 4); ++j) {
-            const __m256i v = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(codes + 32 * static_cast<std::size_t>(j)));
-            if (q8) {
-                word[j] = v;
-            } else {
-                word[j] = _mm256_and_si256(v, low4);
-                word[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                if (five) {
-                    const __m256i bits = _mm256_srli_epi32(fifth, 4 * j);
-                    auto spread = [&](__m256i which) {
-                        const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(bits, which), bit_k);
-                        return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit_k), sixteen);
-                    };
-                    word[j] = _mm256_or_si256(word[j], spread(byte0));
-                    word[j + 4] = _mm256_or_si256(word[j + 4], spread(byte2));
-                }
-            }
+        const std::uint8_t* block = group + b * layout.bytes;
+        const std::uint8_t* codes = block + half * layout.codes;
+        if (q8) {
+            for (int w = 0; w < 8; ++w)
+                word[w] = _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i*>(codes + 32 * static_cast<std::size_t>(w)));
+        } else if (layout.has_high_bits) {
+            const __m256i fifth = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(block + layout.high_bits + half * 32));
+            for (int j = 0; j < 4; ++j)
+                interleaved_nibble_words<true>(codes, j, fifth, word[j], word[j + 4]);
+        } else {
+            for (int j = 0; j < 4; ++j)
+                interleaved_nibble_words<false>(codes, j, _mm256_setzero_si256(), word[j],
+                                                word[j + 4]);
         }
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales)));
-        const __m256 coef =
-            has_min
-                ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32)))
-                : _mm256_mul_ps(d, _mm256_set1_ps(q8 ? -128.0f : five ? -16.0f : -8.0f));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(block + layout.scales + half * 16)));
+        const __m256 coef = layout.has_mins
+                                ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                      block + layout.mins + half * 16)))
+                                : _mm256_mul_ps(d, _mm256_set1_ps(offset));
         emit(b, word, d, coef);
     }
 }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/int8_lanes_avx2.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
@@ -28,28 +29,13 @@ namespace tokenscope::tensor::detail {
 
 namespace {
 
-constexpr int kLanes = 8;
 constexpr int H = 2;  // registers of 8 rows: a group of 16
 
+// Tiles of 5 and 6 tokens: Q8_0 only (the nibble types hold 2 code registers per row group).
 template <Type W>
-constexpr bool kFifthBits = W == Type::Q5_0 || W == Type::Q5_1;
+constexpr bool kWideTiles = W == Type::Q8_0;
 template <Type W>
-constexpr bool kHasMin = W == Type::Q4_1 || W == Type::Q5_1;
-template <Type W>
-constexpr std::size_t kCodeBytes = W == Type::Q8_0 ? 8 * 32 : 8 * 16;  // per block and 8 rows
-template <Type W>  // where a group's block keeps its 16 rows' d (then m): after codes and qh
-constexpr std::size_t kScalesAt = H* kCodeBytes<W> + (kFifthBits<W> ? 16 * 4 : 0);
-template <Type W>
-constexpr std::size_t kBlockBytes = kScalesAt<W> + 16 * 2 * (kHasMin<W> ? 2 : 1);
-template <Type W>
-constexpr int kMaxTileTokens = W == Type::Q8_0 ? 6 : 4;  // nibbles: 2 code registers per row group
-
-template <class V>
-inline V broadcast_word(const std::uint8_t* p) {
-    std::int32_t four;
-    __builtin_memcpy(&four, p, 4);
-    return _mm256_set1_epi32(four);
-}
+constexpr int kMaxTileTokens = kWideTiles<W> ? 6 : 4;
 
 // The group of rows r0..r0+15 times tokens t0..t0+T-1.
 template <Type W, int T>
@@ -57,8 +43,8 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     constexpr bool kQ8 = W == Type::Q8_0;
     const auto nb = static_cast<std::size_t>(a.n / 32);
     const TokenRows<T> acts(a, t0);
+    constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
     const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     __m256 f[H][T];
@@ -67,10 +53,9 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     }
 #pragma GCC unroll 1
     for (std::size_t b = 0; b < nb; ++b) {
-        const std::uint8_t* block = group + b * kBlockBytes<W>;
-        prefetch_ahead(block, kBlockBytes<W>, end, a.prefetch_level);
-        const std::uint8_t* codes[H] = {block, block + kCodeBytes<W>};
-        const auto* scales = reinterpret_cast<const std::uint16_t*>(block + kScalesAt<W>);
+        const std::uint8_t* block = group + b * kLayout.bytes;
+        prefetch_ahead(block, kLayout.bytes, end, a.prefetch_level);
+        const std::uint8_t* codes[H] = {block, block + kLayout.codes};
         __m256i acc[H][T];
         for (int h = 0; h < H; ++h) {
             for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
@@ -87,7 +72,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                 }
 #pragma GCC unroll 6
                 for (int t = 0; t < T; ++t) {
-                    const __m256i x = broadcast_word<__m256i>(acts.q[t] + 32 * b + 4 * w);
+                    const __m256i x = broadcast4<__m256i>(acts.q[t] + 32 * b + 4 * w);
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {
                         const __m256i signed_x = _mm256_sign_epi8(x, _mm256_loadu_si256(word[h]));
@@ -98,50 +83,26 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                 }
             }
         } else {
-            // Vector j of a group's block: bytes 4j..4j+3 of each row's 16 code bytes, whose low
-            // nibbles are elements 4j..4j+3 and high nibbles elements 16 + 4j..16 + 4j + 3.
-            // Q5_0/Q5_1 add the fifth bits: element e's is bit e of the row's qh (a lane of
-            // `fifth`), so after a shift by 4j byte 0 of the lane holds the low word's four in
-            // bits 0-3 and byte 2 the high word's; each is copied to the lane's 4 bytes and byte
-            // k keeps bit k (x & 0x08040201 == 0x08040201 per byte), which becomes 16.
-            [[maybe_unused]] __m256i fifth[H];
-            if constexpr (kFifthBits<W>) {
+            // Vector j of each half: words j and j + 4 (interleaved_nibble_words).
+            [[maybe_unused]] __m256i fifth[H] = {};
+            if constexpr (kLayout.has_high_bits) {
                 for (int h = 0; h < H; ++h)
                     fifth[h] = _mm256_loadu_si256(
-                        reinterpret_cast<const __m256i*>(block + H * kCodeBytes<W> + 32 * h));
+                        reinterpret_cast<const __m256i*>(block + kLayout.high_bits + 32 * h));
             }
 #pragma GCC unroll 4
             for (int j = 0; j < 4; ++j) {
                 __m256i lo[H], hi[H];
-                for (int h = 0; h < H; ++h) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                        codes[h] + 32 * static_cast<std::size_t>(j)));
-                    lo[h] = _mm256_and_si256(v, low4);
-                    hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                    if constexpr (kFifthBits<W>) {
-                        const __m256i byte0 =
-                            _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0,
-                                             0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
-                        const __m256i byte2 = _mm256_add_epi8(byte0, _mm256_set1_epi8(2));
-                        const __m256i bit_k = _mm256_set1_epi32(0x08040201);
-                        const __m256i sixteen = _mm256_set1_epi8(0x10);
-                        const __m256i bits = _mm256_srli_epi32(fifth[h], 4 * j);
-                        auto spread = [&](__m256i which) {
-                            const __m256i b =
-                                _mm256_and_si256(_mm256_shuffle_epi8(bits, which), bit_k);
-                            return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit_k), sixteen);
-                        };
-                        lo[h] = _mm256_or_si256(lo[h], spread(byte0));
-                        hi[h] = _mm256_or_si256(hi[h], spread(byte2));
-                    }
-                }
+                for (int h = 0; h < H; ++h)
+                    interleaved_nibble_words<kLayout.has_high_bits>(codes[h], j, fifth[h], lo[h],
+                                                                    hi[h]);
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
-                    const __m256i xlo = broadcast_word<__m256i>(acts.q[t] + 32 * b + 4 * j);
-                    const __m256i xhi = broadcast_word<__m256i>(acts.q[t] + 32 * b + 16 + 4 * j);
+                    const __m256i xlo = broadcast4<__m256i>(acts.q[t] + 32 * b + 4 * j);
+                    const __m256i xhi = broadcast4<__m256i>(acts.q[t] + 32 * b + 16 + 4 * j);
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {
-                        if constexpr (kFifthBits<W>) {
+                        if constexpr (kLayout.has_high_bits) {
                             // Codes up to 31: each word's pairs (up to 2 * 31 * 127) widen at once.
                             acc[h][t] = _mm256_add_epi32(
                                 acc[h][t],
@@ -161,18 +122,19 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         }
         for (int h = 0; h < H; ++h) {
             const __m256 d = _mm256_cvtph_ps(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + h * kLanes)));
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kLayout.scales + 16 * h)));
             for (int t = 0; t < T; ++t) {
                 const __m256 scale = _mm256_mul_ps(d, _mm256_broadcast_ss(acts.d[t] + b));
                 const __m256i sum =
-                    kQ8 || kFifthBits<W> ? acc[h][t] : _mm256_madd_epi16(acc[h][t], ones);
+                    kQ8 || kLayout.has_high_bits ? acc[h][t] : _mm256_madd_epi16(acc[h][t], ones);
                 f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, f[h][t]);
             }
             if constexpr (!kQ8) {
                 const __m256 coef =
-                    kHasMin<W> ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                                     scales + H * kLanes + h * kLanes)))
-                               : _mm256_mul_ps(d, _mm256_set1_ps(kFifthBits<W> ? -16.0f : -8.0f));
+                    kLayout.has_mins
+                        ? _mm256_cvtph_ps(_mm_loadu_si128(
+                              reinterpret_cast<const __m128i*>(block + kLayout.mins + 16 * h)))
+                        : _mm256_mul_ps(d, _mm256_set1_ps(kLayout.has_high_bits ? -16.0f : -8.0f));
                 for (int t = 0; t < T; ++t)
                     f[h][t] = _mm256_fmadd_ps(coef, _mm256_broadcast_ss(acts.s[t] + b), f[h][t]);
             }
@@ -194,7 +156,7 @@ void tile_of(const MatmulArgs& a, std::int64_t r0, std::int64_t t0, int tokens) 
         case 3:
             return tile<W, 3>(a, r0, t0);
         default:
-            if constexpr (kMaxTileTokens < W >> 4) {
+            if constexpr (kWideTiles<W>) {
                 if (tokens == 5) return tile<W, 5>(a, r0, t0);
                 if (tokens == 6) return tile<W, 6>(a, r0, t0);
             }

@@ -24,6 +24,7 @@
 //   fifth:  [row 0..15][4 bytes]                    Q5_0/Q5_1 only: the blocks' qh
 //   scales: [row 0..15]                             the blocks' f16 d
 //   mins:   [row 0..15]                             Q4_1/Q5_1 only: the blocks' f16 m
+#include <cstddef>
 #include <cstdint>
 
 #include "tensor/type.h"
@@ -36,6 +37,46 @@ enum class RowLayout {
 };
 
 inline constexpr std::int64_t kInterleavedGroupRows = 16;
+
+// Where the parts above lie inside one block of a group (16 blocks of the file), in bytes from
+// the block's start. The one description of the layout: interleave_rows, the AVX2 tile and the
+// lane GEMM's packer all read it.
+struct InterleavedBlock {
+    std::size_t codes = 0;      // bytes of codes of 8 rows (half 1 starts here)
+    std::size_t high_bits = 0;  // the 16 rows' qh (Q5_0/Q5_1)
+    std::size_t scales = 0;     // the 16 rows' d
+    std::size_t mins = 0;       // the 16 rows' m (Q4_1/Q5_1)
+    std::size_t bytes = 0;      // the whole block of the group
+    bool has_high_bits = false;
+    bool has_mins = false;
+};
+
+// Only ever evaluated at compile time (the AVX2 files must not share runtime inline code with
+// baseline ones, matmul_internal.h).
+consteval InterleavedBlock make_interleaved_block(std::size_t code_bytes_per_row, bool high_bits,
+                                                  bool mins) {
+    InterleavedBlock b;
+    b.codes = 8 * code_bytes_per_row;
+    b.high_bits = 2 * b.codes;
+    b.scales = b.high_bits + (high_bits ? 16 * 4 : 0);
+    b.mins = b.scales + 16 * 2;
+    b.bytes = b.mins + (mins ? 16 * 2 : 0);
+    b.has_high_bits = high_bits;
+    b.has_mins = mins;
+    return b;
+}
+
+// The layout of `type` (one of the five; Q8_0 for any other, which has none).
+template <Type W>
+inline constexpr InterleavedBlock kInterleavedBlock =
+    make_interleaved_block(W == Type::Q8_0 ? 32 : 16, W == Type::Q5_0 || W == Type::Q5_1,
+                           W == Type::Q4_1 || W == Type::Q5_1);
+
+// Whether `type` has an interleaved layout at all: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1.
+bool has_interleaved_layout(Type type);
+
+// kInterleavedBlock of a type known only at run time; InvalidArgument for a type without one.
+const InterleavedBlock& interleaved_block(Type type);
 
 // Whether a rows x n matrix of `type` can be stored interleaved: Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1
 // with rows a multiple of 16.

@@ -149,7 +149,9 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
 // `tokens` activation rows at the active SIMD level, so that no chunk ends in a partial tile.
 // The int8 prefill GEMMs compute a partial group of 16 (AVX2) or 32 (AVX-512) rows in full, so a
 // 72-row chunk cost as much as a 96-row one. Speed only: results never depend on the split.
-std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens);
+// Interleaved matrices (interleaved_rows.h) are cut at their groups of 16 rows.
+std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens,
+                                 RowLayout layout = RowLayout::Rows);
 
 // out[t * out_stride + r] = dot(weight row r, activation row t) for r in [row_begin, row_end)
 // and t in [0, acts.rows()). Weight row r starts at weights + r * row_bytes(weight_type, n) and

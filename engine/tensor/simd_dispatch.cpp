@@ -189,13 +189,13 @@ std::int64_t lane_gemm_min_tokens(Type type) {
 }
 }  // namespace
 
-std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens) {
+std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens, RowLayout layout) {
     // The decode and small-batch kernels read 1-8 rows at a time, the f32/F16 tiles 2 or 4, the
     // F16 panels 6 (AVX2) or 12 (AVX-512): 24 keeps all of those whole.
     constexpr std::int64_t kTiles = 24;
     const SimdLevel level = active_simd_level();
-    // Interleaved rows (interleaved_rows.h) are multiplied 16 at a time at every token count.
-    if (interleaving_pays(weight_type)) return 16;
+    // Interleaved rows come in groups of 16, which every kernel for them takes whole.
+    if (layout == RowLayout::Interleaved) return kInterleavedGroupRows;
     if (tokens < lane_gemm_min_tokens(weight_type)) return kTiles;
     return level == SimdLevel::Avx2 ? detail::kLaneGroupRowsAvx2 : detail::kLaneGroupRowsAvx512;
 }
@@ -253,10 +253,7 @@ bool interleaving_pays(Type type) {
         const char* text = std::getenv("TOKENSCOPE_INTERLEAVE");
         return !(text && std::string(text) == "0");
     }();
-    return enabled &&
-           (type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
-            type == Type::Q5_1) &&
-           active_simd_level() == SimdLevel::Avx2;
+    return enabled && has_interleaved_layout(type) && active_simd_level() == SimdLevel::Avx2;
 #else
     (void)type;
     return false;

@@ -100,23 +100,14 @@ void LargePageBuffer::release() noexcept {
     size_ = 0;
 }
 
-bool LargePageBuffer::make_read_only() {
+bool LargePageBuffer::protect(bool writable) {
     if (!data_) return true;
 #ifdef _WIN32
     DWORD previous = 0;
-    return VirtualProtect(data_, reserved(), PAGE_READONLY, &previous) != 0;
+    return VirtualProtect(data_, reserved(), writable ? PAGE_READWRITE : PAGE_READONLY,
+                          &previous) != 0;
 #else
-    return ::mprotect(data_, reserved(), PROT_READ) == 0;
-#endif
-}
-
-bool LargePageBuffer::make_writable() {
-    if (!data_) return true;
-#ifdef _WIN32
-    DWORD previous = 0;
-    return VirtualProtect(data_, reserved(), PAGE_READWRITE, &previous) != 0;
-#else
-    return ::mprotect(data_, reserved(), PROT_READ | PROT_WRITE) == 0;
+    return ::mprotect(data_, reserved(), writable ? PROT_READ | PROT_WRITE : PROT_READ) == 0;
 #endif
 }
 

@@ -36,10 +36,10 @@ class LargePageBuffer {
     std::size_t size() const { return size_; }  // as asked for
     // Makes the whole buffer read-only (a stray write then faults instead of corrupting
     // weights). Returns false where the system refuses.
-    bool make_read_only();
+    bool make_read_only() { return protect(false); }
     // Undoes make_read_only (for an owner that rewrites its contents once, then seals them
     // again). Returns false where the system refuses.
-    bool make_writable();
+    bool make_writable() { return protect(true); }
     // Bytes of this buffer the kernel backs with huge pages now (Linux: /proc/self/smaps);
     // 0 elsewhere. For logs and tests: THP may fall back to small pages when memory is
     // fragmented.
@@ -47,6 +47,7 @@ class LargePageBuffer {
 
   private:
     void release() noexcept;
+    bool protect(bool writable);
     std::size_t reserved() const;  // size_ in whole 2 MiB pages, as mapped
 
     std::byte* data_ = nullptr;

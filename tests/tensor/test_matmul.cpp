@@ -422,6 +422,24 @@ std::string check_case(const Case& c, double* worst_vector_rel_error) {
     return {};
 }
 
+// "" when each token's row of `batch` (the product of all `tokens` rows of x at once) equals,
+// bit for bit, the product of that token's row alone; otherwise the first token that differs.
+std::string first_token_unlike_alone(Type type, const std::uint8_t* w, std::int64_t rows,
+                                     std::int64_t n, const std::vector<float>& x,
+                                     std::int64_t tokens, const std::vector<float>& batch,
+                                     RowLayout layout) {
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        PreparedActivations one;
+        prepare_activations(type, x.data() + t * n, 1, n, one);
+        std::vector<float> alone(static_cast<std::size_t>(rows));
+        matmul_rows(type, w, n, 0, rows, one, alone.data(), rows, layout);
+        if (std::memcmp(alone.data(), batch.data() + t * rows, alone.size() * sizeof(float)) != 0)
+            return "token " + std::to_string(t) + " of " + std::to_string(tokens) +
+                   ": the batch differs from the token alone";
+    }
+    return {};
+}
+
 const Type kAllTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0, Type::Q4_1,
                           Type::Q5_0, Type::Q5_1, Type::Q8_0, Type::Q2_K, Type::Q3_K,
                           Type::Q4_K, Type::Q5_K, Type::Q6_K};
@@ -521,19 +539,11 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
                             RowLayout::Interleaved);
                 matmul_rows(type, wi.data(), n, 32, rows, acts, batch.data(), rows,
                             RowLayout::Interleaved);
-                for (std::int64_t t = 0; t < tokens; ++t) {
-                    PreparedActivations one;
-                    prepare_activations(type, x.data() + t * n, 1, n, one);
-                    std::vector<float> alone(static_cast<std::size_t>(rows));
-                    matmul_rows(type, wi.data(), n, 0, rows, one, alone.data(), rows,
-                                RowLayout::Interleaved);
-                    const bool same = std::memcmp(alone.data(), batch.data() + t * rows,
-                                                  alone.size() * sizeof(float)) == 0;
-                    const std::string what = std::string(type_name(type)) + " " +
-                                             simd_level_name(level) + " token " +
-                                             std::to_string(t) + " of " + std::to_string(tokens);
-                    QVERIFY2(same, (what + ": the batch differs from the token alone").c_str());
-                }
+                const std::string failure = first_token_unlike_alone(
+                    type, wi.data(), rows, n, x, tokens, batch, RowLayout::Interleaved);
+                QVERIFY2(failure.empty(), (std::string(type_name(type)) + " " +
+                                           simd_level_name(level) + " " + failure)
+                                              .c_str());
             }
         }
     }
@@ -811,18 +821,11 @@ void TestMatmul::smallBatchesMatchDecodeBitForBit() {
                 prepare_activations(type, x.data(), tokens, n, acts);
                 std::vector<float> batch(static_cast<std::size_t>(tokens * rows));
                 matmul_rows(type, w.data(), n, 0, rows, acts, batch.data(), rows);
-                for (std::int64_t t = 0; t < tokens; ++t) {
-                    PreparedActivations one;
-                    prepare_activations(type, x.data() + t * n, 1, n, one);
-                    std::vector<float> alone(static_cast<std::size_t>(rows));
-                    matmul_rows(type, w.data(), n, 0, rows, one, alone.data(), rows);
-                    const bool same = std::memcmp(alone.data(), batch.data() + t * rows,
-                                                  alone.size() * sizeof(float)) == 0;
-                    const std::string what = std::string(type_name(type)) + " " +
-                                             simd_level_name(level) + " token " +
-                                             std::to_string(t) + " of " + std::to_string(tokens);
-                    QVERIFY2(same, (what + ": the batch differs from the token alone").c_str());
-                }
+                const std::string failure = first_token_unlike_alone(
+                    type, w.data(), rows, n, x, tokens, batch, RowLayout::Rows);
+                QVERIFY2(failure.empty(), (std::string(type_name(type)) + " " +
+                                           simd_level_name(level) + " " + failure)
+                                              .c_str());
             }
         }
     }
