@@ -188,8 +188,8 @@ inline void interleaved_nibble_words(const std::uint8_t* codes, int j, __m256i f
     lo = _mm256_and_si256(v, low4);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
     if constexpr (kFifthBits) {
-        const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0,
-                                               0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+        const __m256i byte0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
+                                               0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
         const __m256i byte2 = _mm256_add_epi8(byte0, _mm256_set1_epi8(2));
         const __m256i bit_k = _mm256_set1_epi32(0x08040201);
         const __m256i sixteen = _mm256_set1_epi8(0x10);
