@@ -172,6 +172,80 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
+// Interleaved Q4_K (interleaved_rows.h): 8 sub-blocks of 32 elements per super-block.
+inline constexpr int kQ4KSubBlocks = 8;
+inline constexpr InterleavedBlock kQ4KLayout = kInterleavedBlock<Type::Q4_K>;
+
+// vpshufb operands that take byte i of each 32-bit lane (a row's 4 packed scales or mins) into
+// the lane as two int16 (pmaddwd's operand) or as one int32.
+struct Q4KByteMasks {
+    alignas(32) std::int8_t pair[4][32];
+    alignas(32) std::int8_t single[4][32];
+};
+consteval Q4KByteMasks make_q4k_byte_masks() {
+    Q4KByteMasks m{};
+    for (int i = 0; i < 4; ++i) {
+        for (int lane = 0; lane < 8; ++lane) {
+            const auto at = static_cast<std::int8_t>(4 * (lane % 4) + i);  // within 128 bits
+            const int o = 4 * lane;
+            m.pair[i][o] = at, m.pair[i][o + 1] = -1, m.pair[i][o + 2] = at, m.pair[i][o + 3] = -1;
+            m.single[i][o] = at, m.single[i][o + 1] = -1, m.single[i][o + 2] = -1;
+            m.single[i][o + 3] = -1;
+        }
+    }
+    return m;
+}
+inline constexpr Q4KByteMasks kQ4KByteMasks = make_q4k_byte_masks();
+
+inline __m256i load_mask(const std::int8_t* m) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
+}
+
+// One super-block's scales of an interleaved Q4_K group (interleaved_rows.h), its 16 rows
+// unpacked for the integer tiles (interleaved_kquant_avx2.cpp, and pack_q4_k_interleaved below).
+struct Q4KGroupScales {
+    __m256i sc[kQ4KSubBlocks][2];   // sub-block s's scale as an int16 pair per lane
+    __m256 coef[kQ4KSubBlocks][2];  // -dmin * m_s per lane
+    __m256 d[2];
+};
+
+// The 12 bytes of a row (ggml's Q4_K scales): bytes 0-3 hold scales 0-3 (low 6 bits) and the
+// top 2 bits of scales 4-7, bytes 4-7 the same for the mins, bytes 8-11 the low 4 bits of
+// scales 4-7 (low nibble) and of mins 4-7 (high nibble). Words 0, 1, 2 of 8 rows per register.
+inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& out) {
+    const __m256i six = _mm256_set1_epi8(0x3F);
+    const __m256i four = _mm256_set1_epi8(0x0F);
+    const __m256i top = _mm256_set1_epi8(0x30);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int h = 0; h < 2; ++h) {
+        const std::uint8_t* sub = block + kQ4KLayout.sub_scales + h * 8 * kSubScaleBytes;
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub + 32));
+        const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub + 64));
+        // Byte i of each lane: sub-block i (low) and 4 + i (high). A 32-bit shift moves the top
+        // 2 bits of byte i to bits 4-5 of the same byte; the mask drops what crossed bytes.
+        const __m256i scales[2] = {
+            _mm256_and_si256(w0, six),
+            _mm256_or_si256(_mm256_and_si256(w2, four),
+                            _mm256_and_si256(_mm256_srli_epi32(w0, 2), top))};
+        const __m256i mins[2] = {_mm256_and_si256(w1, six),
+                                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), four),
+                                                 _mm256_and_si256(_mm256_srli_epi32(w1, 2), top))};
+        const __m256 neg_dmin = _mm256_xor_ps(
+            sign, _mm256_cvtph_ps(_mm_loadu_si128(
+                      reinterpret_cast<const __m128i*>(block + kQ4KLayout.mins + 16 * h))));
+        out.d[h] = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ4KLayout.scales + 16 * h)));
+        for (int s = 0; s < kQ4KSubBlocks; ++s) {
+            out.sc[s][h] = _mm256_shuffle_epi8(scales[s / 4], load_mask(kQ4KByteMasks.pair[s % 4]));
+            out.coef[s][h] =
+                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(
+                                  mins[s / 4], load_mask(kQ4KByteMasks.single[s % 4]))),
+                              neg_dmin);
+        }
+    }
+}
+
 // Vector j of 8 interleaved rows' nibble codes (Q4_0/Q4_1/Q5_0/Q5_1, interleaved_rows.h: bytes
 // 4j..4j+3 of each row's 16 code bytes) as word j (the low nibbles, elements 4j..4j+3) and word
 // j + 4 (the high ones, elements 16 + 4j..). kFifthBits (Q5_0/Q5_1) adds each element's fifth
@@ -559,6 +633,12 @@ struct InterleavedKRows {
     // Rows [r0, r0 + rows) of the call's weights.
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 256;
+        if constexpr (R == kInterleavedGroupRows) {  // the AVX2 tile's; AVX-512 keeps rows
+            if (a.type == Type::Q4_K && a.interleaved) {
+                pack_q4_k_interleaved(a, r0);
+                return;
+            }
+        }
         if (a.type == Type::Q4_K) {
             pack_q4_k(a, r0, rows);
             return;
@@ -624,6 +704,46 @@ struct InterleavedKRows {
     // high nibbles the next), and each row's 16 scale words and offsets come from its 12 scale
     // bytes in registers, where the general path wrote 256 bytes of repeated scales per block
     // and gathered 16 words back out of them. Q4_K is most of a Q4_K_M file's rows.
+    // Q4_K stored interleaved (interleaved_rows.h; rows come in whole groups of 16): the codes
+    // are 8 rows' words already, so each stored word's low nibbles are a word of one sub-block
+    // and its high nibbles the same word of the next; the scales as the decode tile unpacks them.
+    void pack_q4_k_interleaved(const MatmulArgs& a, std::int64_t r0) {
+        const auto n = static_cast<std::size_t>(nb);
+        u = buffer_.get(packed_bytes(a.n));
+        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
+        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
+        coef = d + n * kD / sizeof(float);
+        const __m256i low4 = _mm256_set1_epi8(0x0F);
+        const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
+        Q4KGroupScales scales;
+        for (std::size_t b = 0; b < n; ++b) {
+            const std::uint8_t* block = group + b * kQ4KLayout.bytes;
+            for (std::size_t h = 0; h < 2; ++h) {
+                for (std::size_t w = 0; w < 32; ++w) {
+                    const __m256i v = _mm256_loadu_si256(
+                        reinterpret_cast<const __m256i*>(block + h * kQ4KLayout.codes + 32 * w));
+                    const std::size_t g = 16 * (w / 8) + w % 8;  // group of the low nibbles
+                    auto* lo = u + b * kU + (g * R + kLanes * h) * 4;
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_and_si256(v, low4));
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8 * R * 4),
+                                       _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+                }
+            }
+            unpack_q4_k_group_scales(block, scales);
+            for (std::size_t h = 0; h < 2; ++h) {
+                _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
+                // 16-element sub-blocks 2s and 2s + 1 share sub-block s's scale and min.
+                for (std::size_t j = 0; j < 16; ++j) {
+                    _mm256_store_si256(
+                        reinterpret_cast<__m256i*>(sc + b * kSc / 2 + (j * R + kLanes * h) * 2),
+                        scales.sc[j / 2][h]);
+                    _mm256_store_ps(coef + b * kCoef / 4 + j * R + kLanes * h,
+                                    scales.coef[j / 2][h]);
+                }
+            }
+        }
+    }
+
     void pack_q4_k(const MatmulArgs& a, std::int64_t r0, int rows) {
         const auto n = static_cast<std::size_t>(nb);
         u = buffer_.get(packed_bytes(a.n));

@@ -10,6 +10,14 @@
 namespace tokenscope::tensor {
 
 namespace {
+// A group's block holds exactly the bytes of its 16 rows' blocks, so groups rewrite in place.
+static_assert(kInterleavedBlock<Type::Q8_0>.bytes == 16 * sizeof(BlockQ8_0));
+static_assert(kInterleavedBlock<Type::Q4_0>.bytes == 16 * sizeof(BlockQ4_0));
+static_assert(kInterleavedBlock<Type::Q4_1>.bytes == 16 * sizeof(BlockQ4_1));
+static_assert(kInterleavedBlock<Type::Q5_0>.bytes == 16 * sizeof(BlockQ5_0));
+static_assert(kInterleavedBlock<Type::Q5_1>.bytes == 16 * sizeof(BlockQ5_1));
+static_assert(kInterleavedBlock<Type::Q4_K>.bytes == 16 * sizeof(BlockQ4_K));
+
 constexpr auto kGroup = static_cast<std::size_t>(kInterleavedGroupRows);
 constexpr std::size_t kWordBytes = 4;
 
@@ -30,6 +38,8 @@ FileBlock file_block(Type type) {
             return {sizeof(BlockQ4_1), offsetof(BlockQ4_1, qs), 16};
         case Type::Q5_0:
             return {sizeof(BlockQ5_0), offsetof(BlockQ5_0, qs), 16};
+        case Type::Q4_K:
+            return {sizeof(BlockQ4_K), offsetof(BlockQ4_K, qs), 128};
         default:  // Q5_1
             return {sizeof(BlockQ5_1), offsetof(BlockQ5_1, qs), 16};
     }
@@ -40,12 +50,13 @@ void check(Type type, std::int64_t rows, std::int64_t n) {
         throw InvalidArgument(
             std::string("cannot interleave a ") + std::to_string(rows) + " x " + std::to_string(n) +
             " " + type_name(type) +
-            " matrix (Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1 with a multiple of 16 rows only)");
+            " matrix (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or Q4_K with a multiple of 16 rows only)");
     }
 }
 
 // Byte offsets, inside a group, of row `lane`'s parts of block b: its codes word by word (word w
-// at codes(b, w, lane)), its fifth bits, its d and its min.
+// at codes(b, w, lane)), its fifth bits, its packed sub-block scales (word w at
+// sub_scales(b, w, lane)), its d and its min.
 struct GroupMap {
     FileBlock f;
     const InterleavedBlock& g;
@@ -57,12 +68,18 @@ struct GroupMap {
     std::size_t high_bits(std::size_t b, std::size_t lane) const {
         return block(b) + g.high_bits + lane * 4;
     }
+    std::size_t sub_scales(std::size_t b, std::size_t w, std::size_t lane) const {
+        return block(b) + g.sub_scales + lane / 8 * (8 * kSubScaleBytes) +
+               (w * 8 + lane % 8) * kWordBytes;
+    }
     std::size_t d(std::size_t b, std::size_t lane) const { return block(b) + g.scales + lane * 2; }
     std::size_t min(std::size_t b, std::size_t lane) const { return block(b) + g.mins + lane * 2; }
 };
 
 // Calls visit(offset in the row, offset in the group, bytes) for every part of row `lane` of a
-// group: each block's d, min, fifth bits and code words.
+// group: each block's d, min, fifth bits, sub-block scales and code words. (In the file, Q4_1's
+// m and Q4_K's dmin follow d; Q5's qh precedes the codes; Q4_K's 12 bytes of scales follow
+// dmin.)
 template <class Visit>
 void for_each_part(const GroupMap& m, std::size_t lane, Visit&& visit) {
     for (std::size_t b = 0; b < m.nb; ++b) {
@@ -70,6 +87,10 @@ void for_each_part(const GroupMap& m, std::size_t lane, Visit&& visit) {
         visit(block, m.d(b, lane), 2);
         if (m.g.has_mins) visit(block + 2, m.min(b, lane), 2);
         if (m.g.has_high_bits) visit(block + m.f.codes_at - 4, m.high_bits(b, lane), 4);
+        if (m.g.has_sub_scales) {
+            for (std::size_t w = 0; w < kSubScaleBytes / kWordBytes; ++w)
+                visit(block + 4 + w * kWordBytes, m.sub_scales(b, w, lane), kWordBytes);
+        }
         for (std::size_t w = 0; w < m.f.code_bytes / kWordBytes; ++w)
             visit(block + m.f.codes_at + w * kWordBytes, m.codes(b, w, lane), kWordBytes);
     }
@@ -78,7 +99,7 @@ void for_each_part(const GroupMap& m, std::size_t lane, Visit&& visit) {
 
 bool has_interleaved_layout(Type type) {
     return type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
-           type == Type::Q5_1;
+           type == Type::Q5_1 || type == Type::Q4_K;
 }
 
 const InterleavedBlock& interleaved_block(Type type) {
@@ -93,6 +114,8 @@ const InterleavedBlock& interleaved_block(Type type) {
             return kInterleavedBlock<Type::Q5_0>;
         case Type::Q5_1:
             return kInterleavedBlock<Type::Q5_1>;
+        case Type::Q4_K:
+            return kInterleavedBlock<Type::Q4_K>;
         default:
             throw InvalidArgument(std::string(type_name(type)) + " has no interleaved layout");
     }
@@ -100,13 +123,14 @@ const InterleavedBlock& interleaved_block(Type type) {
 
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n) {
     return has_interleaved_layout(type) && rows > 0 && rows % kInterleavedGroupRows == 0 && n > 0 &&
-           n % 32 == 0;
+           n % static_cast<std::int64_t>(interleaved_block(type).elements) == 0;
 }
 
 void interleave_rows(Type type, const std::uint8_t* rows_in, std::int64_t rows, std::int64_t n,
                      std::uint8_t* out) {
     check(type, rows, n);
-    const GroupMap m{file_block(type), interleaved_block(type), static_cast<std::size_t>(n / 32)};
+    const GroupMap m{file_block(type), interleaved_block(type),
+                     static_cast<std::size_t>(n) / interleaved_block(type).elements};
     const std::size_t row_bytes = m.nb * m.f.bytes;
     for (std::size_t g = 0; g < static_cast<std::size_t>(rows) / kGroup; ++g) {
         std::uint8_t* group = out + g * kGroup * row_bytes;
@@ -123,7 +147,8 @@ void row_from_interleaved(Type type, const std::uint8_t* data, std::int64_t n, s
                           std::uint8_t* row_out) {
     check(type, kInterleavedGroupRows, n);
     if (r < 0) throw InvalidArgument("row_from_interleaved: negative row " + std::to_string(r));
-    const GroupMap m{file_block(type), interleaved_block(type), static_cast<std::size_t>(n / 32)};
+    const GroupMap m{file_block(type), interleaved_block(type),
+                     static_cast<std::size_t>(n) / interleaved_block(type).elements};
     const std::size_t row_bytes = m.nb * m.f.bytes;
     const std::uint8_t* group = data + static_cast<std::size_t>(r) / kGroup * kGroup * row_bytes;
     for_each_part(m, static_cast<std::size_t>(r) % kGroup,

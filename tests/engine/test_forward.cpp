@@ -209,10 +209,10 @@ private slots:
         if (!large_pages_available() || !tensor::interleaving_pays(tensor::Type::Q8_0) ||
             std::getenv("TOKENSCOPE_INT8_GEMM"))
             QSKIP("the engine interleaves weights only in its large-page copy at the AVX2 level");
-        for (const auto& [type, tied] : {std::pair{tensor::Type::Q8_0, false},
-                                         std::pair{tensor::Type::Q8_0, true},
-                                         std::pair{tensor::Type::Q4_1, true},
-                                         std::pair{tensor::Type::Q5_0, false}}) {
+        for (const auto& [type, tied] :
+             {std::pair{tensor::Type::Q8_0, false}, std::pair{tensor::Type::Q8_0, true},
+              std::pair{tensor::Type::Q4_1, true}, std::pair{tensor::Type::Q5_0, false},
+              std::pair{tensor::Type::Q4_K, true}}) {
             TinyModelSpec spec = quantizable_spec(type);
             spec.tied_output = tied;
             const std::string path = test::tiny_model_path(

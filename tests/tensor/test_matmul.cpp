@@ -478,7 +478,17 @@ class TestMatmul : public QObject {
     void interleavedRowsRoundTripAndRanges();
 };
 
-// Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 stored interleaved (interleaved_rows.h) against the float64
+namespace {
+// The types with an interleaved layout (interleaved_rows.h).
+constexpr Type kInterleavedTypes[] = {Type::Q8_0, Type::Q4_0, Type::Q4_1,
+                                      Type::Q5_0, Type::Q5_1, Type::Q4_K};
+// A row length of a few blocks for `type` (Q4_K's blocks are 256 long).
+std::int64_t interleaved_n(Type type) {
+    return type == Type::Q4_K ? 768 : 640;
+}
+}  // namespace
+
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q4_K stored interleaved (interleaved_rows.h) against the float64
 // references
 // of the rows in file order, at every level (the scalar and AVX-512 levels copy each group
 // back; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens for Q8_0 and 16
@@ -487,10 +497,12 @@ class TestMatmul : public QObject {
 // splits of 7, 9 and 13, and both sides of both lines; saturated codes (Q8_0's -128, 15 and 0
 // nibbles).
 void TestMatmul::interleavedRowsMatchReference() {
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
+    for (Type type : kInterleavedTypes) {
         double worst = 0;
         for (std::int64_t rows : {16, 32, 48}) {
-            for (std::int64_t n : {32, 640, 4128}) {
+            for (std::int64_t n : type == Type::Q4_K
+                                      ? std::initializer_list<std::int64_t>{256, 768, 4352}
+                                      : std::initializer_list<std::int64_t>{32, 640, 4128}) {
                 for (std::int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 9, 13, 15, 16, 39, 40, 64}) {
                     if (n > 640 && tokens > 16) continue;  // keeps the float64 reference quick
                     const std::string failure =
@@ -500,7 +512,8 @@ void TestMatmul::interleavedRowsMatchReference() {
             }
         }
         for (std::int64_t tokens : {1, 9, 45}) {
-            std::string failure = check_case({type, 32, 640, tokens, false, true, true}, &worst);
+            std::string failure =
+                check_case({type, 32, interleaved_n(type), tokens, false, true, true}, &worst);
             QVERIFY2(failure.empty(), failure.c_str());
             failure = check_case({type, 304, 256, tokens, true, false, true}, &worst);
             QVERIFY2(failure.empty(), failure.c_str());
@@ -515,8 +528,8 @@ void TestMatmul::interleavedRowsMatchReference() {
 // chunk of k + 1 tokens), decode and prefill then agree exactly.
 void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
     LevelGuard guard;
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
-        const std::int64_t rows = 48, n = 640;
+    for (Type type : kInterleavedTypes) {
+        const std::int64_t rows = 48, n = interleaved_n(type);
         const Bytes w = random_weights(type, rows, n, 31);
         Bytes wi(w.size());
         interleave_rows(type, w.data(), rows, n, wi.data());
@@ -552,7 +565,8 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
 // At the AVX2 level the layout's own tile (under 40 tokens) and the lane GEMM over packed
 // interleaved rows (40 and more) must give the bits of the lane GEMM that packs the rows from
 // file order (16 tokens and more, gemm_int8_q32_avx2.cpp): a second implementation of the same
-// per-row order, with its own packer.
+// per-row order, with its own packer. Q4_K's tile (interleaved_kquant_avx2.cpp) follows the
+// K-quant lane GEMM's order at every token count, so there one token already equals it.
 void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     if (detected_simd_level() < SimdLevel::Avx2 || std::getenv("TOKENSCOPE_INT8_GEMM") ||
         std::getenv("TOKENSCOPE_INTERLEAVE")) {
@@ -560,21 +574,30 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     }
     LevelGuard guard;
     set_simd_level(SimdLevel::Avx2);
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
+    for (Type type : kInterleavedTypes) {
         QVERIFY(interleaving_pays(type));
         for (const auto& [rows, n] :
-             {std::pair<std::int64_t, std::int64_t>{32, 640}, {304, 1024}}) {
+             {std::pair<std::int64_t, std::int64_t>{32, interleaved_n(type)}, {304, 1024}}) {
             const Bytes w = random_weights(type, rows, n, 41);
             Bytes wi(w.size());
             interleave_rows(type, w.data(), rows, n, wi.data());
-            for (std::int64_t tokens : {16, 17, 23, 39, 40, 64}) {
+            std::vector<std::int64_t> counts = {16, 17, 23, 39, 40, 64};
+            if (type == Type::Q4_K) counts.insert(counts.begin(), {1, 2, 3, 5, 6, 7, 9, 13, 15});
+            for (std::int64_t tokens : counts) {
                 const std::vector<float> x =
                     random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
-                PreparedActivations acts;
+                // The rows' lane GEMM runs from 16 tokens: the tokens under test come first in
+                // a batch of at least 16 (each token's result does not depend on the others).
+                const std::int64_t batch = std::max<std::int64_t>(tokens, kPanelMinTokens);
+                std::vector<float> xb = random_activations(batch, n, 77);
+                std::copy(x.begin(), x.end(), xb.begin());
+                PreparedActivations acts, acts_batch;
                 prepare_activations(type, x.data(), tokens, n, acts);
-                std::vector<float> by_rows(static_cast<std::size_t>(tokens * rows));
-                std::vector<float> by_groups(by_rows.size());
-                matmul_rows(type, w.data(), n, 0, rows, acts, by_rows.data(), rows);
+                prepare_activations(type, xb.data(), batch, n, acts_batch);
+                std::vector<float> by_rows(static_cast<std::size_t>(batch * rows));
+                std::vector<float> by_groups(static_cast<std::size_t>(tokens * rows));
+                matmul_rows(type, w.data(), n, 0, rows, acts_batch, by_rows.data(), rows);
+                by_rows.resize(by_groups.size());
                 matmul_rows(type, wi.data(), n, 0, rows, acts, by_groups.data(), rows,
                             RowLayout::Interleaved);
                 const std::string what = product_name(type, rows, n, tokens);
@@ -586,8 +609,8 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
 }
 
 void TestMatmul::interleavedRowsRoundTripAndRanges() {
-    for (Type type : {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1}) {
-        const std::int64_t rows = 48, n = 96;
+    for (Type type : kInterleavedTypes) {
+        const std::int64_t rows = 48, n = type == Type::Q4_K ? 512 : 96;
         const Bytes w = random_weights(type, rows, n, 51);
         Bytes wi(w.size());
         interleave_rows(type, w.data(), rows, n, wi.data());
@@ -609,9 +632,10 @@ void TestMatmul::interleavedRowsRoundTripAndRanges() {
                       " does not come back")
                          .c_str());
         }
-        QVERIFY(can_interleave(type, 16, 32));
-        QVERIFY(!can_interleave(type, 8, 32));
-        QVERIFY(!can_interleave(type, 16, 48));
+        const std::int64_t block = type == Type::Q4_K ? 256 : 32;
+        QVERIFY(can_interleave(type, 16, block));
+        QVERIFY(!can_interleave(type, 8, block));
+        QVERIFY(!can_interleave(type, 16, block + block / 2));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
                                  interleave_rows(type, w.data(), 24, n, wi.data()));
         const std::vector<float> x = random_activations(3, n, 52);
@@ -636,7 +660,7 @@ void TestMatmul::interleavedRowsRoundTripAndRanges() {
             }
         }
     }
-    for (Type type : {Type::Q6_K, Type::Q4_K, Type::F16, Type::BF16}) {
+    for (Type type : {Type::Q6_K, Type::Q5_K, Type::F16, Type::BF16}) {
         QVERIFY(!can_interleave(type, 16, 256));
         Bytes any(row_bytes(type, 256) * 16);
         Bytes out(any.size());
