@@ -218,7 +218,8 @@ inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& 
     const __m256i top = _mm256_set1_epi8(0x30);
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int h = 0; h < 2; ++h) {
-        const std::uint8_t* sub = block + kQ4KLayout.sub_scales + h * 8 * kSubScaleBytes;
+        const std::uint8_t* sub =
+            block + kQ4KLayout.sub_scales + h * 8 * kQ4KLayout.sub_scale_bytes;
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub));
         const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub + 32));
         const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub + 64));
@@ -244,6 +245,85 @@ inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& 
                               neg_dmin);
         }
     }
+}
+
+// Interleaved Q6_K (interleaved_rows.h): 16 sub-blocks of 16 elements per super-block, each with
+// an int8 scale.
+inline constexpr int kQ6KSubBlocks = 16;
+inline constexpr InterleavedBlock kQ6KLayout = kInterleavedBlock<Type::Q6_K>;
+
+// vpshufb operands that take byte i of each 32-bit lane into the high byte of both int16 halves
+// or into the top byte of the lane: an arithmetic shift then sign-extends the int8 scale.
+struct Q6KByteMasks {
+    alignas(32) std::int8_t pair[4][32];
+    alignas(32) std::int8_t single[4][32];
+};
+consteval Q6KByteMasks make_q6k_byte_masks() {
+    Q6KByteMasks m{};
+    for (int i = 0; i < 4; ++i) {
+        for (int lane = 0; lane < 8; ++lane) {
+            const auto at = static_cast<std::int8_t>(4 * (lane % 4) + i);  // within 128 bits
+            const int o = 4 * lane;
+            m.pair[i][o] = -1, m.pair[i][o + 1] = at, m.pair[i][o + 2] = -1, m.pair[i][o + 3] = at;
+            m.single[i][o] = -1, m.single[i][o + 1] = -1, m.single[i][o + 2] = -1;
+            m.single[i][o + 3] = at;
+        }
+    }
+    return m;
+}
+inline constexpr Q6KByteMasks kQ6KByteMasks = make_q6k_byte_masks();
+
+// One super-block's scales of an interleaved Q6_K group, its 16 rows unpacked as the K-quant
+// lane GEMM's packer makes them (pack_k_row): sc as int16 pairs, coef = -32 d sc, exact in float
+// (an f16 times an int8 times a power of two).
+struct Q6KGroupScales {
+    __m256i sc[kQ6KSubBlocks][2];
+    __m256 coef[kQ6KSubBlocks][2];
+    __m256 d[2];
+};
+
+inline void unpack_q6_k_group_scales(const std::uint8_t* block, Q6KGroupScales& out) {
+    for (int h = 0; h < 2; ++h) {
+        const __m256 d = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6KLayout.scales + 16 * h)));
+        const __m256 neg32d = _mm256_mul_ps(_mm256_set1_ps(-32.0f), d);
+        out.d[h] = d;
+        for (int i = 0; i < 4; ++i) {
+            // Word i of the 8 rows: scales 4i..4i+3.
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                block + kQ6KLayout.sub_scales + h * 8 * kQ6KLayout.sub_scale_bytes + 32 * i));
+            for (int k = 0; k < 4; ++k) {
+                out.sc[4 * i + k][h] =
+                    _mm256_srai_epi16(_mm256_shuffle_epi8(v, load_mask(kQ6KByteMasks.pair[k])), 8);
+                out.coef[4 * i + k][h] = _mm256_mul_ps(
+                    _mm256_cvtepi32_ps(_mm256_srai_epi32(
+                        _mm256_shuffle_epi8(v, load_mask(kQ6KByteMasks.single[k])), 24)),
+                    neg32d);
+            }
+        }
+    }
+}
+
+// Codes of 8 interleaved Q6_K rows, 4 elements each: kind k (0-3) of word v (0-7) of half n
+// (0-1) of the super-block, elements 128 n + 32 k + 4 v.. (ggml's order: ql's low nibbles of
+// bytes 0-31 and 32-63, then their high nibbles, each with 2 bits of qh).
+inline __m256i q6_k_code_word(const std::uint8_t* block, int h, int n, int k, int v) {
+    const auto word_at = [&](std::size_t part, std::size_t row_bytes, int w) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+            block + part + static_cast<std::size_t>(h) * 8 * row_bytes +
+            static_cast<std::size_t>(w) * 32));
+    };
+    const __m256i four = _mm256_set1_epi8(0x0F);
+    const __m256i two = _mm256_set1_epi8(0x30);
+    const __m256i low = word_at(0, 128, 16 * n + 8 * (k % 2) + v);
+    const __m256i high = word_at(kQ6KLayout.high_bits, kQ6KLayout.high_bytes, 8 * n + v);
+    const __m256i nibble = _mm256_and_si256(k < 2 ? low : _mm256_srli_epi16(low, 4), four);
+    // Bits 2k, 2k + 1 of qh to bits 4, 5.
+    const __m256i top = k == 0   ? _mm256_slli_epi16(high, 4)
+                        : k == 1 ? _mm256_slli_epi16(high, 2)
+                        : k == 2 ? high
+                                 : _mm256_srli_epi16(high, 2);
+    return _mm256_or_si256(nibble, _mm256_and_si256(top, two));
 }
 
 // Vector j of 8 interleaved rows' nibble codes (Q4_0/Q4_1/Q5_0/Q5_1, interleaved_rows.h: bytes
@@ -638,6 +718,10 @@ struct InterleavedKRows {
                 pack_q4_k_interleaved(a, r0);
                 return;
             }
+            if (a.type == Type::Q6_K && a.interleaved) {
+                pack_q6_k_interleaved(a, r0);
+                return;
+            }
         }
         if (a.type == Type::Q4_K) {
             pack_q4_k(a, r0, rows);
@@ -739,6 +823,45 @@ struct InterleavedKRows {
                         scales.sc[j / 2][h]);
                     _mm256_store_ps(coef + b * kCoef / 4 + j * R + kLanes * h,
                                     scales.coef[j / 2][h]);
+                }
+            }
+        }
+    }
+
+    // Q6_K stored interleaved: each code word made as the decode tile makes it, the scales as
+    // unpack_q6_k_group_scales gives them.
+    void pack_q6_k_interleaved(const MatmulArgs& a, std::int64_t r0) {
+        const auto n = static_cast<std::size_t>(nb);
+        u = buffer_.get(packed_bytes(a.n));
+        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
+        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
+        coef = d + n * kD / sizeof(float);
+        const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
+        Q6KGroupScales scales;
+        for (std::size_t b = 0; b < n; ++b) {
+            const std::uint8_t* block = group + b * kQ6KLayout.bytes;
+            for (int h = 0; h < 2; ++h) {
+                for (int half = 0; half < 2; ++half) {
+                    for (int k = 0; k < 4; ++k) {
+                        for (int v = 0; v < 8; ++v) {
+                            const auto g = static_cast<std::size_t>(32 * half + 8 * k + v);
+                            _mm256_store_si256(
+                                reinterpret_cast<__m256i*>(
+                                    u + b * kU +
+                                    (g * R + kLanes * static_cast<std::size_t>(h)) * 4),
+                                q6_k_code_word(block, h, half, k, v));
+                        }
+                    }
+                }
+            }
+            unpack_q6_k_group_scales(block, scales);
+            for (std::size_t h = 0; h < 2; ++h) {
+                _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
+                for (std::size_t j = 0; j < 16; ++j) {
+                    _mm256_store_si256(
+                        reinterpret_cast<__m256i*>(sc + b * kSc / 2 + (j * R + kLanes * h) * 2),
+                        scales.sc[j][h]);
+                    _mm256_store_ps(coef + b * kCoef / 4 + j * R + kLanes * h, scales.coef[j][h]);
                 }
             }
         }

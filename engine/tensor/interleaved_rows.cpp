@@ -17,31 +17,53 @@ static_assert(kInterleavedBlock<Type::Q4_1>.bytes == 16 * sizeof(BlockQ4_1));
 static_assert(kInterleavedBlock<Type::Q5_0>.bytes == 16 * sizeof(BlockQ5_0));
 static_assert(kInterleavedBlock<Type::Q5_1>.bytes == 16 * sizeof(BlockQ5_1));
 static_assert(kInterleavedBlock<Type::Q4_K>.bytes == 16 * sizeof(BlockQ4_K));
+static_assert(kInterleavedBlock<Type::Q6_K>.bytes == 16 * sizeof(BlockQ6_K));
 
 constexpr auto kGroup = static_cast<std::size_t>(kInterleavedGroupRows);
 constexpr std::size_t kWordBytes = 4;
 
-// Where a file block of each format keeps its parts.
+// Where a file block of each format keeps its parts (offsets in the block; kNone: absent).
+constexpr std::size_t kNone = ~std::size_t{0};
 struct FileBlock {
-    std::size_t bytes;     // the block
-    std::size_t codes_at;  // offset of the codes (the fifth bits are the 4 bytes before them)
+    std::size_t bytes;  // the block
+    std::size_t d_at;
+    std::size_t min_at;
+    std::size_t high_at;  // InterleavedBlock::high_bytes there
+    std::size_t sub_at;   // InterleavedBlock::sub_scale_bytes there
+    std::size_t codes_at;
     std::size_t code_bytes;
 };
 
 FileBlock file_block(Type type) {
     switch (type) {
         case Type::Q8_0:
-            return {sizeof(BlockQ8_0), offsetof(BlockQ8_0, qs), 32};
+            return {sizeof(BlockQ8_0), 0, kNone, kNone, kNone, offsetof(BlockQ8_0, qs), 32};
         case Type::Q4_0:
-            return {sizeof(BlockQ4_0), offsetof(BlockQ4_0, qs), 16};
+            return {sizeof(BlockQ4_0), 0, kNone, kNone, kNone, offsetof(BlockQ4_0, qs), 16};
         case Type::Q4_1:
-            return {sizeof(BlockQ4_1), offsetof(BlockQ4_1, qs), 16};
+            return {sizeof(BlockQ4_1), 0, 2, kNone, kNone, offsetof(BlockQ4_1, qs), 16};
         case Type::Q5_0:
-            return {sizeof(BlockQ5_0), offsetof(BlockQ5_0, qs), 16};
+            return {sizeof(BlockQ5_0),       0, kNone, offsetof(BlockQ5_0, qh), kNone,
+                    offsetof(BlockQ5_0, qs), 16};
+        case Type::Q5_1:
+            return {sizeof(BlockQ5_1),       0, 2, offsetof(BlockQ5_1, qh), kNone,
+                    offsetof(BlockQ5_1, qs), 16};
         case Type::Q4_K:
-            return {sizeof(BlockQ4_K), offsetof(BlockQ4_K, qs), 128};
-        default:  // Q5_1
-            return {sizeof(BlockQ5_1), offsetof(BlockQ5_1, qs), 16};
+            return {sizeof(BlockQ4_K),
+                    offsetof(BlockQ4_K, d),
+                    offsetof(BlockQ4_K, dmin),
+                    kNone,
+                    offsetof(BlockQ4_K, scales),
+                    offsetof(BlockQ4_K, qs),
+                    128};
+        default:  // Q6_K
+            return {sizeof(BlockQ6_K),
+                    offsetof(BlockQ6_K, d),
+                    kNone,
+                    offsetof(BlockQ6_K, qh),
+                    offsetof(BlockQ6_K, scales),
+                    offsetof(BlockQ6_K, ql),
+                    128};
     }
 }
 
@@ -50,56 +72,51 @@ void check(Type type, std::int64_t rows, std::int64_t n) {
         throw InvalidArgument(
             std::string("cannot interleave a ") + std::to_string(rows) + " x " + std::to_string(n) +
             " " + type_name(type) +
-            " matrix (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or Q4_K with a multiple of 16 rows only)");
+            " matrix (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K or Q6_K with a multiple of 16 rows only)");
     }
 }
 
-// Byte offsets, inside a group, of row `lane`'s parts of block b: its codes word by word (word w
-// at codes(b, w, lane)), its fifth bits, its packed sub-block scales (word w at
-// sub_scales(b, w, lane)), its d and its min.
+// Byte offsets, inside a group, of row `lane`'s parts of block b: its codes, high bits and
+// sub-block scales word by word (word w at codes(b, w, lane), ...), its d and its min.
 struct GroupMap {
     FileBlock f;
     const InterleavedBlock& g;
     std::size_t nb;
     std::size_t block(std::size_t b) const { return b * g.bytes; }
-    std::size_t codes(std::size_t b, std::size_t w, std::size_t lane) const {
-        return block(b) + lane / 8 * g.codes + (w * 8 + lane % 8) * kWordBytes;
-    }
-    std::size_t high_bits(std::size_t b, std::size_t lane) const {
-        return block(b) + g.high_bits + lane * 4;
-    }
-    std::size_t sub_scales(std::size_t b, std::size_t w, std::size_t lane) const {
-        return block(b) + g.sub_scales + lane / 8 * (8 * kSubScaleBytes) +
-               (w * 8 + lane % 8) * kWordBytes;
+    // Word w of row `lane` in a part stored [half][word][row 0..7][4 bytes], of `row_bytes`
+    // bytes per row, starting at `part`.
+    std::size_t word(std::size_t b, std::size_t part, std::size_t row_bytes, std::size_t w,
+                     std::size_t lane) const {
+        return block(b) + part + lane / 8 * (8 * row_bytes) + (w * 8 + lane % 8) * kWordBytes;
     }
     std::size_t d(std::size_t b, std::size_t lane) const { return block(b) + g.scales + lane * 2; }
     std::size_t min(std::size_t b, std::size_t lane) const { return block(b) + g.mins + lane * 2; }
 };
 
 // Calls visit(offset in the row, offset in the group, bytes) for every part of row `lane` of a
-// group: each block's d, min, fifth bits, sub-block scales and code words. (In the file, Q4_1's
-// m and Q4_K's dmin follow d; Q5's qh precedes the codes; Q4_K's 12 bytes of scales follow
-// dmin.)
+// group: each block's d, min, high bits, sub-block scales and codes, word by word.
 template <class Visit>
 void for_each_part(const GroupMap& m, std::size_t lane, Visit&& visit) {
-    for (std::size_t b = 0; b < m.nb; ++b) {
-        const std::size_t block = b * m.f.bytes;
-        visit(block, m.d(b, lane), 2);
-        if (m.g.has_mins) visit(block + 2, m.min(b, lane), 2);
-        if (m.g.has_high_bits) visit(block + m.f.codes_at - 4, m.high_bits(b, lane), 4);
-        if (m.g.has_sub_scales) {
-            for (std::size_t w = 0; w < kSubScaleBytes / kWordBytes; ++w)
-                visit(block + 4 + w * kWordBytes, m.sub_scales(b, w, lane), kWordBytes);
+    const auto words = [&](std::size_t b, std::size_t file_at, std::size_t part,
+                           std::size_t row_bytes) {
+        for (std::size_t w = 0; w < row_bytes / kWordBytes; ++w) {
+            visit(b * m.f.bytes + file_at + w * kWordBytes, m.word(b, part, row_bytes, w, lane),
+                  kWordBytes);
         }
-        for (std::size_t w = 0; w < m.f.code_bytes / kWordBytes; ++w)
-            visit(block + m.f.codes_at + w * kWordBytes, m.codes(b, w, lane), kWordBytes);
+    };
+    for (std::size_t b = 0; b < m.nb; ++b) {
+        visit(b * m.f.bytes + m.f.d_at, m.d(b, lane), 2);
+        if (m.g.has_mins) visit(b * m.f.bytes + m.f.min_at, m.min(b, lane), 2);
+        if (m.g.has_high_bits) words(b, m.f.high_at, m.g.high_bits, m.g.high_bytes);
+        if (m.g.has_sub_scales) words(b, m.f.sub_at, m.g.sub_scales, m.g.sub_scale_bytes);
+        words(b, m.f.codes_at, 0, m.f.code_bytes);
     }
 }
 }  // namespace
 
 bool has_interleaved_layout(Type type) {
     return type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
-           type == Type::Q5_1 || type == Type::Q4_K;
+           type == Type::Q5_1 || type == Type::Q4_K || type == Type::Q6_K;
 }
 
 const InterleavedBlock& interleaved_block(Type type) {
@@ -116,6 +133,8 @@ const InterleavedBlock& interleaved_block(Type type) {
             return kInterleavedBlock<Type::Q5_1>;
         case Type::Q4_K:
             return kInterleavedBlock<Type::Q4_K>;
+        case Type::Q6_K:
+            return kInterleavedBlock<Type::Q6_K>;
         default:
             throw InvalidArgument(std::string(type_name(type)) + " has no interleaved layout");
     }

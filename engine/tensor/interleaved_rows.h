@@ -14,18 +14,20 @@
 // the same bits for a token.
 //
 // Group g holds rows 16g..16g+15, in the bytes those 16 rows occupy in the file (16 * nb *
-// block bytes, nb = n / 32 blocks per row, n / 256 super-blocks for Q4_K), block after block,
-// so that a tile of the group reads one sequential stream (two streams per thread, one per 8
-// rows with the scales apart, read 8-10 % slower from memory on Zen 3). Block b of a group is
-// 16 blocks' bytes:
+// block bytes, nb = n / 32 blocks per row, n / 256 super-blocks for the K-quants), block after
+// block, so that a tile of the group reads one sequential stream (two streams per thread, one
+// per 8 rows with the scales apart, read 8-10 % slower from memory on Zen 3). Block b of a
+// group is 16 blocks' bytes:
 //   codes:  [half 0..1][word w][row 0..7][4 bytes]  bytes 4w..4w+3 of the codes of row
 //           8 * half + row (Q8_0: 8 words of the 32 int8 codes; Q4_0/Q4_1/Q5_0/Q5_1: 4 words
 //           of the 16 nibble bytes, whose low nibbles are elements 4w..4w+3 and high nibbles
 //           16+4w..; Q4_K: 32 words of the 128 nibble bytes, word w's low nibbles elements
-//           64 (w / 8) + 4 (w % 8).. and its high nibbles the same + 32)
-//   fifth:  [row 0..15][4 bytes]                    Q5_0/Q5_1 only: the blocks' qh
-//   sub:    [half 0..1][word 0..2][row 0..7][4 B]   Q4_K only: the 12 bytes of 6-bit
-//                                                   sub-block scales and mins, as in the file
+//           64 (w / 8) + 4 (w % 8).. and its high nibbles the same + 32; Q6_K: 32 words of ql)
+//   high:   [half 0..1][word][row 0..7][4 bytes]    Q5_0/Q5_1: the blocks' qh (one word);
+//                                                   Q6_K: the 16 words of qh
+//   sub:    [half 0..1][word][row 0..7][4 bytes]    Q4_K: the 3 words of 6-bit sub-block scales
+//                                                   and mins, as in the file; Q6_K: the 4 words
+//                                                   of int8 scales
 //   scales: [row 0..15]                             the blocks' f16 d
 //   mins:   [row 0..15]                             Q4_1/Q5_1: the blocks' f16 m; Q4_K: dmin
 #include <cstddef>
@@ -37,7 +39,7 @@ namespace tokenscope::tensor {
 
 enum class RowLayout {
     Rows,        // the file's order
-    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K)
+    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)
 };
 
 inline constexpr std::int64_t kInterleavedGroupRows = 16;
@@ -46,54 +48,73 @@ inline constexpr std::int64_t kInterleavedGroupRows = 16;
 // the block's start. The one description of the layout: interleave_rows, the AVX2 tile and the
 // lane GEMM's packer all read it.
 struct InterleavedBlock {
-    std::size_t elements = 32;   // of a row per block: 32, or 256 for Q4_K's super-blocks
+    std::size_t elements = 32;   // of a row per block: 32, or 256 for the K-quants' super-blocks
     std::size_t codes = 0;       // bytes of codes of 8 rows (half 1 starts here)
-    std::size_t high_bits = 0;   // the 16 rows' qh (Q5_0/Q5_1)
-    std::size_t sub_scales = 0;  // the 16 rows' packed sub-block scales and mins (Q4_K)
+    std::size_t high_bits = 0;   // the 16 rows' high bits (Q5_0/Q5_1's qh, Q6_K's qh)
+    std::size_t sub_scales = 0;  // the 16 rows' sub-block scales (Q4_K's with the mins, Q6_K's)
     std::size_t scales = 0;      // the 16 rows' d
     std::size_t mins = 0;        // the 16 rows' m (Q4_1/Q5_1) or dmin (Q4_K)
     std::size_t bytes = 0;       // the whole block of the group
+    std::size_t high_bytes = 0;  // of one row: 4 (Q5_0/Q5_1), 64 (Q6_K)
+    std::size_t sub_scale_bytes = 0;  // of one row: 12 (Q4_K), 16 (Q6_K)
     bool has_high_bits = false;
     bool has_mins = false;
     bool has_sub_scales = false;
 };
 
-// Bytes of packed sub-block scales per row of a Q4_K super-block (3 words).
-inline constexpr std::size_t kSubScaleBytes = 12;
-
 // Only ever evaluated at compile time (the AVX2 files must not share runtime inline code with
-// baseline ones, matmul_internal.h).
-consteval InterleavedBlock make_interleaved_block(std::size_t code_bytes_per_row, bool high_bits,
-                                                  bool mins, bool sub_scales = false) {
+// baseline ones, matmul_internal.h). Per row of a block: code bytes, high-bit bytes, sub-block
+// scale bytes, whether it has a min. High bits and sub-block scales lie as the codes do,
+// [half][word][row 0..7][4 bytes].
+consteval InterleavedBlock make_interleaved_block(std::size_t elements, std::size_t code_bytes,
+                                                  std::size_t high_bytes,
+                                                  std::size_t sub_scale_bytes, bool mins) {
     InterleavedBlock b;
-    b.elements = sub_scales ? 256 : 32;
-    b.codes = 8 * code_bytes_per_row;
+    b.elements = elements;
+    b.codes = 8 * code_bytes;
     b.high_bits = 2 * b.codes;
-    b.sub_scales = b.high_bits + (high_bits ? 16 * 4 : 0);
-    b.scales = b.sub_scales + (sub_scales ? 16 * kSubScaleBytes : 0);
+    b.sub_scales = b.high_bits + 16 * high_bytes;
+    b.scales = b.sub_scales + 16 * sub_scale_bytes;
     b.mins = b.scales + 16 * 2;
     b.bytes = b.mins + (mins ? 16 * 2 : 0);
-    b.has_high_bits = high_bits;
+    b.high_bytes = high_bytes;
+    b.sub_scale_bytes = sub_scale_bytes;
+    b.has_high_bits = high_bytes > 0;
     b.has_mins = mins;
-    b.has_sub_scales = sub_scales;
+    b.has_sub_scales = sub_scale_bytes > 0;
     return b;
 }
 
-// The layout of `type` (one of the six; Q8_0 for any other, which has none).
-template <Type W>
-inline constexpr InterleavedBlock kInterleavedBlock =
-    W == Type::Q4_K
-        ? make_interleaved_block(128, false, true, true)
-        : make_interleaved_block(W == Type::Q8_0 ? 32 : 16, W == Type::Q5_0 || W == Type::Q5_1,
-                                 W == Type::Q4_1 || W == Type::Q5_1);
+consteval InterleavedBlock make_interleaved_block_of(Type w) {
+    switch (w) {
+        case Type::Q4_0:
+            return make_interleaved_block(32, 16, 0, 0, false);
+        case Type::Q4_1:
+            return make_interleaved_block(32, 16, 0, 0, true);
+        case Type::Q5_0:
+            return make_interleaved_block(32, 16, 4, 0, false);
+        case Type::Q5_1:
+            return make_interleaved_block(32, 16, 4, 0, true);
+        case Type::Q4_K:
+            return make_interleaved_block(256, 128, 0, 12, true);
+        case Type::Q6_K:
+            return make_interleaved_block(256, 128, 64, 16, false);
+        default:  // Q8_0
+            return make_interleaved_block(32, 32, 0, 0, false);
+    }
+}
 
-// Whether `type` has an interleaved layout at all: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K.
+// The layout of `type` (one of the seven; Q8_0 for any other, which has none).
+template <Type W>
+inline constexpr InterleavedBlock kInterleavedBlock = make_interleaved_block_of(W);
+
+// Whether `type` has an interleaved layout at all: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K.
 bool has_interleaved_layout(Type type);
 
 // kInterleavedBlock of a type known only at run time; InvalidArgument for a type without one.
 const InterleavedBlock& interleaved_block(Type type);
 
-// Whether a rows x n matrix of `type` can be stored interleaved: one of the six types, with rows
+// Whether a rows x n matrix of `type` can be stored interleaved: one of the seven types, with rows
 // a multiple of 16 (and n of the type's block).
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 

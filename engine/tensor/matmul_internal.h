@@ -74,9 +74,10 @@ bool gemm_int8_q32_avxvnni(const MatmulArgs& args);
 // 16 rows x up to 6 tokens per tile (interleaved_avx2.cpp); false for other types. Prefill goes
 // to the lane GEMM, whose packer reads the same layout; both compute the same bits.
 bool matmul_interleaved_avx2(const MatmulArgs& args);
-// Interleaved Q4_K rows times any number of tokens, 16 rows x up to 6 tokens per tile, the
-// prefill over passes of groups as the lane GEMM (interleaved_kquant_avx2.cpp); false for other
-// types. Same bits as the K-quant lane GEMM (gemm_int8_avx2) over the file's rows.
+// Interleaved Q4_K and Q6_K rows times any number of tokens: 16 rows x up to 6 tokens per tile
+// under 16 tokens (interleaved_kquant_avx2.cpp), the K-quant lane GEMM (gemm_int8_avx2, packing
+// from the groups) from there; false for other types. The same bits at every token count, and
+// those of the lane GEMM over the file's rows.
 bool matmul_interleaved_kquant_avx2(const MatmulArgs& args);
 // The K-quant tile in 512-bit registers, 32 rows x 6 tokens (gemm_int8_avx512.cpp), and the
 // 32-block one (gemm_int8_q32_avx512.cpp); each returns false for any other type.

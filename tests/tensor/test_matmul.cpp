@@ -480,15 +480,19 @@ class TestMatmul : public QObject {
 
 namespace {
 // The types with an interleaved layout (interleaved_rows.h).
-constexpr Type kInterleavedTypes[] = {Type::Q8_0, Type::Q4_0, Type::Q4_1,
-                                      Type::Q5_0, Type::Q5_1, Type::Q4_K};
-// A row length of a few blocks for `type` (Q4_K's blocks are 256 long).
+constexpr Type kInterleavedTypes[] = {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0,
+                                      Type::Q5_1, Type::Q4_K, Type::Q6_K};
+bool is_k_quant(Type type) {
+    return type == Type::Q4_K || type == Type::Q6_K;
+}
+// A row length of a few blocks for `type` (the K-quants' blocks are 256 long).
 std::int64_t interleaved_n(Type type) {
-    return type == Type::Q4_K ? 768 : 640;
+    return is_k_quant(type) ? 768 : 640;
 }
 }  // namespace
 
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q4_K stored interleaved (interleaved_rows.h) against the float64
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K stored interleaved (interleaved_rows.h) against the
+// float64
 // references
 // of the rows in file order, at every level (the scalar and AVX-512 levels copy each group
 // back; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens for Q8_0 and 16
@@ -500,7 +504,7 @@ void TestMatmul::interleavedRowsMatchReference() {
     for (Type type : kInterleavedTypes) {
         double worst = 0;
         for (std::int64_t rows : {16, 32, 48}) {
-            for (std::int64_t n : type == Type::Q4_K
+            for (std::int64_t n : is_k_quant(type)
                                       ? std::initializer_list<std::int64_t>{256, 768, 4352}
                                       : std::initializer_list<std::int64_t>{32, 640, 4128}) {
                 for (std::int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 9, 13, 15, 16, 39, 40, 64}) {
@@ -565,8 +569,9 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
 // At the AVX2 level the layout's own tile (under 40 tokens) and the lane GEMM over packed
 // interleaved rows (40 and more) must give the bits of the lane GEMM that packs the rows from
 // file order (16 tokens and more, gemm_int8_q32_avx2.cpp): a second implementation of the same
-// per-row order, with its own packer. Q4_K's tile (interleaved_kquant_avx2.cpp) follows the
-// K-quant lane GEMM's order at every token count, so there one token already equals it.
+// per-row order, with its own packer. The Q4_K and Q6_K tile (interleaved_kquant_avx2.cpp)
+// follows the K-quant lane GEMM's order at every token count, so there one token already equals
+// it.
 void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     if (detected_simd_level() < SimdLevel::Avx2 || std::getenv("TOKENSCOPE_INT8_GEMM") ||
         std::getenv("TOKENSCOPE_INTERLEAVE")) {
@@ -582,7 +587,7 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
             Bytes wi(w.size());
             interleave_rows(type, w.data(), rows, n, wi.data());
             std::vector<std::int64_t> counts = {16, 17, 23, 39, 40, 64};
-            if (type == Type::Q4_K) counts.insert(counts.begin(), {1, 2, 3, 5, 6, 7, 9, 13, 15});
+            if (is_k_quant(type)) counts.insert(counts.begin(), {1, 2, 3, 5, 6, 7, 9, 13, 15});
             for (std::int64_t tokens : counts) {
                 const std::vector<float> x =
                     random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
@@ -610,7 +615,7 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
 
 void TestMatmul::interleavedRowsRoundTripAndRanges() {
     for (Type type : kInterleavedTypes) {
-        const std::int64_t rows = 48, n = type == Type::Q4_K ? 512 : 96;
+        const std::int64_t rows = 48, n = is_k_quant(type) ? 512 : 96;
         const Bytes w = random_weights(type, rows, n, 51);
         Bytes wi(w.size());
         interleave_rows(type, w.data(), rows, n, wi.data());
@@ -632,7 +637,7 @@ void TestMatmul::interleavedRowsRoundTripAndRanges() {
                       " does not come back")
                          .c_str());
         }
-        const std::int64_t block = type == Type::Q4_K ? 256 : 32;
+        const std::int64_t block = is_k_quant(type) ? 256 : 32;
         QVERIFY(can_interleave(type, 16, block));
         QVERIFY(!can_interleave(type, 8, block));
         QVERIFY(!can_interleave(type, 16, block + block / 2));
@@ -660,7 +665,7 @@ void TestMatmul::interleavedRowsRoundTripAndRanges() {
             }
         }
     }
-    for (Type type : {Type::Q6_K, Type::Q5_K, Type::F16, Type::BF16}) {
+    for (Type type : {Type::Q5_K, Type::Q3_K, Type::F16, Type::BF16}) {
         QVERIFY(!can_interleave(type, 16, 256));
         Bytes any(row_bytes(type, 256) * 16);
         Bytes out(any.size());
