@@ -176,26 +176,26 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
 inline constexpr int kQ4KSubBlocks = 8;
 inline constexpr InterleavedBlock kQ4KLayout = kInterleavedBlock<Type::Q4_K>;
 
-// vpshufb operands that take byte i of each 32-bit lane (a row's 4 packed scales or mins) into
-// the lane as two int16 (pmaddwd's operand) or as one int32.
-struct Q4KByteMasks {
-    alignas(32) std::int8_t pair[4][32];
-    alignas(32) std::int8_t single[4][32];
+// vpshufb operands that take byte i (0-3) of each 32-bit lane, a row's packed scale or min, to
+// the lane's bytes marked in `to` and zero the others (member of[i]).
+struct LaneByteMasks {
+    alignas(32) std::int8_t of[4][32];
 };
-consteval Q4KByteMasks make_q4k_byte_masks() {
-    Q4KByteMasks m{};
+consteval LaneByteMasks make_lane_byte_masks(bool to0, bool to1, bool to2, bool to3) {
+    const bool to[4] = {to0, to1, to2, to3};
+    LaneByteMasks m{};
     for (int i = 0; i < 4; ++i) {
         for (int lane = 0; lane < 8; ++lane) {
-            const auto at = static_cast<std::int8_t>(4 * (lane % 4) + i);  // within 128 bits
-            const int o = 4 * lane;
-            m.pair[i][o] = at, m.pair[i][o + 1] = -1, m.pair[i][o + 2] = at, m.pair[i][o + 3] = -1;
-            m.single[i][o] = at, m.single[i][o + 1] = -1, m.single[i][o + 2] = -1;
-            m.single[i][o + 3] = -1;
+            for (int k = 0; k < 4; ++k)  // the byte's index within the 128-bit half
+                m.of[i][4 * lane + k] = to[k] ? static_cast<std::int8_t>(4 * (lane % 4) + i) : -1;
         }
     }
     return m;
 }
-inline constexpr Q4KByteMasks kQ4KByteMasks = make_q4k_byte_masks();
+
+// Q4_K's unsigned 6-bit values: as two int16 (pmaddwd's operand) or as one int32.
+inline constexpr LaneByteMasks kQ4KPairMasks = make_lane_byte_masks(true, false, true, false);
+inline constexpr LaneByteMasks kQ4KSingleMasks = make_lane_byte_masks(true, false, false, false);
 
 inline __m256i load_mask(const std::int8_t* m) {
     return _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
@@ -238,10 +238,10 @@ inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& 
         out.d[h] = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ4KLayout.scales + 16 * h)));
         for (int s = 0; s < kQ4KSubBlocks; ++s) {
-            out.sc[s][h] = _mm256_shuffle_epi8(scales[s / 4], load_mask(kQ4KByteMasks.pair[s % 4]));
+            out.sc[s][h] = _mm256_shuffle_epi8(scales[s / 4], load_mask(kQ4KPairMasks.of[s % 4]));
             out.coef[s][h] =
                 _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(
-                                  mins[s / 4], load_mask(kQ4KByteMasks.single[s % 4]))),
+                                  mins[s / 4], load_mask(kQ4KSingleMasks.of[s % 4]))),
                               neg_dmin);
         }
     }
@@ -252,26 +252,10 @@ inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& 
 inline constexpr int kQ6KSubBlocks = 16;
 inline constexpr InterleavedBlock kQ6KLayout = kInterleavedBlock<Type::Q6_K>;
 
-// vpshufb operands that take byte i of each 32-bit lane into the high byte of both int16 halves
-// or into the top byte of the lane: an arithmetic shift then sign-extends the int8 scale.
-struct Q6KByteMasks {
-    alignas(32) std::int8_t pair[4][32];
-    alignas(32) std::int8_t single[4][32];
-};
-consteval Q6KByteMasks make_q6k_byte_masks() {
-    Q6KByteMasks m{};
-    for (int i = 0; i < 4; ++i) {
-        for (int lane = 0; lane < 8; ++lane) {
-            const auto at = static_cast<std::int8_t>(4 * (lane % 4) + i);  // within 128 bits
-            const int o = 4 * lane;
-            m.pair[i][o] = -1, m.pair[i][o + 1] = at, m.pair[i][o + 2] = -1, m.pair[i][o + 3] = at;
-            m.single[i][o] = -1, m.single[i][o + 1] = -1, m.single[i][o + 2] = -1;
-            m.single[i][o + 3] = at;
-        }
-    }
-    return m;
-}
-inline constexpr Q6KByteMasks kQ6KByteMasks = make_q6k_byte_masks();
+// Q6_K's int8 scales into the high byte of both int16 halves or into the top byte of the lane:
+// an arithmetic shift then sign-extends them.
+inline constexpr LaneByteMasks kQ6KPairMasks = make_lane_byte_masks(false, true, false, true);
+inline constexpr LaneByteMasks kQ6KSingleMasks = make_lane_byte_masks(false, false, false, true);
 
 // One super-block's scales of an interleaved Q6_K group, its 16 rows unpacked as the K-quant
 // lane GEMM's packer makes them (pack_k_row): sc as int16 pairs, coef = -32 d sc, exact in float
@@ -294,10 +278,10 @@ inline void unpack_q6_k_group_scales(const std::uint8_t* block, Q6KGroupScales& 
                 block + kQ6KLayout.sub_scales + h * 8 * kQ6KLayout.sub_scale_bytes + 32 * i));
             for (int k = 0; k < 4; ++k) {
                 out.sc[4 * i + k][h] =
-                    _mm256_srai_epi16(_mm256_shuffle_epi8(v, load_mask(kQ6KByteMasks.pair[k])), 8);
+                    _mm256_srai_epi16(_mm256_shuffle_epi8(v, load_mask(kQ6KPairMasks.of[k])), 8);
                 out.coef[4 * i + k][h] = _mm256_mul_ps(
                     _mm256_cvtepi32_ps(_mm256_srai_epi32(
-                        _mm256_shuffle_epi8(v, load_mask(kQ6KByteMasks.single[k])), 24)),
+                        _mm256_shuffle_epi8(v, load_mask(kQ6KSingleMasks.of[k])), 24)),
                     neg32d);
             }
         }
