@@ -25,45 +25,53 @@ constexpr std::size_t kWordBytes = 4;
 // Where a file block of each format keeps its parts (offsets in the block; kNone: absent).
 constexpr std::size_t kNone = ~std::size_t{0};
 struct FileBlock {
-    std::size_t bytes;  // the block
-    std::size_t d_at;
-    std::size_t min_at;
-    std::size_t high_at;  // InterleavedBlock::high_bytes there
-    std::size_t sub_at;   // InterleavedBlock::sub_scale_bytes there
-    std::size_t codes_at;
-    std::size_t code_bytes;
+    std::size_t bytes = 0;  // the block
+    std::size_t d_at = 0;
+    std::size_t min_at = kNone;
+    std::size_t high_at = kNone;  // InterleavedBlock::high_bytes there
+    std::size_t sub_at = kNone;   // InterleavedBlock::sub_scale_bytes there
+    std::size_t codes_at = 0;
+    std::size_t code_bytes = 0;
 };
 
 FileBlock file_block(Type type) {
     switch (type) {
         case Type::Q8_0:
-            return {sizeof(BlockQ8_0), 0, kNone, kNone, kNone, offsetof(BlockQ8_0, qs), 32};
+            return {
+                .bytes = sizeof(BlockQ8_0), .codes_at = offsetof(BlockQ8_0, qs), .code_bytes = 32};
         case Type::Q4_0:
-            return {sizeof(BlockQ4_0), 0, kNone, kNone, kNone, offsetof(BlockQ4_0, qs), 16};
+            return {
+                .bytes = sizeof(BlockQ4_0), .codes_at = offsetof(BlockQ4_0, qs), .code_bytes = 16};
         case Type::Q4_1:
-            return {sizeof(BlockQ4_1), 0, 2, kNone, kNone, offsetof(BlockQ4_1, qs), 16};
+            return {.bytes = sizeof(BlockQ4_1),
+                    .min_at = offsetof(BlockQ4_1, m),
+                    .codes_at = offsetof(BlockQ4_1, qs),
+                    .code_bytes = 16};
         case Type::Q5_0:
-            return {sizeof(BlockQ5_0),       0, kNone, offsetof(BlockQ5_0, qh), kNone,
-                    offsetof(BlockQ5_0, qs), 16};
+            return {.bytes = sizeof(BlockQ5_0),
+                    .high_at = offsetof(BlockQ5_0, qh),
+                    .codes_at = offsetof(BlockQ5_0, qs),
+                    .code_bytes = 16};
         case Type::Q5_1:
-            return {sizeof(BlockQ5_1),       0, 2, offsetof(BlockQ5_1, qh), kNone,
-                    offsetof(BlockQ5_1, qs), 16};
+            return {.bytes = sizeof(BlockQ5_1),
+                    .min_at = offsetof(BlockQ5_1, m),
+                    .high_at = offsetof(BlockQ5_1, qh),
+                    .codes_at = offsetof(BlockQ5_1, qs),
+                    .code_bytes = 16};
         case Type::Q4_K:
-            return {sizeof(BlockQ4_K),
-                    offsetof(BlockQ4_K, d),
-                    offsetof(BlockQ4_K, dmin),
-                    kNone,
-                    offsetof(BlockQ4_K, scales),
-                    offsetof(BlockQ4_K, qs),
-                    128};
+            return {.bytes = sizeof(BlockQ4_K),
+                    .d_at = offsetof(BlockQ4_K, d),
+                    .min_at = offsetof(BlockQ4_K, dmin),
+                    .sub_at = offsetof(BlockQ4_K, scales),
+                    .codes_at = offsetof(BlockQ4_K, qs),
+                    .code_bytes = 128};
         default:  // Q6_K
-            return {sizeof(BlockQ6_K),
-                    offsetof(BlockQ6_K, d),
-                    kNone,
-                    offsetof(BlockQ6_K, qh),
-                    offsetof(BlockQ6_K, scales),
-                    offsetof(BlockQ6_K, ql),
-                    128};
+            return {.bytes = sizeof(BlockQ6_K),
+                    .d_at = offsetof(BlockQ6_K, d),
+                    .high_at = offsetof(BlockQ6_K, qh),
+                    .sub_at = offsetof(BlockQ6_K, scales),
+                    .codes_at = offsetof(BlockQ6_K, ql),
+                    .code_bytes = 128};
     }
 }
 

@@ -36,7 +36,7 @@ struct MatmulArgs {
     // function there (three guarded statics) was 4 % of a one-token Q8_0 product of 640-wide
     // rows (perf, Zen 3).
     WeightPrefetch prefetch_level = WeightPrefetch::L1;
-    // The rows are stored in groups of 16 (interleaved_rows.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1);
+    // The rows are stored in groups of 16 (interleaved_rows.h: Q8_0, Q4_0-Q5_1, Q4_K, Q6_K);
     // row_begin and row_end are multiples of 16 and the group of row r starts at
     // weights + r * row_bytes.
     bool interleaved = false;
