@@ -172,9 +172,9 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
-// Interleaved Q4_K (interleaved_rows.h): 8 sub-blocks of 32 elements per super-block.
+// Interleaved Q4_K and Q5_K (interleaved_rows.h): 8 sub-blocks of 32 elements per super-block,
+// each with a 6-bit scale and min.
 inline constexpr int kQ4KSubBlocks = 8;
-inline constexpr InterleavedBlock kQ4KLayout = kInterleavedBlock<Type::Q4_K>;
 
 // vpshufb operands that take byte i (0-3) of each 32-bit lane, a row's packed scale or min, to
 // the lane's bytes marked in `to` and zero the others (member of[i]).
@@ -201,8 +201,9 @@ inline __m256i load_mask(const std::int8_t* m) {
     return _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
 }
 
-// One super-block's scales of an interleaved Q4_K group (interleaved_rows.h), its 16 rows
-// unpacked for the integer tiles (interleaved_kquant_avx2.cpp, and pack_q4_k_interleaved below).
+// One super-block's scales of an interleaved Q4_K or Q5_K group (interleaved_rows.h), its 16
+// rows unpacked for the integer tiles (interleaved_kquant_avx2.cpp, and pack_q4_k_interleaved
+// below).
 struct Q4KGroupScales {
     __m256i sc[kQ4KSubBlocks][2];   // sub-block s's scale as an int16 pair per lane
     __m256 coef[kQ4KSubBlocks][2];  // -dmin * m_s per lane
@@ -212,14 +213,15 @@ struct Q4KGroupScales {
 // The 12 bytes of a row (ggml's Q4_K scales): bytes 0-3 hold scales 0-3 (low 6 bits) and the
 // top 2 bits of scales 4-7, bytes 4-7 the same for the mins, bytes 8-11 the low 4 bits of
 // scales 4-7 (low nibble) and of mins 4-7 (high nibble). Words 0, 1, 2 of 8 rows per register.
+template <Type W>  // Q4_K or Q5_K
 inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& out) {
+    constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     const __m256i six = _mm256_set1_epi8(0x3F);
     const __m256i four = _mm256_set1_epi8(0x0F);
     const __m256i top = _mm256_set1_epi8(0x30);
     const __m256 sign = _mm256_set1_ps(-0.0f);
     for (int h = 0; h < 2; ++h) {
-        const std::uint8_t* sub =
-            block + kQ4KLayout.sub_scales + h * 8 * kQ4KLayout.sub_scale_bytes;
+        const std::uint8_t* sub = block + kLayout.sub_scales + h * 8 * kLayout.sub_scale_bytes;
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub));
         const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub + 32));
         const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub + 64));
@@ -234,9 +236,9 @@ inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& 
                                                  _mm256_and_si256(_mm256_srli_epi32(w1, 2), top))};
         const __m256 neg_dmin = _mm256_xor_ps(
             sign, _mm256_cvtph_ps(_mm_loadu_si128(
-                      reinterpret_cast<const __m128i*>(block + kQ4KLayout.mins + 16 * h))));
+                      reinterpret_cast<const __m128i*>(block + kLayout.mins + 16 * h))));
         out.d[h] = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ4KLayout.scales + 16 * h)));
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kLayout.scales + 16 * h)));
         for (int s = 0; s < kQ4KSubBlocks; ++s) {
             out.sc[s][h] = _mm256_shuffle_epi8(scales[s / 4], load_mask(kQ4KPairMasks.of[s % 4]));
             out.coef[s][h] =
@@ -245,6 +247,27 @@ inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& 
                               neg_dmin);
         }
     }
+}
+
+// Codes of 8 interleaved Q4_K or Q5_K rows, 4 elements each: the low (high = 0) or high (1)
+// nibbles of stored code word w (0-31) of half h, elements 64 (w / 8) + 32 high + 4 (w % 8)..
+// of sub-block s = 2 (w / 8) + high. Q5_K adds each element's fifth bit: bit s of qh byte
+// 4 (w % 8).. (qh word w % 8), as 16.
+template <Type W>
+inline __m256i q4_k_code_word(const std::uint8_t* block, int h, int w, int high) {
+    constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+        block + static_cast<std::size_t>(h) * kLayout.codes + 32 * static_cast<std::size_t>(w)));
+    __m256i code = _mm256_and_si256(high ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+    if constexpr (W == Type::Q5_K) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+            block + kLayout.high_bits + static_cast<std::size_t>(h) * 8 * kLayout.high_bytes +
+            32 * static_cast<std::size_t>(w % 8)));
+        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * (w / 8) + high)));
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+        code = _mm256_or_si256(code, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+    }
+    return code;
 }
 
 // Interleaved Q6_K (interleaved_rows.h): 16 sub-blocks of 16 elements per super-block, each with
@@ -699,7 +722,11 @@ struct InterleavedKRows {
         nb = a.n / 256;
         if constexpr (R == kInterleavedGroupRows) {  // the AVX2 tile's; AVX-512 keeps rows
             if (a.type == Type::Q4_K && a.interleaved) {
-                pack_q4_k_interleaved(a, r0);
+                pack_q4_k_interleaved<Type::Q4_K>(a, r0);
+                return;
+            }
+            if (a.type == Type::Q5_K && a.interleaved) {
+                pack_q4_k_interleaved<Type::Q5_K>(a, r0);
                 return;
             }
             if (a.type == Type::Q6_K && a.interleaved) {
@@ -772,32 +799,33 @@ struct InterleavedKRows {
     // high nibbles the next), and each row's 16 scale words and offsets come from its 12 scale
     // bytes in registers, where the general path wrote 256 bytes of repeated scales per block
     // and gathered 16 words back out of them. Q4_K is most of a Q4_K_M file's rows.
-    // Q4_K stored interleaved (interleaved_rows.h; rows come in whole groups of 16): the codes
-    // are 8 rows' words already, so each stored word's low nibbles are a word of one sub-block
-    // and its high nibbles the same word of the next; the scales as the decode tile unpacks them.
+    // Q4_K or Q5_K stored interleaved (interleaved_rows.h; rows come in whole groups of 16): the
+    // codes are 8 rows' words already, so each stored word's low nibbles are a word of one
+    // sub-block and its high nibbles the same word of the next (q4_k_code_word); the scales as
+    // the decode tile unpacks them.
+    template <Type W>
     void pack_q4_k_interleaved(const MatmulArgs& a, std::int64_t r0) {
+        constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
         const auto n = static_cast<std::size_t>(nb);
         u = buffer_.get(packed_bytes(a.n));
         sc = reinterpret_cast<std::int16_t*>(u + n * kU);
         d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
         coef = d + n * kD / sizeof(float);
-        const __m256i low4 = _mm256_set1_epi8(0x0F);
         const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
         Q4KGroupScales scales;
         for (std::size_t b = 0; b < n; ++b) {
-            const std::uint8_t* block = group + b * kQ4KLayout.bytes;
-            for (std::size_t h = 0; h < 2; ++h) {
-                for (std::size_t w = 0; w < 32; ++w) {
-                    const __m256i v = _mm256_loadu_si256(
-                        reinterpret_cast<const __m256i*>(block + h * kQ4KLayout.codes + 32 * w));
-                    const std::size_t g = 16 * (w / 8) + w % 8;  // group of the low nibbles
-                    auto* lo = u + b * kU + (g * R + kLanes * h) * 4;
-                    _mm256_store_si256(reinterpret_cast<__m256i*>(lo), _mm256_and_si256(v, low4));
+            const std::uint8_t* block = group + b * kLayout.bytes;
+            for (int h = 0; h < 2; ++h) {
+                for (int w = 0; w < 32; ++w) {
+                    const auto g = static_cast<std::size_t>(16 * (w / 8) + w % 8);  // low nibbles'
+                    auto* lo = u + b * kU + (g * R + kLanes * static_cast<std::size_t>(h)) * 4;
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(lo),
+                                       q4_k_code_word<W>(block, h, w, 0));
                     _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8 * R * 4),
-                                       _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+                                       q4_k_code_word<W>(block, h, w, 1));
                 }
             }
-            unpack_q4_k_group_scales(block, scales);
+            unpack_q4_k_group_scales<W>(block, scales);
             for (std::size_t h = 0; h < 2; ++h) {
                 _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
                 // 16-element sub-blocks 2s and 2s + 1 share sub-block s's scale and min.

@@ -1,5 +1,5 @@
-// Q4_K and Q6_K rows stored interleaved (interleaved_rows.h) times a few tokens on AVX2: decode
-// and speculative verification (under 16 tokens); prefill takes the K-quant lane GEMM
+// Q4_K, Q5_K and Q6_K rows stored interleaved (interleaved_rows.h) times a few tokens on AVX2:
+// decode and speculative verification (under 16 tokens); prefill takes the K-quant lane GEMM
 // (gemm_int8_avx2.cpp), whose packer reads the same groups (pack_q4_k_interleaved,
 // pack_q6_k_interleaved).
 //
@@ -9,8 +9,9 @@
 //   acc     = sum over sub-blocks j of pmaddwd(sum of pmaddubsw(u, x) over j's words, (sc, sc))
 //   f[r][t] = fma(float(acc), d_r * d_t, f[r][t])
 //   f[r][t] = fma(coef_r[j], s_t[j], f[r][t])                 for every offset term j in order
-// Q4_K: u the nibbles, four words per pmaddwd (pairs add up to at most 4 * 2 * 15 * 127 in
-// int16), coef = -dmin * m per 32-element sub-block against the sums of 32 activations.
+// Q4_K and Q5_K: u the nibbles (with Q5_K's fifth bit), four words per pmaddwd (pairs add up to
+// at most 4 * 2 * 31 * 127 in int16), coef = -dmin * m per 32-element sub-block against the
+// sums of 32 activations.
 // Q6_K: u the 6-bit codes, two words per pmaddwd (2 * 2 * 63 * 127), sc the int8 scale of each
 // 16 elements, coef = -32 * d * sc against the sums of 16. The integer sums are exact, and so is
 // every coef (an f16 times a small integer). Unlike the GEMM, which expands each call's rows to
@@ -70,16 +71,16 @@ inline void multiply_words(const __m256i (&w)[kWords][H], const TokenRows<T>& ac
 // a helper taking MatmulArgs; GCC did not inline it, the object held no prefetch instruction of
 // its own, and it read at half the rate. Why that copy was so slow was not found.)
 
-// Q4_K: chunk c (64 elements) of the super-block; its 8 words' low nibbles are sub-block 2c,
-// the high ones 2c + 1, four words per pmaddwd as the lane GEMM.
-template <int T>
+// Q4_K and Q5_K: chunk c (64 elements) of the super-block; its 8 words' low nibbles are
+// sub-block 2c, the high ones 2c + 1 (q4_k_code_word), four words per pmaddwd as the lane GEMM
+// (Q5_K's codes up to 31: four words' pairs add up to at most 4 * 2 * 31 * 127 in int16).
+template <Type W, int T>
 inline void q4_k_products(const std::uint8_t* block, const TokenRows<T>& acts, std::size_t b,
                           const Q4KGroupScales& s, __m256i (&acc)[H][T], const std::uint8_t* end,
                           WeightPrefetch level) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    constexpr std::size_t kPiece = kInterleavedBlock<W>.bytes / 4;
 #pragma GCC unroll 1
     for (int c = 0; c < 4; ++c) {
-        constexpr std::size_t kPiece = kQ4KLayout.bytes / 4;
         prefetch_ahead(block + static_cast<std::size_t>(c) * kPiece, kPiece, end, level);
 #pragma GCC unroll 2
         for (int high = 0; high < 2; ++high) {
@@ -88,12 +89,8 @@ inline void q4_k_products(const std::uint8_t* block, const TokenRows<T>& acts, s
             for (int gg = 0; gg < 8; gg += 4) {
                 __m256i w[4][H];
                 for (int v = 0; v < 4; ++v) {
-                    for (int h = 0; h < H; ++h) {
-                        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                            block + h * kQ4KLayout.codes +
-                            static_cast<std::size_t>(8 * c + gg + v) * 32));
-                        w[v][h] = _mm256_and_si256(high ? _mm256_srli_epi16(raw, 4) : raw, low4);
-                    }
+                    for (int h = 0; h < H; ++h)
+                        w[v][h] = q4_k_code_word<W>(block, h, 8 * c + gg + v, high);
                 }
                 multiply_words<T, 4>(w, acts, 256 * b + static_cast<std::size_t>(32 * sb + 4 * gg),
                                      s.sc[sb], acc);
@@ -135,7 +132,7 @@ inline void q6_k_products(const std::uint8_t* block, const TokenRows<T>& acts, s
 // stream ahead as the row kernels do.
 template <Type W, int T>
 void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::int64_t t0) {
-    constexpr bool kQ4 = W == Type::Q4_K;
+    constexpr bool kQ4 = W == Type::Q4_K || W == Type::Q5_K;  // else Q6_K
     constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     using Scales = std::conditional_t<kQ4, Q4KGroupScales, Q6KGroupScales>;
     const auto nb = static_cast<std::size_t>(a.n / 256);
@@ -154,8 +151,8 @@ void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::
             for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
         }
         if constexpr (kQ4) {
-            unpack_q4_k_group_scales(block, s);
-            q4_k_products<T>(block, acts, b, s, acc, end, a.prefetch_level);
+            unpack_q4_k_group_scales<W>(block, s);
+            q4_k_products<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
         } else {
             unpack_q6_k_group_scales(block, s);
             q6_k_products<T>(block, acts, b, s, acc, end, a.prefetch_level);
@@ -227,13 +224,15 @@ void run_few(const MatmulArgs& a) {
 }  // namespace
 
 bool matmul_interleaved_kquant_avx2(const MatmulArgs& a) {
-    if (a.type != Type::Q4_K && a.type != Type::Q6_K) return false;
+    if (a.type != Type::Q4_K && a.type != Type::Q5_K && a.type != Type::Q6_K) return false;
     // From 16 tokens the lane GEMM, its packer expanding the stored codes to bytes: one
     // thread, Zen 3, Q4_K 2816 x 1024, cycles per (token, row, 32 elements), lane GEMM / this
     // tile: 16 tokens 1.36 / 1.33, 24 1.20 / 1.24, 40 1.14 / 1.25, 128 1.10 / 1.27.
     if (a.tokens >= kPanelMinTokensInternal) return gemm_int8_avx2(a);
     if (a.type == Type::Q4_K) {
         run_few<Type::Q4_K>(a);
+    } else if (a.type == Type::Q5_K) {
+        run_few<Type::Q5_K>(a);
     } else {
         run_few<Type::Q6_K>(a);
     }

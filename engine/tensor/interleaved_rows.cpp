@@ -17,6 +17,7 @@ static_assert(kInterleavedBlock<Type::Q4_1>.bytes == 16 * sizeof(BlockQ4_1));
 static_assert(kInterleavedBlock<Type::Q5_0>.bytes == 16 * sizeof(BlockQ5_0));
 static_assert(kInterleavedBlock<Type::Q5_1>.bytes == 16 * sizeof(BlockQ5_1));
 static_assert(kInterleavedBlock<Type::Q4_K>.bytes == 16 * sizeof(BlockQ4_K));
+static_assert(kInterleavedBlock<Type::Q5_K>.bytes == 16 * sizeof(BlockQ5_K));
 static_assert(kInterleavedBlock<Type::Q6_K>.bytes == 16 * sizeof(BlockQ6_K));
 
 constexpr auto kGroup = static_cast<std::size_t>(kInterleavedGroupRows);
@@ -65,6 +66,14 @@ FileBlock file_block(Type type) {
                     .sub_at = offsetof(BlockQ4_K, scales),
                     .codes_at = offsetof(BlockQ4_K, qs),
                     .code_bytes = 128};
+        case Type::Q5_K:
+            return {.bytes = sizeof(BlockQ5_K),
+                    .d_at = offsetof(BlockQ5_K, d),
+                    .min_at = offsetof(BlockQ5_K, dmin),
+                    .high_at = offsetof(BlockQ5_K, qh),
+                    .sub_at = offsetof(BlockQ5_K, scales),
+                    .codes_at = offsetof(BlockQ5_K, qs),
+                    .code_bytes = 128};
         default:  // Q6_K
             return {.bytes = sizeof(BlockQ6_K),
                     .d_at = offsetof(BlockQ6_K, d),
@@ -80,7 +89,8 @@ void check(Type type, std::int64_t rows, std::int64_t n) {
         throw InvalidArgument(
             std::string("cannot interleave a ") + std::to_string(rows) + " x " + std::to_string(n) +
             " " + type_name(type) +
-            " matrix (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K or Q6_K with a multiple of 16 rows only)");
+            " matrix (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K with a multiple of 16 rows "
+            "only)");
     }
 }
 
@@ -124,7 +134,7 @@ void for_each_part(const GroupMap& m, std::size_t lane, Visit&& visit) {
 
 bool has_interleaved_layout(Type type) {
     return type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
-           type == Type::Q5_1 || type == Type::Q4_K || type == Type::Q6_K;
+           type == Type::Q5_1 || type == Type::Q4_K || type == Type::Q5_K || type == Type::Q6_K;
 }
 
 const InterleavedBlock& interleaved_block(Type type) {
@@ -141,6 +151,8 @@ const InterleavedBlock& interleaved_block(Type type) {
             return kInterleavedBlock<Type::Q5_1>;
         case Type::Q4_K:
             return kInterleavedBlock<Type::Q4_K>;
+        case Type::Q5_K:
+            return kInterleavedBlock<Type::Q5_K>;
         case Type::Q6_K:
             return kInterleavedBlock<Type::Q6_K>;
         default:

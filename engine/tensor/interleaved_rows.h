@@ -22,14 +22,16 @@
 //           8 * half + row (Q8_0: 8 words of the 32 int8 codes; Q4_0/Q4_1/Q5_0/Q5_1: 4 words
 //           of the 16 nibble bytes, whose low nibbles are elements 4w..4w+3 and high nibbles
 //           16+4w..; Q4_K: 32 words of the 128 nibble bytes, word w's low nibbles elements
-//           64 (w / 8) + 4 (w % 8).. and its high nibbles the same + 32; Q6_K: 32 words of ql)
+//           64 (w / 8) + 4 (w % 8).. and its high nibbles the same + 32, Q5_K likewise; Q6_K:
+//           32 words of ql)
 //   high:   [half 0..1][word][row 0..7][4 bytes]    Q5_0/Q5_1: the blocks' qh (one word);
-//                                                   Q6_K: the 16 words of qh
-//   sub:    [half 0..1][word][row 0..7][4 bytes]    Q4_K: the 3 words of 6-bit sub-block scales
+//                                                   Q5_K: the 8 words of qh; Q6_K: the 16 of qh
+//   sub:    [half 0..1][word][row 0..7][4 bytes]    Q4_K/Q5_K: the 3 words of 6-bit sub-block
+//   scales
 //                                                   and mins, as in the file; Q6_K: the 4 words
 //                                                   of int8 scales
 //   scales: [row 0..15]                             the blocks' f16 d
-//   mins:   [row 0..15]                             Q4_1/Q5_1: the blocks' f16 m; Q4_K: dmin
+//   mins:   [row 0..15]                             Q4_1/Q5_1: the blocks' f16 m; Q4_K/Q5_K: dmin
 #include <cstddef>
 #include <cstdint>
 
@@ -39,7 +41,7 @@ namespace tokenscope::tensor {
 
 enum class RowLayout {
     Rows,        // the file's order
-    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)
+    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0-Q5_1, Q4_K, Q5_K, Q6_K)
 };
 
 inline constexpr std::int64_t kInterleavedGroupRows = 16;
@@ -53,10 +55,10 @@ struct InterleavedBlock {
     std::size_t high_bits = 0;   // the 16 rows' high bits (Q5_0/Q5_1's qh, Q6_K's qh)
     std::size_t sub_scales = 0;  // the 16 rows' sub-block scales (Q4_K's with the mins, Q6_K's)
     std::size_t scales = 0;      // the 16 rows' d
-    std::size_t mins = 0;        // the 16 rows' m (Q4_1/Q5_1) or dmin (Q4_K)
+    std::size_t mins = 0;        // the 16 rows' m (Q4_1/Q5_1) or dmin (Q4_K/Q5_K)
     std::size_t bytes = 0;       // the whole block of the group
-    std::size_t high_bytes = 0;  // of one row: 4 (Q5_0/Q5_1), 64 (Q6_K)
-    std::size_t sub_scale_bytes = 0;  // of one row: 12 (Q4_K), 16 (Q6_K)
+    std::size_t high_bytes = 0;  // of one row: 4 (Q5_0/Q5_1), 32 (Q5_K), 64 (Q6_K)
+    std::size_t sub_scale_bytes = 0;  // of one row: 12 (Q4_K/Q5_K), 16 (Q6_K)
     bool has_high_bits = false;
     bool has_mins = false;
     bool has_sub_scales = false;
@@ -97,6 +99,8 @@ consteval InterleavedBlock make_interleaved_block_of(Type w) {
             return make_interleaved_block(32, 16, 4, 0, true);
         case Type::Q4_K:
             return make_interleaved_block(256, 128, 0, 12, true);
+        case Type::Q5_K:
+            return make_interleaved_block(256, 128, 32, 12, true);
         case Type::Q6_K:
             return make_interleaved_block(256, 128, 64, 16, false);
         default:  // Q8_0
@@ -104,17 +108,18 @@ consteval InterleavedBlock make_interleaved_block_of(Type w) {
     }
 }
 
-// The layout of `type` (one of the seven; Q8_0 for any other, which has none).
+// The layout of `type` (one of the eight; Q8_0 for any other, which has none).
 template <Type W>
 inline constexpr InterleavedBlock kInterleavedBlock = make_interleaved_block_of(W);
 
-// Whether `type` has an interleaved layout at all: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K.
+// Whether `type` has an interleaved layout at all: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+// Q6_K.
 bool has_interleaved_layout(Type type);
 
 // kInterleavedBlock of a type known only at run time; InvalidArgument for a type without one.
 const InterleavedBlock& interleaved_block(Type type);
 
-// Whether a rows x n matrix of `type` can be stored interleaved: one of the seven types, with rows
+// Whether a rows x n matrix of `type` can be stored interleaved: one of the eight types, with rows
 // a multiple of 16 (and n of the type's block).
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 

@@ -212,7 +212,8 @@ private slots:
         for (const auto& [type, tied] :
              {std::pair{tensor::Type::Q8_0, false}, std::pair{tensor::Type::Q8_0, true},
               std::pair{tensor::Type::Q4_1, true}, std::pair{tensor::Type::Q5_0, false},
-              std::pair{tensor::Type::Q4_K, true}, std::pair{tensor::Type::Q6_K, false}}) {
+              std::pair{tensor::Type::Q4_K, true}, std::pair{tensor::Type::Q5_K, false},
+              std::pair{tensor::Type::Q6_K, false}}) {
             TinyModelSpec spec = quantizable_spec(type);
             spec.tied_output = tied;
             const std::string path = test::tiny_model_path(

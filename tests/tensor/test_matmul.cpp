@@ -481,9 +481,9 @@ class TestMatmul : public QObject {
 namespace {
 // The types with an interleaved layout (interleaved_rows.h).
 constexpr Type kInterleavedTypes[] = {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0,
-                                      Type::Q5_1, Type::Q4_K, Type::Q6_K};
+                                      Type::Q5_1, Type::Q4_K, Type::Q5_K, Type::Q6_K};
 bool is_k_quant(Type type) {
-    return type == Type::Q4_K || type == Type::Q6_K;
+    return type == Type::Q4_K || type == Type::Q5_K || type == Type::Q6_K;
 }
 // A row length of a few blocks for `type` (the K-quants' blocks are 256 long).
 std::int64_t interleaved_n(Type type) {
@@ -491,8 +491,8 @@ std::int64_t interleaved_n(Type type) {
 }
 }  // namespace
 
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K stored interleaved (interleaved_rows.h) against the
-// float64
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants Q4_K, Q5_K, Q6_K stored interleaved
+// (interleaved_rows.h) against the float64
 // references
 // of the rows in file order, at every level (the scalar and AVX-512 levels copy each group
 // back; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens for Q8_0 and 16
@@ -569,7 +569,7 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
 // At the AVX2 level the layout's own tile (under 40 tokens) and the lane GEMM over packed
 // interleaved rows (40 and more) must give the bits of the lane GEMM that packs the rows from
 // file order (16 tokens and more, gemm_int8_q32_avx2.cpp): a second implementation of the same
-// per-row order, with its own packer. The Q4_K and Q6_K tile (interleaved_kquant_avx2.cpp)
+// per-row order, with its own packer. The K-quant tile (interleaved_kquant_avx2.cpp)
 // follows the K-quant lane GEMM's order at every token count, so there one token already equals
 // it.
 void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
@@ -665,7 +665,7 @@ void TestMatmul::interleavedRowsRoundTripAndRanges() {
             }
         }
     }
-    for (Type type : {Type::Q5_K, Type::Q3_K, Type::F16, Type::BF16}) {
+    for (Type type : {Type::Q2_K, Type::Q3_K, Type::F16, Type::BF16}) {
         QVERIFY(!can_interleave(type, 16, 256));
         Bytes any(row_bytes(type, 256) * 16);
         Bytes out(any.size());
