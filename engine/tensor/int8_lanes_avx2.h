@@ -793,12 +793,33 @@ struct InterleavedKRows {
     }
 
   private:
-    // Q4_K straight from the blocks into the interleaved layout, the same bytes as the general
-    // path above (pack_k_simd into per-row arrays, then interleaved): 32 bytes of nibbles of 8
-    // rows are transposed as loaded and split after (low nibbles are one 32-element sub-block,
-    // high nibbles the next), and each row's 16 scale words and offsets come from its 12 scale
-    // bytes in registers, where the general path wrote 256 bytes of repeated scales per block
-    // and gathered 16 words back out of them. Q4_K is most of a Q4_K_M file's rows.
+    // The packed arrays of one group of rows of n / 256 super-blocks, in buffer_.
+    void take_buffer(std::int64_t n_elements) {
+        const auto n = static_cast<std::size_t>(n_elements / 256);
+        u = buffer_.get(packed_bytes(n_elements));
+        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
+        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
+        coef = d + n * kD / sizeof(float);
+    }
+
+    // Super-block b's d and its 16 sub-blocks' scale words and offsets (16 elements each) of the
+    // group's two registers of rows, from unpacked group scales (Q4KGroupScales: one per 32
+    // elements, so each serves two; Q6KGroupScales: one per 16).
+    template <class Scales>
+    void store_group_scales(std::size_t b, const Scales& scales) {
+        constexpr std::size_t kPer = 16 / (sizeof(scales.sc) / sizeof(scales.sc[0]));
+        for (std::size_t h = 0; h < 2; ++h) {
+            _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
+            for (std::size_t j = 0; j < 16; ++j) {
+                _mm256_store_si256(
+                    reinterpret_cast<__m256i*>(sc + b * kSc / 2 + (j * R + kLanes * h) * 2),
+                    scales.sc[j / kPer][h]);
+                _mm256_store_ps(coef + b * kCoef / 4 + j * R + kLanes * h,
+                                scales.coef[j / kPer][h]);
+            }
+        }
+    }
+
     // Q4_K or Q5_K stored interleaved (interleaved_rows.h; rows come in whole groups of 16): the
     // codes are 8 rows' words already, so each stored word's low nibbles are a word of one
     // sub-block and its high nibbles the same word of the next (q4_k_code_word); the scales as
@@ -806,14 +827,10 @@ struct InterleavedKRows {
     template <Type W>
     void pack_q4_k_interleaved(const MatmulArgs& a, std::int64_t r0) {
         constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
-        const auto n = static_cast<std::size_t>(nb);
-        u = buffer_.get(packed_bytes(a.n));
-        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
-        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
-        coef = d + n * kD / sizeof(float);
+        take_buffer(a.n);
         const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
         Q4KGroupScales scales;
-        for (std::size_t b = 0; b < n; ++b) {
+        for (std::size_t b = 0; b < static_cast<std::size_t>(nb); ++b) {
             const std::uint8_t* block = group + b * kLayout.bytes;
             for (int h = 0; h < 2; ++h) {
                 for (int w = 0; w < 32; ++w) {
@@ -826,31 +843,17 @@ struct InterleavedKRows {
                 }
             }
             unpack_q4_k_group_scales<W>(block, scales);
-            for (std::size_t h = 0; h < 2; ++h) {
-                _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
-                // 16-element sub-blocks 2s and 2s + 1 share sub-block s's scale and min.
-                for (std::size_t j = 0; j < 16; ++j) {
-                    _mm256_store_si256(
-                        reinterpret_cast<__m256i*>(sc + b * kSc / 2 + (j * R + kLanes * h) * 2),
-                        scales.sc[j / 2][h]);
-                    _mm256_store_ps(coef + b * kCoef / 4 + j * R + kLanes * h,
-                                    scales.coef[j / 2][h]);
-                }
-            }
+            store_group_scales(b, scales);
         }
     }
 
     // Q6_K stored interleaved: each code word made as the decode tile makes it, the scales as
     // unpack_q6_k_group_scales gives them.
     void pack_q6_k_interleaved(const MatmulArgs& a, std::int64_t r0) {
-        const auto n = static_cast<std::size_t>(nb);
-        u = buffer_.get(packed_bytes(a.n));
-        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
-        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
-        coef = d + n * kD / sizeof(float);
+        take_buffer(a.n);
         const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
         Q6KGroupScales scales;
-        for (std::size_t b = 0; b < n; ++b) {
+        for (std::size_t b = 0; b < static_cast<std::size_t>(nb); ++b) {
             const std::uint8_t* block = group + b * kQ6KLayout.bytes;
             for (int h = 0; h < 2; ++h) {
                 for (int half = 0; half < 2; ++half) {
@@ -867,24 +870,19 @@ struct InterleavedKRows {
                 }
             }
             unpack_q6_k_group_scales(block, scales);
-            for (std::size_t h = 0; h < 2; ++h) {
-                _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
-                for (std::size_t j = 0; j < 16; ++j) {
-                    _mm256_store_si256(
-                        reinterpret_cast<__m256i*>(sc + b * kSc / 2 + (j * R + kLanes * h) * 2),
-                        scales.sc[j][h]);
-                    _mm256_store_ps(coef + b * kCoef / 4 + j * R + kLanes * h, scales.coef[j][h]);
-                }
-            }
+            store_group_scales(b, scales);
         }
     }
 
+    // Q4_K straight from the blocks into the interleaved layout, the same bytes as the general
+    // path above (pack_k_simd into per-row arrays, then interleaved): 32 bytes of nibbles of 8
+    // rows are transposed as loaded and split after (low nibbles are one 32-element sub-block,
+    // high nibbles the next), and each row's 16 scale words and offsets come from its 12 scale
+    // bytes in registers, where the general path wrote 256 bytes of repeated scales per block
+    // and gathered 16 words back out of them. Q4_K is most of a Q4_K_M file's rows.
     void pack_q4_k(const MatmulArgs& a, std::int64_t r0, int rows) {
         const auto n = static_cast<std::size_t>(nb);
-        u = buffer_.get(packed_bytes(a.n));
-        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
-        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
-        coef = d + n * kD / sizeof(float);
+        take_buffer(a.n);
         const __m256i low4 = _mm256_set1_epi8(0x0F);
         const __m256i pair_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
         const __m256i pair_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
