@@ -108,31 +108,14 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                 }
             }
         }
-        // The activation sums the offset terms multiply: of 16 elements, or of 32 (pairs).
-        constexpr int kSums = kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
-        alignas(32) float pair_sums[kPairedOffsets ? T : 1][8];
-        if constexpr (kPairedOffsets) {
-            for (int t = 0; t < T; ++t) sums_of_pairs16(acts.s[t] + 16 * b, pair_sums[t]);
-        }
-        for (int h = 0; h < H; ++h) {
-            const __m256 dw = _mm256_load_ps(p.d + bi * kGroupRows + kLanes * h);
-            const float* c = p.coef + bi * (InterleavedRows::kCoef / 4) + kLanes * h;
-            for (int t = 0; t < T; ++t) {
-                const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(acts.d[t] + b));
-                f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
-            }
-            // Tokens innermost: T independent chains of multiply-adds instead of one chain at a
-            // time, which left the loop waiting on FMA latency (a fifth of the tile's time,
-            // measured with perf).
-            for (int j = 0; j < kSums; ++j) {
-                const int sub = kPairedOffsets ? 2 * j : j;
-                const __m256 cj = _mm256_load_ps(c + kGroupRows * sub);
-                for (int t = 0; t < T; ++t) {
-                    const float* sum = kPairedOffsets ? &pair_sums[t][j] : acts.s[t] + 16 * b + j;
-                    f[h][t] = _mm256_fmadd_ps(cj, _mm256_broadcast_ss(sum), f[h][t]);
-                }
-            }
-        }
+        const float* c = p.coef + bi * (InterleavedRows::kCoef / 4);
+        kquant_float_update<kPairedOffsets>(
+            acts, b, acc, [&](int h) { return _mm256_load_ps(p.d + bi * kGroupRows + kLanes * h); },
+            [&](int j, int h) {
+                const int sub = kPairedOffsets ? 2 * j : j;  // the 16-element sub-block's term
+                return _mm256_load_ps(c + kLanes * h + kGroupRows * sub);
+            },
+            f);
     }
     store_tile_rows(a, f, r0, rows, t0);
 }

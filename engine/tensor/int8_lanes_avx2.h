@@ -172,6 +172,42 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
             reinterpret_cast<__m256i*>(dst + static_cast<std::size_t>(g) * dst_stride), out[g]);
 }
 
+// The float update of K-quant super-block b for a tile of H registers of rows x T tokens, run by
+// both the K-quant lane GEMM (gemm_int8_avx2.cpp) and the interleaved tile
+// (interleaved_kquant_avx2.cpp), so that the two give a token the same bits:
+//   f = fma(float(acc), d_r * d_t, f), then for each offset term j in order f = fma(coef_j, s_j, f)
+// with s the activation sums of 16 elements, or of 32 (kPairedOffsets: Q4_K and Q5_K keep one min
+// per 32). d(h) gives the rows' d of register h, coef(j, h) their offset term j. Always inlined:
+// GCC left it out of line in the lane GEMM's Q4_K/Q5_K tiles, which then ran at 1.65 cycles per
+// (token, row, 32 elements) against 1.10 (64 tokens, one thread, Zen 3).
+template <bool kPairedOffsets, int H, int T, class Acts, class D, class Coef>
+[[gnu::always_inline]] inline void kquant_float_update(const Acts& acts, std::int64_t b,
+                                                       const __m256i (&acc)[H][T], const D& d,
+                                                       const Coef& coef, __m256 (&f)[H][T]) {
+    constexpr int kSums = kPairedOffsets ? 8 : 16;
+    alignas(32) float pair_sums[kPairedOffsets ? T : 1][8];
+    if constexpr (kPairedOffsets) {
+        for (int t = 0; t < T; ++t) sums_of_pairs16(acts.s[t] + 16 * b, pair_sums[t]);
+    }
+    for (int h = 0; h < H; ++h) {
+        const __m256 dw = d(h);
+        for (int t = 0; t < T; ++t) {
+            const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(acts.d[t] + b));
+            f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
+        }
+        // Tokens innermost: T independent chains of multiply-adds instead of one chain at a
+        // time, which left the loop waiting on FMA latency (a fifth of the lane GEMM tile's
+        // time, measured with perf).
+        for (int j = 0; j < kSums; ++j) {
+            const __m256 cj = coef(j, h);
+            for (int t = 0; t < T; ++t) {
+                const float* sum = kPairedOffsets ? &pair_sums[t][j] : acts.s[t] + 16 * b + j;
+                f[h][t] = _mm256_fmadd_ps(cj, _mm256_broadcast_ss(sum), f[h][t]);
+            }
+        }
+    }
+}
+
 // Interleaved Q4_K and Q5_K (interleaved_rows.h): 8 sub-blocks of 32 elements per super-block,
 // each with a 6-bit scale and min.
 inline constexpr int kQ4KSubBlocks = 8;
@@ -322,7 +358,7 @@ inline __m256i q6_k_code_word(const std::uint8_t* block, int h, int n, int k, in
     };
     const __m256i four = _mm256_set1_epi8(0x0F);
     const __m256i two = _mm256_set1_epi8(0x30);
-    const __m256i low = word_at(0, 128, 16 * n + 8 * (k % 2) + v);
+    const __m256i low = word_at(0, kQ6KLayout.codes / 8, 16 * n + 8 * (k % 2) + v);
     const __m256i high = word_at(kQ6KLayout.high_bits, kQ6KLayout.high_bytes, 8 * n + v);
     const __m256i nibble = _mm256_and_si256(k < 2 ? low : _mm256_srli_epi16(low, 4), four);
     // Bits 2k, 2k + 1 of qh to bits 4, 5.
@@ -381,7 +417,7 @@ void interleaved_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here,
     const bool q8 = a.type == Type::Q8_0;
     const auto half = static_cast<std::size_t>(r0 % 16 / 8);
     const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0 - r0 % 16) * a.row_bytes;
-    const float offset = q8 ? -128.0f : layout.has_high_bits ? -16.0f : -8.0f;
+    const float offset = q8 ? -128.0f : layout.has_high_bits() ? -16.0f : -8.0f;
     for (std::size_t b = 0; b < n; ++b) {
         __m256i word[8];
         const std::uint8_t* block = group + b * layout.bytes;
@@ -390,7 +426,7 @@ void interleaved_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here,
             for (int w = 0; w < 8; ++w)
                 word[w] = _mm256_loadu_si256(
                     reinterpret_cast<const __m256i*>(codes + 32 * static_cast<std::size_t>(w)));
-        } else if (layout.has_high_bits) {
+        } else if (layout.has_high_bits()) {
             const __m256i fifth = _mm256_loadu_si256(
                 reinterpret_cast<const __m256i*>(block + layout.high_bits + half * 32));
             for (int j = 0; j < 4; ++j)
@@ -402,7 +438,7 @@ void interleaved_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here,
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(
             reinterpret_cast<const __m128i*>(block + layout.scales + half * 16)));
-        const __m256 coef = layout.has_mins
+        const __m256 coef = layout.has_mins()
                                 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
                                       block + layout.mins + half * 16)))
                                 : _mm256_mul_ps(d, _mm256_set1_ps(offset));
@@ -721,16 +757,10 @@ struct InterleavedKRows {
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 256;
         if constexpr (R == kInterleavedGroupRows) {  // the AVX2 tile's; AVX-512 keeps rows
-            if (a.type == Type::Q4_K && a.interleaved) {
-                pack_q4_k_interleaved<Type::Q4_K>(a, r0);
-                return;
-            }
-            if (a.type == Type::Q5_K && a.interleaved) {
-                pack_q4_k_interleaved<Type::Q5_K>(a, r0);
-                return;
-            }
-            if (a.type == Type::Q6_K && a.interleaved) {
-                pack_q6_k_interleaved(a, r0);
+            if (a.interleaved) {  // Q4_K, Q5_K or Q6_K (the K-quants with that layout)
+                if (a.type == Type::Q4_K) pack_q4_k_interleaved<Type::Q4_K>(a, r0);
+                if (a.type == Type::Q5_K) pack_q4_k_interleaved<Type::Q5_K>(a, r0);
+                if (a.type == Type::Q6_K) pack_q6_k_interleaved(a, r0);
                 return;
             }
         }
@@ -742,11 +772,7 @@ struct InterleavedKRows {
         // pack_k_simd's arrays for 8 rows at a time: u, sc16, coef, d.
         const std::size_t row_u = n * 256, row_sc = n * 128, row_c = n * 16;
         const std::size_t tmp_bytes = kLanes * (row_u + 2 * row_sc + 4 * n + 4 * row_c);
-        const std::size_t need = packed_bytes(a.n) + tmp_bytes;
-        u = buffer_.get(need);
-        sc = reinterpret_cast<std::int16_t*>(u + n * kU);
-        d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
-        coef = d + n * kD / sizeof(float);
+        take_buffer(a.n, tmp_bytes);
         auto* tu = reinterpret_cast<std::uint8_t*>(coef + n * kCoef / sizeof(float));
         auto* tsc = reinterpret_cast<std::int16_t*>(tu + kLanes * row_u);
         auto* tc = reinterpret_cast<float*>(tsc + kLanes * row_sc);
@@ -793,10 +819,11 @@ struct InterleavedKRows {
     }
 
   private:
-    // The packed arrays of one group of rows of n / 256 super-blocks, in buffer_.
-    void take_buffer(std::int64_t n_elements) {
+    // The packed arrays of one group of rows of n / 256 super-blocks, in buffer_, with `extra`
+    // bytes of scratch after them.
+    void take_buffer(std::int64_t n_elements, std::size_t extra = 0) {
         const auto n = static_cast<std::size_t>(n_elements / 256);
-        u = buffer_.get(packed_bytes(n_elements));
+        u = buffer_.get(packed_bytes(n_elements) + extra);
         sc = reinterpret_cast<std::int16_t*>(u + n * kU);
         d = reinterpret_cast<float*>(reinterpret_cast<std::uint8_t*>(sc) + n * kSc);
         coef = d + n * kD / sizeof(float);
@@ -807,7 +834,7 @@ struct InterleavedKRows {
     // elements, so each serves two; Q6KGroupScales: one per 16).
     template <class Scales>
     void store_group_scales(std::size_t b, const Scales& scales) {
-        constexpr std::size_t kPer = 16 / (sizeof(scales.sc) / sizeof(scales.sc[0]));
+        constexpr std::size_t kPer = 16 / std::extent_v<decltype(Scales::sc)>;
         for (std::size_t h = 0; h < 2; ++h) {
             _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
             for (std::size_t j = 0; j < 16; ++j) {

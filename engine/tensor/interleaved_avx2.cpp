@@ -47,19 +47,13 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     const __m256i ones = _mm256_set1_epi16(1);
     const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
     const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
-    __m256 f[H][T];
-    for (int h = 0; h < H; ++h) {
-        for (int t = 0; t < T; ++t) f[h][t] = _mm256_setzero_ps();
-    }
+    __m256 f[H][T] = {};
 #pragma GCC unroll 1
     for (std::size_t b = 0; b < nb; ++b) {
         const std::uint8_t* block = group + b * kLayout.bytes;
         prefetch_ahead(block, kLayout.bytes, end, a.prefetch_level);
         const std::uint8_t* codes[H] = {block, block + kLayout.codes};
-        __m256i acc[H][T];
-        for (int h = 0; h < H; ++h) {
-            for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
-        }
+        __m256i acc[H][T] = {};
         if constexpr (kQ8) {
 #pragma GCC unroll 8
             for (int w = 0; w < 8; ++w) {
@@ -85,7 +79,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         } else {
             // Vector j of each half: words j and j + 4 (interleaved_nibble_words).
             [[maybe_unused]] __m256i fifth[H] = {};
-            if constexpr (kLayout.has_high_bits) {
+            if constexpr (kLayout.has_high_bits()) {
                 for (int h = 0; h < H; ++h)
                     fifth[h] = _mm256_loadu_si256(
                         reinterpret_cast<const __m256i*>(block + kLayout.high_bits + 32 * h));
@@ -94,15 +88,15 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
             for (int j = 0; j < 4; ++j) {
                 __m256i lo[H], hi[H];
                 for (int h = 0; h < H; ++h)
-                    interleaved_nibble_words<kLayout.has_high_bits>(codes[h], j, fifth[h], lo[h],
-                                                                    hi[h]);
+                    interleaved_nibble_words<kLayout.has_high_bits()>(codes[h], j, fifth[h], lo[h],
+                                                                      hi[h]);
 #pragma GCC unroll 4
                 for (int t = 0; t < T; ++t) {
                     const __m256i xlo = broadcast4<__m256i>(acts.q[t] + 32 * b + 4 * j);
                     const __m256i xhi = broadcast4<__m256i>(acts.q[t] + 32 * b + 16 + 4 * j);
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {
-                        if constexpr (kLayout.has_high_bits) {
+                        if constexpr (kLayout.has_high_bits()) {
                             // Codes up to 31: each word's pairs (up to 2 * 31 * 127) widen at once.
                             acc[h][t] = _mm256_add_epi32(
                                 acc[h][t],
@@ -126,24 +120,22 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
             for (int t = 0; t < T; ++t) {
                 const __m256 scale = _mm256_mul_ps(d, _mm256_broadcast_ss(acts.d[t] + b));
                 const __m256i sum =
-                    kQ8 || kLayout.has_high_bits ? acc[h][t] : _mm256_madd_epi16(acc[h][t], ones);
+                    kQ8 || kLayout.has_high_bits() ? acc[h][t] : _mm256_madd_epi16(acc[h][t], ones);
                 f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, f[h][t]);
             }
             if constexpr (!kQ8) {
                 const __m256 coef =
-                    kLayout.has_mins
+                    kLayout.has_mins()
                         ? _mm256_cvtph_ps(_mm_loadu_si128(
                               reinterpret_cast<const __m128i*>(block + kLayout.mins + 16 * h)))
-                        : _mm256_mul_ps(d, _mm256_set1_ps(kLayout.has_high_bits ? -16.0f : -8.0f));
+                        : _mm256_mul_ps(d,
+                                        _mm256_set1_ps(kLayout.has_high_bits() ? -16.0f : -8.0f));
                 for (int t = 0; t < T; ++t)
                     f[h][t] = _mm256_fmadd_ps(coef, _mm256_broadcast_ss(acts.s[t] + b), f[h][t]);
             }
         }
     }
-    for (int h = 0; h < H; ++h) {
-        for (int t = 0; t < T; ++t)
-            _mm256_storeu_ps(a.out + (t0 + t) * a.out_stride + r0 + kLanes * h, f[h][t]);
-    }
+    store_tile_rows(a, f, r0, static_cast<int>(kInterleavedGroupRows), t0);
 }
 
 template <Type W>

@@ -139,17 +139,11 @@ void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::
     const TokenRows<T> acts(a, t0);
     const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
     Scales s;
-    __m256 f[H][T];
-    for (int h = 0; h < H; ++h) {
-        for (int t = 0; t < T; ++t) f[h][t] = _mm256_setzero_ps();
-    }
+    __m256 f[H][T] = {};
 #pragma GCC unroll 1
     for (std::size_t b = 0; b < nb; ++b) {
         const std::uint8_t* block = group + b * kLayout.bytes;
-        __m256i acc[H][T];
-        for (int h = 0; h < H; ++h) {
-            for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
-        }
+        __m256i acc[H][T] = {};
         if constexpr (kQ4) {
             unpack_q4_k_group_scales<W>(block, s);
             q4_k_products<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
@@ -157,30 +151,11 @@ void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::
             unpack_q6_k_group_scales(block, s);
             q6_k_products<T>(block, acts, b, s, acc, end, a.prefetch_level);
         }
-        // The offset terms multiply the activation sums of 32 elements (Q4_K: a min per
-        // sub-block of 32) or of 16 (Q6_K), in sub-block order.
-        constexpr int kSums = kQ4 ? kQ4KSubBlocks : kQ6KSubBlocks;
-        alignas(32) float pair_sums[kQ4 ? T : 1][8];
-        if constexpr (kQ4) {
-            for (int t = 0; t < T; ++t) sums_of_pairs16(acts.s[t] + 16 * b, pair_sums[t]);
-        }
-        for (int h = 0; h < H; ++h) {
-            for (int t = 0; t < T; ++t) {
-                const __m256 scale = _mm256_mul_ps(s.d[h], _mm256_broadcast_ss(acts.d[t] + b));
-                f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
-            }
-            for (int j = 0; j < kSums; ++j) {
-                for (int t = 0; t < T; ++t) {
-                    const float* sum = kQ4 ? &pair_sums[t][j] : acts.s[t] + 16 * b + j;
-                    f[h][t] = _mm256_fmadd_ps(s.coef[j][h], _mm256_broadcast_ss(sum), f[h][t]);
-                }
-            }
-        }
+        kquant_float_update<kQ4>(
+            acts, static_cast<std::int64_t>(b), acc, [&](int h) { return s.d[h]; },
+            [&](int j, int h) { return s.coef[j][h]; }, f);
     }
-    for (int h = 0; h < H; ++h) {
-        for (int t = 0; t < T; ++t)
-            _mm256_storeu_ps(a.out + (t0 + t) * a.out_stride + r0 + kLanes * h, f[h][t]);
-    }
+    store_tile_rows(a, f, r0, kGroupRows, t0);
 }
 
 template <Type W>

@@ -124,40 +124,48 @@ void for_each_part(const GroupMap& m, std::size_t lane, Visit&& visit) {
     };
     for (std::size_t b = 0; b < m.nb; ++b) {
         visit(b * m.f.bytes + m.f.d_at, m.d(b, lane), 2);
-        if (m.g.has_mins) visit(b * m.f.bytes + m.f.min_at, m.min(b, lane), 2);
-        if (m.g.has_high_bits) words(b, m.f.high_at, m.g.high_bits, m.g.high_bytes);
-        if (m.g.has_sub_scales) words(b, m.f.sub_at, m.g.sub_scales, m.g.sub_scale_bytes);
+        if (m.g.has_mins()) visit(b * m.f.bytes + m.f.min_at, m.min(b, lane), 2);
+        if (m.g.has_high_bits()) words(b, m.f.high_at, m.g.high_bits, m.g.high_bytes);
+        if (m.g.has_sub_scales()) words(b, m.f.sub_at, m.g.sub_scales, m.g.sub_scale_bytes);
         words(b, m.f.codes_at, 0, m.f.code_bytes);
     }
 }
 }  // namespace
 
+namespace {
+// kInterleavedBlock of `type`, or null for a type without that layout: the one list of them.
+const InterleavedBlock* find_interleaved_block(Type type) {
+    switch (type) {
+        case Type::Q8_0:
+            return &kInterleavedBlock<Type::Q8_0>;
+        case Type::Q4_0:
+            return &kInterleavedBlock<Type::Q4_0>;
+        case Type::Q4_1:
+            return &kInterleavedBlock<Type::Q4_1>;
+        case Type::Q5_0:
+            return &kInterleavedBlock<Type::Q5_0>;
+        case Type::Q5_1:
+            return &kInterleavedBlock<Type::Q5_1>;
+        case Type::Q4_K:
+            return &kInterleavedBlock<Type::Q4_K>;
+        case Type::Q5_K:
+            return &kInterleavedBlock<Type::Q5_K>;
+        case Type::Q6_K:
+            return &kInterleavedBlock<Type::Q6_K>;
+        default:
+            return nullptr;
+    }
+}
+}  // namespace
+
 bool has_interleaved_layout(Type type) {
-    return type == Type::Q8_0 || type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
-           type == Type::Q5_1 || type == Type::Q4_K || type == Type::Q5_K || type == Type::Q6_K;
+    return find_interleaved_block(type) != nullptr;
 }
 
 const InterleavedBlock& interleaved_block(Type type) {
-    switch (type) {
-        case Type::Q8_0:
-            return kInterleavedBlock<Type::Q8_0>;
-        case Type::Q4_0:
-            return kInterleavedBlock<Type::Q4_0>;
-        case Type::Q4_1:
-            return kInterleavedBlock<Type::Q4_1>;
-        case Type::Q5_0:
-            return kInterleavedBlock<Type::Q5_0>;
-        case Type::Q5_1:
-            return kInterleavedBlock<Type::Q5_1>;
-        case Type::Q4_K:
-            return kInterleavedBlock<Type::Q4_K>;
-        case Type::Q5_K:
-            return kInterleavedBlock<Type::Q5_K>;
-        case Type::Q6_K:
-            return kInterleavedBlock<Type::Q6_K>;
-        default:
-            throw InvalidArgument(std::string(type_name(type)) + " has no interleaved layout");
-    }
+    const InterleavedBlock* block = find_interleaved_block(type);
+    if (!block) throw InvalidArgument(std::string(type_name(type)) + " has no interleaved layout");
+    return *block;
 }
 
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n) {

@@ -27,9 +27,8 @@
 //   high:   [half 0..1][word][row 0..7][4 bytes]    Q5_0/Q5_1: the blocks' qh (one word);
 //                                                   Q5_K: the 8 words of qh; Q6_K: the 16 of qh
 //   sub:    [half 0..1][word][row 0..7][4 bytes]    Q4_K/Q5_K: the 3 words of 6-bit sub-block
-//   scales
-//                                                   and mins, as in the file; Q6_K: the 4 words
-//                                                   of int8 scales
+//                                                   scales and mins, as in the file; Q6_K: the
+//                                                   4 words of int8 scales
 //   scales: [row 0..15]                             the blocks' f16 d
 //   mins:   [row 0..15]                             Q4_1/Q5_1: the blocks' f16 m; Q4_K/Q5_K: dmin
 #include <cstddef>
@@ -52,16 +51,16 @@ inline constexpr std::int64_t kInterleavedGroupRows = 16;
 struct InterleavedBlock {
     std::size_t elements = 32;   // of a row per block: 32, or 256 for the K-quants' super-blocks
     std::size_t codes = 0;       // bytes of codes of 8 rows (half 1 starts here)
-    std::size_t high_bits = 0;   // the 16 rows' high bits (Q5_0/Q5_1's qh, Q6_K's qh)
-    std::size_t sub_scales = 0;  // the 16 rows' sub-block scales (Q4_K's with the mins, Q6_K's)
+    std::size_t high_bits = 0;   // the 16 rows' high bits (qh of Q5_0, Q5_1, Q5_K, Q6_K)
+    std::size_t sub_scales = 0;  // the 16 rows' sub-block scales (Q4_K/Q5_K with the mins, Q6_K)
     std::size_t scales = 0;      // the 16 rows' d
     std::size_t mins = 0;        // the 16 rows' m (Q4_1/Q5_1) or dmin (Q4_K/Q5_K)
     std::size_t bytes = 0;       // the whole block of the group
     std::size_t high_bytes = 0;  // of one row: 4 (Q5_0/Q5_1), 32 (Q5_K), 64 (Q6_K)
     std::size_t sub_scale_bytes = 0;  // of one row: 12 (Q4_K/Q5_K), 16 (Q6_K)
-    bool has_high_bits = false;
-    bool has_mins = false;
-    bool has_sub_scales = false;
+    constexpr bool has_high_bits() const { return high_bytes > 0; }
+    constexpr bool has_mins() const { return bytes > mins; }
+    constexpr bool has_sub_scales() const { return sub_scale_bytes > 0; }
 };
 
 // Only ever evaluated at compile time (the AVX2 files must not share runtime inline code with
@@ -81,9 +80,6 @@ consteval InterleavedBlock make_interleaved_block(std::size_t elements, std::siz
     b.bytes = b.mins + (mins ? 16 * 2 : 0);
     b.high_bytes = high_bytes;
     b.sub_scale_bytes = sub_scale_bytes;
-    b.has_high_bits = high_bytes > 0;
-    b.has_mins = mins;
-    b.has_sub_scales = sub_scale_bytes > 0;
     return b;
 }
 
