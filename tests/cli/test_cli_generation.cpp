@@ -82,6 +82,13 @@ private slots:
         const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
         QCOMPARE(o["prefill"].toArray().size(), 2);
         QCOMPARE(o["prefill"].toArray()[1].toObject()["tokens"].toInt(), 16);
+        // Each length: the mean of --repeats runs (default 3) after a warm-up, and the best run.
+        for (const auto& v : o["prefill"].toArray()) {
+            const QJsonObject p = v.toObject();
+            QCOMPARE(p["repeats"].toInt(), 3);
+            QVERIFY2(p["best_seconds"].toDouble() > 0, qPrintable(r.out));
+            QVERIFY2(p["best_seconds"].toDouble() <= p["seconds"].toDouble(), qPrintable(r.out));
+        }
         for (const char* key : {"decode_tokens_per_s", "ttft_ms", "effective_gbps", "machine_read_gbps", "bandwidth_fraction"}) {
             QVERIFY2(o[key].toDouble() > 0, key);
         }
@@ -183,6 +190,7 @@ private slots:
             {{"run", "--model", model_, "--prompt", "x", "--kv-type", "q4"}, "'--kv-type' must be f32, f16 or q8"},
             {{"run", "--model", model_, "--prompt", "x", "--chat", "--template", "klingon"}, "klingon"},
             {{"bench", "--model", model_, "--prompt-lengths", "12,x"}, "'--prompt-lengths'"},
+            {{"bench", "--model", model_, "--repeats", "0"}, "'--repeats' must be 1 to 100"},
             {{"ppl", "--model", model_, "--file", "/no/such.txt"}, "/no/such.txt: cannot open"},
             {{"make-model", "--out", "/tmp/x.gguf", "--type", "q9"}, "'--type'"},
             {{"run", "--model", model_, "--prompt", "x", "--device", "tpu"}, "device 'tpu' is not cpu, cuda or auto"},
