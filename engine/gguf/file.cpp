@@ -21,17 +21,19 @@ struct File::Mapping {
     explicit Mapping(const std::string& path) : file(std::in_place, path) {}
     std::optional<MappedFile> file;  // empty once copied
     LargePageBuffer copy;
+    bool copy_in_large_pages = false;
 
     std::span<const std::uint8_t> bytes() const {
         if (file) return file->bytes();
         return {reinterpret_cast<const std::uint8_t*>(copy.data()), copy.size()};
     }
-    // Replaces the mapping by a read-only copy in large pages. The copy is read from the file
+    // Replaces the mapping by a read-only copy in `pages`. The copy is read from the file
     // (the page cache) rather than from the mapping, which would fault in every 4 KiB page of
     // it first: 470 MiB took 0.65-1.5 s that way.
-    void copy_to_large_pages(const std::string& path) {
+    void copy_to_memory(const std::string& path, Pages pages) {
         const std::size_t size = file->bytes().size();
-        copy = LargePageBuffer(size);
+        copy = LargePageBuffer(size, pages);
+        copy_in_large_pages = pages == Pages::Large;
         std::ifstream in(std::filesystem::path(path), std::ios::binary);
         // Whole 2 MiB steps: each destination page is faulted in once, as a huge page, and
         // reads this large go straight from the page cache into it.
@@ -415,7 +417,7 @@ File File::open(const std::string& path, FileBytes where) {
     if (where == FileBytes::LargePages && file.mapping_->file->bytes().size() > 0) {
         if (large_pages_available()) {
             const auto start = std::chrono::steady_clock::now();
-            file.mapping_->copy_to_large_pages(path);
+            file.mapping_->copy_to_memory(path, Pages::Large);
             const double ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                     .count();
@@ -445,11 +447,28 @@ File File::parse(std::string display_name, std::span<const std::uint8_t> bytes) 
 }
 
 bool File::in_large_pages() const {
+    return is_private_copy() && mapping_->copy_in_large_pages;
+}
+
+bool File::is_private_copy() const {
     return mapping_ && !mapping_->file;
 }
 
+void File::copy_out_of_mapping() {
+    if (!mapping_ || !mapping_->file || bytes_.empty()) return;
+    const auto start = std::chrono::steady_clock::now();
+    const std::uint8_t* old_start = bytes_.data();
+    mapping_->copy_to_memory(path_, Pages::Ordinary);
+    bytes_ = mapping_->bytes();
+    for (TensorInfo& t : tensors_) t.data = bytes_.data() + (t.data - old_start);
+    spdlog::info("{}: copied {:.0f} MiB into ordinary pages in {:.0f} ms", path_,
+                 static_cast<double>(bytes_.size()) / (1 << 20),
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+}
+
 bool File::edit_copy(const std::function<void(std::span<std::uint8_t>)>& edit) {
-    if (!in_large_pages() || !mapping_->copy.make_writable()) return false;
+    if (!is_private_copy() || !mapping_->copy.make_writable()) return false;
     struct Seal {  // read-only again however edit ends
         LargePageBuffer& copy;
         ~Seal() { copy.make_read_only(); }

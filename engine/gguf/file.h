@@ -61,10 +61,17 @@ class File {
     // True when the bytes are a copy in large pages (open(..., FileBytes::LargePages) on a
     // system that offers them).
     bool in_large_pages() const;
-    // For the owner of a copy in large pages (in_large_pages()) that stores some tensors in
-    // another layout (the engine's interleaved weights, tensor/interleaved_rows.h): runs
-    // edit(bytes) with the copy writable, then makes it read-only again. Returns false without
-    // running edit when the bytes are a file mapping (shared with the page cache) or the system
+    // True when the bytes are the File's own copy (in large pages or not), not the mapping.
+    bool is_private_copy() const;
+    // Replaces a file mapping by a read-only copy in ordinary pages, for an owner that will
+    // rewrite tensors (edit_copy) where large pages are not offered; every TensorInfo::data
+    // moves into the copy. Nothing happens when the bytes are a copy already or were given to
+    // parse(). Throws IoError when the file cannot be read again.
+    void copy_out_of_mapping();
+    // For the owner of a private copy (is_private_copy()) that stores some tensors in another
+    // layout (the engine's interleaved weights, tensor/interleaved_rows.h): runs edit(bytes)
+    // with the copy writable, then makes it read-only again. Returns false without running
+    // edit when the bytes are a file mapping (shared with the page cache) or the system
     // refuses. Tensor offsets and sizes stay as parsed.
     bool edit_copy(const std::function<void(std::span<std::uint8_t>)>& edit);
 

@@ -15,18 +15,29 @@ bool qualifies(const WeightMatrix& w) {
     return w.data != nullptr && w.layout == tensor::RowLayout::Rows &&
            tensor::can_interleave(w.type, w.rows, w.cols) && tensor::interleaving_pays(w.type);
 }
+
+// Visits the matrices that are multiplied. An untied embedding is only read a row per token,
+// so it keeps the file's order; a tied one is the output's bytes and follows the output.
+template <class Weights, class Visit>
+void for_each_multiplied_matrix(Weights& weights, Visit visit) {
+    visit(weights.output);
+    for (auto& l : weights.layers) {
+        for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) visit(*w);
+    }
+}
 }  // namespace
 
+bool interleaving_applies(const ModelWeights& weights) {
+    bool any = false;
+    for_each_multiplied_matrix(weights, [&](const WeightMatrix& w) { any = any || qualifies(w); });
+    return any;
+}
+
 InterleaveResult interleave_weights(gguf::File& file, ModelWeights& weights) {
-    // The matrices that are multiplied. An untied embedding is only read a row per token, so it
-    // keeps the file's order; a tied one is the output's bytes and follows the output.
     std::vector<WeightMatrix*> chosen;
-    if (qualifies(weights.output)) chosen.push_back(&weights.output);
-    for (LayerWeights& l : weights.layers) {
-        for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-            if (qualifies(*w)) chosen.push_back(w);
-        }
-    }
+    for_each_multiplied_matrix(weights, [&](WeightMatrix& w) {
+        if (qualifies(w)) chosen.push_back(&w);
+    });
     InterleaveResult result;
     if (chosen.empty()) return result;
     const auto start = std::chrono::steady_clock::now();

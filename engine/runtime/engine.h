@@ -68,12 +68,13 @@ struct EngineOptions {
     std::int64_t token_budget = 512;  // tokens per step (prefill chunk size)
     Device device = Device::Cpu;      // Auto: CUDA when a usable GPU is registered and present
     // CPU backend: copy the weights out of the file mapping into 2 MiB pages (where the system
-    // offers them), which decode streams 5-11 % faster; false keeps the mapping (no copy, pages
-    // shared with the page cache and other processes).
+    // offers them), which decode streams 5-11 % faster; where it does not, into ordinary pages
+    // when interleave_weights applies to the file, else the mapping stays. false keeps the
+    // mapping (no copy, pages shared with the page cache and other processes).
     bool large_pages = true;
     // CPU backend, with large_pages: store the matrices that the CPU kernels multiply faster
-    // interleaved (model/interleave_weights.h: Q8_0 at the AVX2 level) in that copy. Same
-    // memory; results within the usual tolerance of the file's order but not the same bits.
+    // interleaved (model/interleave_weights.h: Q8_0, Q4_0-Q5_1, Q4_K-Q6_K at the AVX2 level) in
+    // that copy. Same memory; a prefill gives the file order's bits (test_forward).
     bool interleave_weights = true;
     GpuOptions gpu;  // CUDA graphs, split-K attention (the bench toggles them)
     SpeculationOptions speculation;

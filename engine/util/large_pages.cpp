@@ -1,6 +1,7 @@
 #include "util/large_pages.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <new>
 #include <sstream>
@@ -30,6 +31,8 @@ std::string transparent_huge_pages_mode() {
 }
 
 bool large_pages_available() {
+    if (const char* env = std::getenv("TOKENSCOPE_LARGE_PAGES"); env && std::string(env) == "off")
+        return false;
     const std::string mode = transparent_huge_pages_mode();
     return mode == "always" || mode == "madvise";
 }
@@ -45,7 +48,7 @@ std::size_t LargePageBuffer::reserved() const {
     return data_ ? whole_pages(size_) : 0;
 }
 
-LargePageBuffer::LargePageBuffer(std::size_t bytes) : size_(bytes) {
+LargePageBuffer::LargePageBuffer(std::size_t bytes, [[maybe_unused]] Pages pages) : size_(bytes) {
     const std::size_t reserved = whole_pages(bytes);
     if (reserved == 0) return;
 #ifdef _WIN32
@@ -68,7 +71,7 @@ LargePageBuffer::LargePageBuffer(std::size_t bytes) : size_(bytes) {
     data_ = reinterpret_cast<std::byte*>(aligned);
 #ifdef MADV_HUGEPAGE
     // A refusal (THP "never", an old kernel) leaves ordinary pages: slower, still correct.
-    ::madvise(data_, reserved, MADV_HUGEPAGE);
+    if (pages == Pages::Large && large_pages_available()) ::madvise(data_, reserved, MADV_HUGEPAGE);
 #endif
 #endif
 }

@@ -17,15 +17,23 @@ inline constexpr std::size_t kLargePageBytes = std::size_t{2} << 20;
 // What the system says about transparent huge pages: "always", "madvise", "never", or
 // "unavailable" where there is no such setting (not Linux, or a kernel without THP).
 std::string transparent_huge_pages_mode();
-// True where asking gives anonymous memory 2 MiB pages ("always" or "madvise").
+// True where asking gives anonymous memory 2 MiB pages ("always" or "madvise"), unless the
+// environment variable TOKENSCOPE_LARGE_PAGES is "off": then the process behaves as on a
+// system without them (Windows, THP "never"), so that path can be run and tested anywhere.
 bool large_pages_available();
+
+// What a LargePageBuffer asks the system for.
+enum class Pages {
+    Large,     // 2 MiB pages where large_pages_available()
+    Ordinary,  // whatever anonymous memory gets by default
+};
 
 class LargePageBuffer {
   public:
     LargePageBuffer() = default;
     // Zero-filled, 2 MiB-aligned, `bytes` rounded up to whole 2 MiB pages. Pages are committed
     // on first touch, as with calloc. Throws std::bad_alloc when the system has no room.
-    explicit LargePageBuffer(std::size_t bytes);
+    explicit LargePageBuffer(std::size_t bytes, Pages pages = Pages::Large);
     LargePageBuffer(LargePageBuffer&& other) noexcept;
     LargePageBuffer& operator=(LargePageBuffer&& other) noexcept;
     LargePageBuffer(const LargePageBuffer&) = delete;

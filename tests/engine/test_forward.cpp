@@ -195,6 +195,41 @@ private slots:
         QVERIFY(a == b);  // bit for bit: same bytes, same kernels
     }
 
+    // Where the system offers no large pages (Windows, THP "never"; TOKENSCOPE_LARGE_PAGES=off
+    // pretends so), a file whose matrices interleave is still copied, into ordinary pages, and
+    // interleaved there: the same layouts and bits as in large pages. A file with nothing to
+    // interleave keeps the mapping, and `large_pages = false` keeps it in every case.
+    void interleavingWithoutLargePagesUsesOrdinaryPages() {
+        if (!tensor::interleaving_pays(tensor::Type::Q4_K) || std::getenv("TOKENSCOPE_INT8_GEMM"))
+            QSKIP("the engine interleaves weights only at the AVX2 level");
+        TinyModelSpec spec = quantizable_spec(tensor::Type::Q4_K);
+        const std::string path = test::tiny_model_path("quant_Q4_K_pages", spec);
+        const std::string plain = test::tiny_model_path("llama", TinyModelSpec{});
+        auto in_large = runtime::Engine::load(path, options());
+        runtime::EngineOptions mapped_options = options();
+        mapped_options.large_pages = false;
+        auto mapped = runtime::Engine::load(path, mapped_options);
+        qputenv("TOKENSCOPE_LARGE_PAGES", "off");
+        auto ordinary = runtime::Engine::load(path, options());
+        auto plain_engine = runtime::Engine::load(plain, options());
+        qunsetenv("TOKENSCOPE_LARGE_PAGES");
+
+        QVERIFY(ordinary->file().is_private_copy());
+        QVERIFY(!ordinary->file().in_large_pages());
+        QVERIFY(!mapped->file().is_private_copy());
+        QVERIFY(!plain_engine->file().is_private_copy());
+        QCOMPARE(mapped->interleaved().matrices, 0);
+        QCOMPARE(plain_engine->interleaved().matrices, 0);
+        QVERIFY(ordinary->interleaved().matrices > 0);
+        QCOMPARE(ordinary->interleaved().matrices, in_large->interleaved().matrices);
+        QCOMPARE(ordinary->weights().layers[0].w_down.layout, tensor::RowLayout::Interleaved);
+        const auto tokens = sample_tokens(20, ordinary->config().vocab_size, 3);
+        QVERIFY(test::run_sequence(*ordinary, tokens, 1) ==
+                test::run_sequence(*in_large, tokens, 1));
+        QVERIFY(test::run_sequence(*ordinary, tokens, 64) ==
+                test::run_sequence(*mapped, tokens, 64));
+    }
+
     // Q8_0, Q4_1 and Q5_0 matrices stored interleaved for the AVX2 kernels (model/interleave_weights.h):
     //  * against the float64 reference with the bound of quantizedWeightsMatchReference (5e-2),
     //    decoding one token at a time and in one prefill chunk;
@@ -206,9 +241,8 @@ private slots:
     //    grows to a few 1e-3: the logged "file order decode vs prefill".)
     // The tied variant reads its embedding rows back out of the interleaved output matrix.
     void interleavedWeightsMatchReference() {
-        if (!large_pages_available() || !tensor::interleaving_pays(tensor::Type::Q8_0) ||
-            std::getenv("TOKENSCOPE_INT8_GEMM"))
-            QSKIP("the engine interleaves weights only in its large-page copy at the AVX2 level");
+        if (!tensor::interleaving_pays(tensor::Type::Q8_0) || std::getenv("TOKENSCOPE_INT8_GEMM"))
+            QSKIP("the engine interleaves weights only at the AVX2 level");
         for (const auto& [type, tied] :
              {std::pair{tensor::Type::Q8_0, false}, std::pair{tensor::Type::Q8_0, true},
               std::pair{tensor::Type::Q4_1, true}, std::pair{tensor::Type::Q5_0, false},

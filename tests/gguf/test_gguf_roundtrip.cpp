@@ -134,6 +134,48 @@ class TestGgufRoundtrip : public QObject {
         QVERIFY(again.to_bytes() == writer.to_bytes());
     }
 
+    // A mapping turned into the File's own copy in ordinary pages (the engine does so where
+    // large pages are not offered, to store interleaved weights): every tensor points into the
+    // copy and reads the file's bytes, the copy takes edits and is sealed again, and a second
+    // call changes nothing. A mapping refuses edits.
+    void copyOutOfMappingMovesTensors() {
+        gguf::Writer writer;
+        writer.set("general.architecture", Value::string("llama"));
+        std::vector<std::vector<std::uint8_t>> payloads;
+        for (int t = 0; t < 3; ++t) {
+            std::vector<std::uint8_t> data(tensor::row_bytes(tensor::Type::Q8_0, 64) * (t + 1));
+            for (std::size_t i = 0; i < data.size(); ++i)
+                data[i] = static_cast<std::uint8_t>(i * 13 + t);
+            writer.add_tensor("t" + std::to_string(t), tensor::Type::Q8_0, {64, t + 1}, data);
+            payloads.push_back(std::move(data));
+        }
+        const std::string path = test::scratch_dir() + "/copy_out.gguf";
+        writer.write(path);
+        gguf::File file = gguf::File::open(path, gguf::FileBytes::Mapped);
+        QVERIFY(!file.is_private_copy());
+        QVERIFY(!file.edit_copy([](std::span<std::uint8_t>) { QFAIL("edited a mapping"); }));
+        const std::uint8_t* mapped_data = file.tensors()[0].data;
+
+        file.copy_out_of_mapping();
+        QVERIFY(file.is_private_copy());
+        QVERIFY(!file.in_large_pages());
+        QVERIFY(file.tensors()[0].data != mapped_data);
+        for (std::size_t t = 0; t < payloads.size(); ++t) {
+            const gguf::TensorInfo& info = file.tensors()[t];
+            QCOMPARE(info.byte_size, payloads[t].size());
+            QVERIFY(std::equal(payloads[t].begin(), payloads[t].end(), info.data));
+            QCOMPARE(file.find_tensor(info.name)->data, info.data);
+        }
+        QCOMPARE(file.require_string("general.architecture"), std::string("llama"));
+        const std::uint8_t* copied_data = file.tensors()[0].data;
+        QVERIFY(file.edit_copy(
+            [&](std::span<std::uint8_t> bytes) { bytes[file.data_offset()] ^= 0xff; }));
+        QCOMPARE(file.tensors()[0].data[0], static_cast<std::uint8_t>(payloads[0][0] ^ 0xff));
+        file.copy_out_of_mapping();  // already a copy: the edit stays
+        QCOMPARE(file.tensors()[0].data, copied_data);
+        QCOMPARE(file.tensors()[0].data[0], static_cast<std::uint8_t>(payloads[0][0] ^ 0xff));
+    }
+
     void floatSpecialValuesSurvive() {
         gguf::Writer writer;
         writer.set("nan", Value::f32(std::numeric_limits<float>::quiet_NaN()));

@@ -48,6 +48,19 @@ class TestUtil : public QObject {
         QVERIFY(moved.make_read_only());
         QCOMPARE(moved.data()[12345], static_cast<std::byte>(12345 % 251));
 
+        // Ordinary pages are not asked for huge ones ("always" may still give them unasked),
+        // and TOKENSCOPE_LARGE_PAGES=off makes the process behave as if none were offered.
+        LargePageBuffer ordinary(bytes, Pages::Ordinary);
+        std::fill(ordinary.data(), ordinary.data() + bytes, std::byte{1});
+        if (mode != "always") QCOMPARE(ordinary.huge_page_bytes(), std::size_t{0});
+        qputenv("TOKENSCOPE_LARGE_PAGES", "off");
+        QVERIFY(!large_pages_available());
+        LargePageBuffer refused(bytes);
+        std::fill(refused.data(), refused.data() + bytes, std::byte{1});
+        if (mode != "always") QCOMPARE(refused.huge_page_bytes(), std::size_t{0});
+        qunsetenv("TOKENSCOPE_LARGE_PAGES");
+        QCOMPARE(large_pages_available(), mode == "always" || mode == "madvise");
+
         LargePageBuffer empty(0);
         QCOMPARE(empty.data(), nullptr);
         QCOMPARE(empty.huge_page_bytes(), std::size_t{0});
