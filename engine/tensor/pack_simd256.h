@@ -225,8 +225,11 @@ inline void k16_coef_from(__m256i v16, float k, __m256 (&coef)[2]) {
         kv, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(v16, 1))));
 }
 
+// Always inlined: left to GCC, the Q3_K form (scalar unpacking of its 12 scale bytes) stayed a
+// call, with a vzeroupper and its result returned through the stack, in every super-block of
+// the decode kernels: Q3_K decode ran at half Q2_K's cycles per byte (llvm-mca, Zen 3).
 template <Type W>
-K16Scales k16_scales(const std::uint8_t* blk) {
+[[gnu::always_inline]] inline K16Scales k16_scales(const std::uint8_t* blk) {
     K16Scales s;
     if constexpr (W == Type::Q6_K) {
         const auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
@@ -263,7 +266,7 @@ K16Scales k16_scales(const std::uint8_t* blk) {
 }
 
 template <Type W>
-__m256i k16_chunk(const std::uint8_t* blk, int c) {
+[[gnu::always_inline]] inline __m256i k16_chunk(const std::uint8_t* blk, int c) {
     const int n = c / 4, k = c % 4;
     const __m256i three = _mm256_set1_epi8(3);
     if constexpr (W == Type::Q6_K) {
