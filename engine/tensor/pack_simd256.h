@@ -199,12 +199,16 @@ inline Q4KScalesMins q4_k_scales_mins_words(const std::uint8_t* scales) {
     return {sc_lo | std::uint64_t{sc_hi} << 32, m_lo | std::uint64_t{m_hi} << 32};
 }
 
-// Bit `bit` of each byte of v moved to bit `to` (other bits 0). The 16-bit shifts move bits
-// across the byte boundary only into positions the mask clears.
+// Bit `bit` of each byte of v moved to bit `to` (other bits 0): one 16-bit shift by the
+// difference, then the mask of bit `to` (two operations where shifting down, masking and
+// shifting up took three; Q3_K decode does it once per 32 elements). The shift brings bit `bit`
+// of each byte to bit `to` of the same byte; what crosses a byte boundary lands elsewhere and
+// is masked off.
 inline __m256i bit_to(__m256i v, int bit, int to) {
-    const __m256i one = _mm256_set1_epi8(1);
-    const __m256i b = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(bit)), one);
-    return _mm256_sll_epi16(b, _mm_cvtsi32_si128(to));
+    const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << to));
+    const __m256i moved = bit >= to ? _mm256_srl_epi16(v, _mm_cvtsi32_si128(bit - to))
+                                    : _mm256_sll_epi16(v, _mm_cvtsi32_si128(to - bit));
+    return _mm256_and_si256(moved, mask);
 }
 
 // The K-quants with 16 sub-blocks of 16 (Q6_K, Q3_K, Q2_K), decoded in registers; shared by
