@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <optional>
 
 #include <spdlog/spdlog.h>
@@ -29,24 +30,38 @@ struct File::Mapping {
     }
     // Replaces the mapping by a read-only copy in `pages`. The copy is read from the file
     // (the page cache) rather than from the mapping, which would fault in every 4 KiB page of
-    // it first: 470 MiB took 0.65-1.5 s that way.
+    // it first: 470 MiB took 0.65-1.5 s that way. Throws std::bad_alloc (no room for the copy)
+    // or IoError with the mapping left as it was.
     void copy_to_memory(const std::string& path, Pages pages) {
         const std::size_t size = file->bytes().size();
-        copy = LargePageBuffer(size, pages);
-        copy_in_large_pages = pages == Pages::Large;
+        LargePageBuffer fresh(size, pages);
         std::ifstream in(std::filesystem::path(path), std::ios::binary);
         // Whole 2 MiB steps: each destination page is faulted in once, as a huge page, and
         // reads this large go straight from the page cache into it.
         for (std::size_t at = 0; in && at < size; at += kLargePageBytes) {
             const std::size_t n = std::min(kLargePageBytes, size - at);
-            in.read(reinterpret_cast<char*>(copy.data() + at), static_cast<std::streamsize>(n));
+            in.read(reinterpret_cast<char*>(fresh.data() + at), static_cast<std::streamsize>(n));
         }
         if (!in) {
             throw IoError(path + ": cannot read its " + std::to_string(size) +
                           " bytes into memory (did the file change while it was open?)");
         }
-        copy.make_read_only();
+        fresh.make_read_only();
+        copy = std::move(fresh);
+        copy_in_large_pages = pages == Pages::Large;
         file.reset();
+    }
+    // copy_to_memory, except that no room for the copy keeps the mapping (with a warning): it
+    // still serves every read, slower, which beats failing to load the model.
+    bool try_copy_to_memory(const std::string& path, Pages pages) {
+        try {
+            copy_to_memory(path, pages);
+            return true;
+        } catch (const std::bad_alloc&) {
+            spdlog::warn("{}: no room for a copy of {:.0f} MiB in memory; kept as a file mapping",
+                         path, static_cast<double>(file->bytes().size()) / (1 << 20));
+            return false;
+        }
     }
 };
 
@@ -415,9 +430,11 @@ File File::open(const std::string& path, FileBytes where) {
     file.path_ = path;
     file.mapping_ = std::make_unique<Mapping>(path);
     if (where == FileBytes::LargePages && file.mapping_->file->bytes().size() > 0) {
-        if (large_pages_available()) {
-            const auto start = std::chrono::steady_clock::now();
-            file.mapping_->copy_to_memory(path, Pages::Large);
+        if (!large_pages_available()) {
+            spdlog::info("{}: kept as a file mapping (transparent huge pages: {})", path,
+                         transparent_huge_pages_mode());
+        } else if (const auto start = std::chrono::steady_clock::now();
+                   file.mapping_->try_copy_to_memory(path, Pages::Large)) {
             const double ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                     .count();
@@ -426,9 +443,6 @@ File File::open(const std::string& path, FileBytes where) {
                 "huge pages)",
                 path, static_cast<double>(file.mapping_->copy.size()) / (1 << 20), ms,
                 static_cast<double>(file.mapping_->copy.huge_page_bytes()) / (1 << 20));
-        } else {
-            spdlog::info("{}: kept as a file mapping (transparent huge pages: {})", path,
-                         transparent_huge_pages_mode());
         }
     }
     file.bytes_ = file.mapping_->bytes();
@@ -454,17 +468,19 @@ bool File::is_private_copy() const {
     return mapping_ && !mapping_->file;
 }
 
-void File::copy_out_of_mapping() {
-    if (!mapping_ || !mapping_->file || bytes_.empty()) return;
+bool File::copy_out_of_mapping() {
+    if (!mapping_ || bytes_.empty()) return false;
+    if (!mapping_->file) return true;
     const auto start = std::chrono::steady_clock::now();
     const std::uint8_t* old_start = bytes_.data();
-    mapping_->copy_to_memory(path_, Pages::Ordinary);
+    if (!mapping_->try_copy_to_memory(path_, Pages::Ordinary)) return false;
     bytes_ = mapping_->bytes();
     for (TensorInfo& t : tensors_) t.data = bytes_.data() + (t.data - old_start);
     spdlog::info("{}: copied {:.0f} MiB into ordinary pages in {:.0f} ms", path_,
                  static_cast<double>(bytes_.size()) / (1 << 20),
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count());
+    return true;
 }
 
 bool File::edit_copy(const std::function<void(std::span<std::uint8_t>)>& edit) {

@@ -39,7 +39,8 @@ struct TensorInfo {
 // Where an opened file's bytes live.
 enum class FileBytes {
     Mapped,      // the file mapping: nothing copied, pages shared with the page cache
-    LargePages,  // copied into anonymous 2 MiB pages where the system offers them, else Mapped
+    LargePages,  // copied into anonymous 2 MiB pages where the system offers them (and has
+                 // room for the copy), else Mapped
 };
 
 class File {
@@ -65,9 +66,10 @@ class File {
     bool is_private_copy() const;
     // Replaces a file mapping by a read-only copy in ordinary pages, for an owner that will
     // rewrite tensors (edit_copy) where large pages are not offered; every TensorInfo::data
-    // moves into the copy. Nothing happens when the bytes are a copy already or were given to
-    // parse(). Throws IoError when the file cannot be read again.
-    void copy_out_of_mapping();
+    // moves into the copy. Returns whether the bytes are a private copy afterwards: true at once
+    // for a copy, false for parse()'s bytes and, with a warning and the mapping kept, when the
+    // system has no room for the copy. Throws IoError when the file cannot be read again.
+    bool copy_out_of_mapping();
     // For the owner of a private copy (is_private_copy()) that stores some tensors in another
     // layout (the engine's interleaved weights, tensor/interleaved_rows.h): runs edit(bytes)
     // with the copy writable, then makes it read-only again. Returns false without running

@@ -178,8 +178,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
         // layout still pays there (Q4_K decode 174 -> 211 tok/s in ordinary pages on the Zen 3
         // dev machine, benchmarks.md), so the weights get a copy in ordinary pages to hold it.
         if (options.large_pages && !e.file_.is_private_copy() &&
-            model::interleaving_applies(e.weights_)) {
-            e.file_.copy_out_of_mapping();
+            model::interleaving_applies(e.weights_) && e.file_.copy_out_of_mapping()) {
             e.weights_ = model::bind_weights(e.file_, e.config_);
         }
         e.interleaved_ = model::interleave_weights(e.file_, e.weights_);

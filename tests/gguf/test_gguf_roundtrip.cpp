@@ -2,7 +2,9 @@
 // tensors of several formats, custom alignment, GGUF v2 and v3, and the writer's own
 // refusals.
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 
 #include "gguf/file.h"
@@ -11,6 +13,10 @@
 #include "util/error.h"
 #include "util/large_pages.h"
 #include "util/test_paths.h"
+
+#ifdef __linux__
+#include <sys/resource.h>
+#endif
 
 using namespace tokenscope;
 using gguf::Array;
@@ -174,6 +180,65 @@ class TestGgufRoundtrip : public QObject {
         file.copy_out_of_mapping();  // already a copy: the edit stays
         QCOMPARE(file.tensors()[0].data, copied_data);
         QCOMPARE(file.tensors()[0].data[0], static_cast<std::uint8_t>(payloads[0][0] ^ 0xff));
+    }
+
+    // Where the system has no room for a copy of the weights, the file stays a mapping: a
+    // warning, not a failed load. The address-space limit (RLIMIT_AS) is set just above what
+    // the process maps already, so the copy's allocation fails for real.
+    void noRoomForACopyKeepsTheMapping() {
+#ifdef __linux__
+        const std::size_t payload_bytes = std::size_t{48} << 20;
+        gguf::Writer writer;
+        writer.set("general.architecture", Value::string("llama"));
+        std::vector<std::uint8_t> payload(payload_bytes);
+        for (std::size_t i = 0; i < payload.size(); i += 4096)
+            payload[i] = static_cast<std::uint8_t>(i >> 12);
+        writer.add_tensor("big", tensor::Type::F32, {static_cast<std::int64_t>(payload_bytes / 4)},
+                          payload);
+        const std::string path = test::scratch_dir() + "/no_room.gguf";
+        writer.write(path);
+        payload.clear();
+        payload.shrink_to_fit();
+
+        gguf::File mapped = gguf::File::open(path, gguf::FileBytes::Mapped);
+        const std::uint8_t* data = mapped.tensors()[0].data;
+        rlimit old{};
+        QCOMPARE(getrlimit(RLIMIT_AS, &old), 0);
+        auto limit_to = [&](std::size_t headroom) {
+            std::ifstream status("/proc/self/status");
+            std::string line;
+            std::size_t kib = 0;
+            while (std::getline(status, line))
+                if (line.rfind("VmSize:", 0) == 0) kib = std::stoul(line.substr(7));
+            rlimit tight = old;
+            tight.rlim_cur = std::min<rlim_t>(old.rlim_max, kib * 1024 + headroom);
+            return setrlimit(RLIMIT_AS, &tight) == 0;
+        };
+        QVERIFY(limit_to(std::size_t{16} << 20));
+        const bool copied = mapped.copy_out_of_mapping();
+        const bool opened_large = [&] {
+            // Room for the mapping but not for a second copy in large pages.
+            setrlimit(RLIMIT_AS, &old);
+            if (!limit_to(payload_bytes + (std::size_t{24} << 20))) return true;
+            const gguf::File f = gguf::File::open(path, gguf::FileBytes::LargePages);
+            return f.in_large_pages();
+        }();
+        setrlimit(RLIMIT_AS, &old);
+
+        QVERIFY(!copied);
+        QVERIFY(!mapped.is_private_copy());
+        QCOMPARE(mapped.tensors()[0].data, data);
+        QCOMPARE(mapped.tensors()[0].data[payload_bytes - 4096],
+                 static_cast<std::uint8_t>((payload_bytes - 4096) >> 12));
+        QVERIFY(!opened_large);
+        // With room again, the same File copies.
+        QVERIFY(mapped.copy_out_of_mapping());
+        QVERIFY(mapped.is_private_copy());
+        QCOMPARE(mapped.tensors()[0].data[payload_bytes - 4096],
+                 static_cast<std::uint8_t>((payload_bytes - 4096) >> 12));
+#else
+        QSKIP("RLIMIT_AS is Linux's");
+#endif
     }
 
     void floatSpecialValuesSurvive() {
