@@ -431,8 +431,7 @@ File File::open(const std::string& path, FileBytes where) {
     file.mapping_ = std::make_unique<Mapping>(path);
     if (where == FileBytes::LargePages && file.mapping_->file->bytes().size() > 0) {
         if (!large_pages_available()) {
-            spdlog::info("{}: kept as a file mapping (transparent huge pages: {})", path,
-                         transparent_huge_pages_mode());
+            spdlog::info("{}: kept as a file mapping ({})", path, large_pages_status());
         } else if (const auto start = std::chrono::steady_clock::now();
                    file.mapping_->try_copy_to_memory(path, Pages::Large)) {
             const double ms =

@@ -30,11 +30,23 @@ std::string transparent_huge_pages_mode() {
 #endif
 }
 
+namespace {
+bool turned_off_by_environment() {
+    const char* env = std::getenv("TOKENSCOPE_LARGE_PAGES");
+    return env && std::string(env) == "off";
+}
+}  // namespace
+
 bool large_pages_available() {
-    if (const char* env = std::getenv("TOKENSCOPE_LARGE_PAGES"); env && std::string(env) == "off")
-        return false;
+    if (turned_off_by_environment()) return false;
     const std::string mode = transparent_huge_pages_mode();
     return mode == "always" || mode == "madvise";
+}
+
+std::string large_pages_status() {
+    std::string status = "transparent huge pages: " + transparent_huge_pages_mode();
+    if (turned_off_by_environment()) status += ", turned off by TOKENSCOPE_LARGE_PAGES=off";
+    return status;
 }
 
 namespace {

@@ -21,6 +21,9 @@ std::string transparent_huge_pages_mode();
 // environment variable TOKENSCOPE_LARGE_PAGES is "off": then the process behaves as on a
 // system without them (Windows, THP "never"), so that path can be run and tested anywhere.
 bool large_pages_available();
+// For logs: why large pages are or are not used ("transparent huge pages: madvise", with
+// ", turned off by TOKENSCOPE_LARGE_PAGES=off" when the environment says so).
+std::string large_pages_status();
 
 // What a LargePageBuffer asks the system for.
 enum class Pages {

@@ -53,8 +53,12 @@ class TestUtil : public QObject {
         LargePageBuffer ordinary(bytes, Pages::Ordinary);
         std::fill(ordinary.data(), ordinary.data() + bytes, std::byte{1});
         if (mode != "always") QCOMPARE(ordinary.huge_page_bytes(), std::size_t{0});
+        QVERIFY(large_pages_status().find(mode) != std::string::npos);
+        QVERIFY(large_pages_status().find("TOKENSCOPE_LARGE_PAGES") == std::string::npos);
         qputenv("TOKENSCOPE_LARGE_PAGES", "off");
         QVERIFY(!large_pages_available());
+        QVERIFY(large_pages_status().find("turned off by TOKENSCOPE_LARGE_PAGES=off") !=
+                std::string::npos);
         LargePageBuffer refused(bytes);
         std::fill(refused.data(), refused.data() + bytes, std::byte{1});
         if (mode != "always") QCOMPARE(refused.huge_page_bytes(), std::size_t{0});
