@@ -51,17 +51,30 @@ struct File::Mapping {
         copy_in_large_pages = pages == Pages::Large;
         file.reset();
     }
-    // copy_to_memory, except that no room for the copy keeps the mapping (with a warning): it
-    // still serves every read, slower, which beats failing to load the model.
+    // copy_to_memory, logged, except that no room for the copy keeps the mapping (with a
+    // warning): it still serves every read, slower, which beats failing to load the model.
     bool try_copy_to_memory(const std::string& path, Pages pages) {
+        const double mib = static_cast<double>(file->bytes().size()) / (1 << 20);
+        const auto start = std::chrono::steady_clock::now();
         try {
             copy_to_memory(path, pages);
-            return true;
         } catch (const std::bad_alloc&) {
             spdlog::warn("{}: no room for a copy of {:.0f} MiB in memory; kept as a file mapping",
-                         path, static_cast<double>(file->bytes().size()) / (1 << 20));
+                         path, mib);
             return false;
         }
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        if (pages == Pages::Large) {
+            spdlog::info(
+                "{}: copied {:.0f} MiB into 2 MiB pages in {:.0f} ms ({:.0f} MiB of them "
+                "huge pages)",
+                path, mib, ms, static_cast<double>(copy.huge_page_bytes()) / (1 << 20));
+        } else {
+            spdlog::info("{}: copied {:.0f} MiB into ordinary pages in {:.0f} ms", path, mib, ms);
+        }
+        return true;
     }
 };
 
@@ -430,18 +443,10 @@ File File::open(const std::string& path, FileBytes where) {
     file.path_ = path;
     file.mapping_ = std::make_unique<Mapping>(path);
     if (where == FileBytes::LargePages && file.mapping_->file->bytes().size() > 0) {
-        if (!large_pages_available()) {
+        if (large_pages_available()) {
+            file.mapping_->try_copy_to_memory(path, Pages::Large);
+        } else {
             spdlog::info("{}: kept as a file mapping ({})", path, large_pages_status());
-        } else if (const auto start = std::chrono::steady_clock::now();
-                   file.mapping_->try_copy_to_memory(path, Pages::Large)) {
-            const double ms =
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                    .count();
-            spdlog::info(
-                "{}: copied {:.0f} MiB into 2 MiB pages in {:.0f} ms ({:.0f} MiB of them "
-                "huge pages)",
-                path, static_cast<double>(file.mapping_->copy.size()) / (1 << 20), ms,
-                static_cast<double>(file.mapping_->copy.huge_page_bytes()) / (1 << 20));
         }
     }
     file.bytes_ = file.mapping_->bytes();
@@ -470,15 +475,9 @@ bool File::is_private_copy() const {
 bool File::copy_out_of_mapping() {
     if (!mapping_ || bytes_.empty()) return false;
     if (!mapping_->file) return true;
-    const auto start = std::chrono::steady_clock::now();
-    const std::uint8_t* old_start = bytes_.data();
     if (!mapping_->try_copy_to_memory(path_, Pages::Ordinary)) return false;
     bytes_ = mapping_->bytes();
-    for (TensorInfo& t : tensors_) t.data = bytes_.data() + (t.data - old_start);
-    spdlog::info("{}: copied {:.0f} MiB into ordinary pages in {:.0f} ms", path_,
-                 static_cast<double>(bytes_.size()) / (1 << 20),
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
+    for (TensorInfo& t : tensors_) t.data = bytes_.data() + data_offset_ + t.offset;  // as parsed
     return true;
 }
 

@@ -175,8 +175,9 @@ std::unique_ptr<Engine> Engine::load(const std::string& path, const EngineOption
     e.weights_ = model::bind_weights(e.file_, e.config_);
     if (!gpu && options.interleave_weights) {
         // Without large pages (Windows, THP "never") the file stays a mapping; the interleaved
-        // layout still pays there (Q4_K decode 174 -> 211 tok/s in ordinary pages on the Zen 3
-        // dev machine, benchmarks.md), so the weights get a copy in ordinary pages to hold it.
+        // layout still pays there (246M Q4_K decode on one thread 107 -> 130 tok/s on the Zen 3
+        // dev machine, benchmarks.md, twenty-fourth pass), so the weights get a copy in ordinary
+        // pages to hold it.
         if (options.large_pages && !e.file_.is_private_copy() &&
             model::interleaving_applies(e.weights_) && e.file_.copy_out_of_mapping()) {
             e.weights_ = model::bind_weights(e.file_, e.config_);

@@ -15,6 +15,13 @@
 
 namespace tokenscope {
 
+namespace {
+bool turned_off_by_environment() {
+    const char* env = std::getenv("TOKENSCOPE_LARGE_PAGES");
+    return env && std::string(env) == "off";
+}
+}  // namespace
+
 std::string transparent_huge_pages_mode() {
 #ifdef __linux__
     // The file reads like "always [madvise] never": the bracketed word is the mode.
@@ -29,13 +36,6 @@ std::string transparent_huge_pages_mode() {
     return "unavailable";
 #endif
 }
-
-namespace {
-bool turned_off_by_environment() {
-    const char* env = std::getenv("TOKENSCOPE_LARGE_PAGES");
-    return env && std::string(env) == "off";
-}
-}  // namespace
 
 bool large_pages_available() {
     if (turned_off_by_environment()) return false;
