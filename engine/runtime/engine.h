@@ -73,7 +73,7 @@ struct EngineOptions {
     // mapping (no copy, pages shared with the page cache and other processes).
     bool large_pages = true;
     // CPU backend, with large_pages: store the matrices that the CPU kernels multiply faster
-    // interleaved (model/interleave_weights.h: Q8_0, Q4_0-Q5_1, Q4_K-Q6_K at the AVX2 level) in
+    // interleaved (model/interleave_weights.h: Q8_0, Q4_0-Q5_1, Q2_K-Q6_K at the AVX2 level) in
     // that copy. Same memory; a prefill gives the file order's bits (test_forward).
     bool interleave_weights = true;
     GpuOptions gpu;  // CUDA graphs, split-K attention (the bench toggles them)

@@ -728,7 +728,7 @@ void run_direct(const MatmulArgs& a) {
 
 bool matmul_avx2(const MatmulArgs& args) {
     if (args.interleaved) {
-        // Q4_K, Q5_K and Q6_K: interleaved_kquant_avx2.cpp.
+        // The K-quants (Q2_K-Q6_K): interleaved_kquant_avx2.cpp.
         if (matmul_interleaved_kquant_avx2(args)) return true;
         // The lane GEMM re-packs its rows per call (Q8_0: |q| and signs); its tile then runs
         // faster than this layout's own tile, which needs no packing, from some token count on.

@@ -308,67 +308,132 @@ inline __m256i q4_k_code_word(const std::uint8_t* block, int h, int w, int high)
     return code;
 }
 
-// Interleaved Q6_K (interleaved_rows.h): 16 sub-blocks of 16 elements per super-block, each with
-// an int8 scale.
-inline constexpr int kQ6KSubBlocks = 16;
+// Interleaved Q2_K, Q3_K and Q6_K (interleaved_rows.h): 16 sub-blocks of 16 elements per
+// super-block, each with a small integer scale.
+inline constexpr int kK16SubBlocks = 16;
 inline constexpr InterleavedBlock kQ6KLayout = kInterleavedBlock<Type::Q6_K>;
 
-// Q6_K's int8 scales into the high byte of both int16 halves or into the top byte of the lane:
-// an arithmetic shift then sign-extends them.
-inline constexpr LaneByteMasks kQ6KPairMasks = make_lane_byte_masks(false, true, false, true);
-inline constexpr LaneByteMasks kQ6KSingleMasks = make_lane_byte_masks(false, false, false, true);
+// A signed scale byte into the high byte of both int16 halves or into the top byte of the lane:
+// an arithmetic shift then sign-extends it.
+inline constexpr LaneByteMasks kK16PairMasks = make_lane_byte_masks(false, true, false, true);
+inline constexpr LaneByteMasks kK16SingleMasks = make_lane_byte_masks(false, false, false, true);
 
-// One super-block's scales of an interleaved Q6_K group, its 16 rows unpacked as the K-quant
-// lane GEMM's packer makes them (pack_k_row): sc as int16 pairs, coef = -32 d sc, exact in float
-// (an f16 times an int8 times a power of two).
-struct Q6KGroupScales {
-    __m256i sc[kQ6KSubBlocks][2];
-    __m256 coef[kQ6KSubBlocks][2];
+// One super-block's scales of an interleaved Q2_K, Q3_K or Q6_K group, its 16 rows unpacked as
+// the K-quant lane GEMM's packer makes them (pack_k_row): sc as int16 pairs, coef the offset
+// term of each sub-block (Q6_K: -32 d sc, Q3_K: -4 d sc, Q2_K: -dmin m), exact in float (an
+// f16 times a small integer, times a power of two).
+struct K16GroupScales {
+    __m256i sc[kK16SubBlocks][2];
+    __m256 coef[kK16SubBlocks][2];
     __m256 d[2];
 };
 
-inline void unpack_q6_k_group_scales(const std::uint8_t* block, Q6KGroupScales& out) {
+// Word i (0-3) of 8 rows' sub-block scales as signed bytes, scales 4i..4i+3 in bytes 0-3 of a
+// row's lane; for Q2_K `mins` gets the same word of the mins (unsigned, below 16).
+// Q6_K: the stored int8 scales. Q2_K: low (scale) and high (min) nibbles of scales[4i..4i+3].
+// Q3_K: its 12 bytes hold the low 4 bits of scales 0-7 (low nibbles of bytes 0-7) and 8-15
+// (their high nibbles), and in bytes 8-11 the top 2 bits: bits 2m, 2m + 1 of byte 8 + s % 4
+// for scale s = 4m + s % 4 (ggml's unpack_scale_q3_k); the value is the 6 bits minus 32.
+template <Type W>
+inline __m256i k16_scale_word(const std::uint8_t* sub, int i, __m256i* mins) {
+    constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
+    const auto word = [&](int w) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub + 32 * w));
+    };
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    if constexpr (W == Type::Q6_K) {
+        static_assert(kLayout.sub_scale_bytes == 16);
+        return word(i);
+    } else if constexpr (W == Type::Q2_K) {
+        static_assert(kLayout.sub_scale_bytes == 16);
+        const __m256i v = word(i);
+        *mins = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        return _mm256_and_si256(v, low4);
+    } else {
+        static_assert(W == Type::Q3_K && kLayout.sub_scale_bytes == 12);
+        const __m256i nibbles = word(i % 2);
+        const __m256i low = _mm256_and_si256(i < 2 ? nibbles : _mm256_srli_epi16(nibbles, 4), low4);
+        // Bits 2i, 2i + 1 of word 2 to bits 4, 5.
+        const __m256i tops = word(2);
+        const __m256i top = i == 0   ? _mm256_slli_epi16(tops, 4)
+                            : i == 1 ? _mm256_slli_epi16(tops, 2)
+                            : i == 2 ? tops
+                                     : _mm256_srli_epi16(tops, 2);
+        const __m256i six = _mm256_or_si256(low, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+        return _mm256_sub_epi8(six, _mm256_set1_epi8(32));
+    }
+}
+
+template <Type W>  // Q2_K, Q3_K or Q6_K
+inline void unpack_k16_group_scales(const std::uint8_t* block, K16GroupScales& out) {
+    constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     for (int h = 0; h < 2; ++h) {
         const __m256 d = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6KLayout.scales + 16 * h)));
-        const __m256 neg32d = _mm256_mul_ps(_mm256_set1_ps(-32.0f), d);
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kLayout.scales + 16 * h)));
         out.d[h] = d;
+        // What multiplies each sub-block's scale (Q6_K, Q3_K) or min (Q2_K) into its offset term.
+        __m256 factor;
+        if constexpr (W == Type::Q2_K) {
+            factor = _mm256_xor_ps(_mm256_set1_ps(-0.0f),
+                                   _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                       block + kLayout.mins + 16 * h))));
+        } else {
+            factor = _mm256_mul_ps(_mm256_set1_ps(W == Type::Q6_K ? -32.0f : -4.0f), d);
+        }
+        const std::uint8_t* sub = block + kLayout.sub_scales + h * 8 * kLayout.sub_scale_bytes;
         for (int i = 0; i < 4; ++i) {
-            // Word i of the 8 rows: scales 4i..4i+3.
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                block + kQ6KLayout.sub_scales + h * 8 * kQ6KLayout.sub_scale_bytes + 32 * i));
+            __m256i mins = _mm256_setzero_si256();
+            const __m256i v = k16_scale_word<W>(sub, i, &mins);
+            const __m256i terms = W == Type::Q2_K ? mins : v;
             for (int k = 0; k < 4; ++k) {
                 out.sc[4 * i + k][h] =
-                    _mm256_srai_epi16(_mm256_shuffle_epi8(v, load_mask(kQ6KPairMasks.of[k])), 8);
+                    _mm256_srai_epi16(_mm256_shuffle_epi8(v, load_mask(kK16PairMasks.of[k])), 8);
                 out.coef[4 * i + k][h] = _mm256_mul_ps(
                     _mm256_cvtepi32_ps(_mm256_srai_epi32(
-                        _mm256_shuffle_epi8(v, load_mask(kQ6KSingleMasks.of[k])), 24)),
-                    neg32d);
+                        _mm256_shuffle_epi8(terms, load_mask(kK16SingleMasks.of[k])), 24)),
+                    factor);
             }
         }
     }
 }
 
-// Codes of 8 interleaved Q6_K rows, 4 elements each: kind k (0-3) of word v (0-7) of half n
-// (0-1) of the super-block, elements 128 n + 32 k + 4 v.. (ggml's order: ql's low nibbles of
-// bytes 0-31 and 32-63, then their high nibbles, each with 2 bits of qh).
-inline __m256i q6_k_code_word(const std::uint8_t* block, int h, int n, int k, int v) {
+// Codes of 8 interleaved rows, 4 elements each: kind k (0-3) of word v (0-7) of half n (0-1) of
+// the super-block, elements 128 n + 32 k + 4 v.. (ggml's order).
+// Q6_K: ql's low nibbles of bytes 0-31 and 32-63, then their high nibbles, each with 2 bits of
+// qh. Q2_K: bits 2k, 2k + 1 of qs byte 32 n + 4 v..; Q3_K adds bit 4 n + k of hmask byte 4 v..
+// as 4 (the unsigned code q + 4).
+template <Type W>
+inline __m256i k16_code_word(const std::uint8_t* block, int h, int n, int k, int v) {
+    constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     const auto word_at = [&](std::size_t part, std::size_t row_bytes, int w) {
         return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
             block + part + static_cast<std::size_t>(h) * 8 * row_bytes +
             static_cast<std::size_t>(w) * 32));
     };
-    const __m256i four = _mm256_set1_epi8(0x0F);
-    const __m256i two = _mm256_set1_epi8(0x30);
-    const __m256i low = word_at(0, kQ6KLayout.codes / 8, 16 * n + 8 * (k % 2) + v);
-    const __m256i high = word_at(kQ6KLayout.high_bits, kQ6KLayout.high_bytes, 8 * n + v);
-    const __m256i nibble = _mm256_and_si256(k < 2 ? low : _mm256_srli_epi16(low, 4), four);
-    // Bits 2k, 2k + 1 of qh to bits 4, 5.
-    const __m256i top = k == 0   ? _mm256_slli_epi16(high, 4)
-                        : k == 1 ? _mm256_slli_epi16(high, 2)
-                        : k == 2 ? high
-                                 : _mm256_srli_epi16(high, 2);
-    return _mm256_or_si256(nibble, _mm256_and_si256(top, two));
+    if constexpr (W == Type::Q6_K) {
+        const __m256i four = _mm256_set1_epi8(0x0F);
+        const __m256i two = _mm256_set1_epi8(0x30);
+        const __m256i low = word_at(0, kLayout.codes / 8, 16 * n + 8 * (k % 2) + v);
+        const __m256i high = word_at(kLayout.high_bits, kLayout.high_bytes, 8 * n + v);
+        const __m256i nibble = _mm256_and_si256(k < 2 ? low : _mm256_srli_epi16(low, 4), four);
+        // Bits 2k, 2k + 1 of qh to bits 4, 5.
+        const __m256i top = k == 0   ? _mm256_slli_epi16(high, 4)
+                            : k == 1 ? _mm256_slli_epi16(high, 2)
+                            : k == 2 ? high
+                                     : _mm256_srli_epi16(high, 2);
+        return _mm256_or_si256(nibble, _mm256_and_si256(top, two));
+    } else {
+        static_assert(W == Type::Q2_K || W == Type::Q3_K);
+        const __m256i qs = word_at(0, kLayout.codes / 8, 8 * n + v);
+        const __m256i low =
+            _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * k)), _mm256_set1_epi8(3));
+        if constexpr (W == Type::Q3_K) {
+            const __m256i hm = word_at(kLayout.high_bits, kLayout.high_bytes, v);
+            return _mm256_or_si256(low, bit_to(hm, 4 * n + k, 2));
+        } else {
+            return low;
+        }
+    }
 }
 
 // Vector j of 8 interleaved rows' nibble codes (Q4_0/Q4_1/Q5_0/Q5_1, interleaved_rows.h: bytes
@@ -759,10 +824,12 @@ struct InterleavedKRows {
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 256;
         if constexpr (R == kInterleavedGroupRows) {  // the AVX2 tile's; AVX-512 keeps rows
-            if (a.interleaved) {  // Q4_K, Q5_K or Q6_K (the K-quants with that layout)
+            if (a.interleaved) {                     // every K-quant has that layout
                 if (a.type == Type::Q4_K) pack_q4_k_interleaved<Type::Q4_K>(a, r0);
                 if (a.type == Type::Q5_K) pack_q4_k_interleaved<Type::Q5_K>(a, r0);
-                if (a.type == Type::Q6_K) pack_q6_k_interleaved(a, r0);
+                if (a.type == Type::Q6_K) pack_k16_interleaved<Type::Q6_K>(a, r0);
+                if (a.type == Type::Q3_K) pack_k16_interleaved<Type::Q3_K>(a, r0);
+                if (a.type == Type::Q2_K) pack_k16_interleaved<Type::Q2_K>(a, r0);
                 return;
             }
         }
@@ -833,7 +900,7 @@ struct InterleavedKRows {
 
     // Super-block b's d and its 16 sub-blocks' scale words and offsets (16 elements each) of the
     // group's two registers of rows, from unpacked group scales (Q4KGroupScales: one per 32
-    // elements, so each serves two; Q6KGroupScales: one per 16).
+    // elements, so each serves two; K16GroupScales: one per 16).
     template <class Scales>
     void store_group_scales(std::size_t b, const Scales& scales) {
         constexpr std::size_t kPer = 16 / std::extent_v<decltype(Scales::sc)>;
@@ -876,14 +943,16 @@ struct InterleavedKRows {
         }
     }
 
-    // Q6_K stored interleaved: each code word made as the decode tile makes it, the scales as
-    // unpack_q6_k_group_scales gives them.
-    void pack_q6_k_interleaved(const MatmulArgs& a, std::int64_t r0) {
+    // Q2_K, Q3_K or Q6_K stored interleaved: each code word made as the decode tile makes it
+    // (k16_code_word), the scales as unpack_k16_group_scales gives them.
+    template <Type W>
+    void pack_k16_interleaved(const MatmulArgs& a, std::int64_t r0) {
+        constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
         take_buffer(a.n);
         const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
-        Q6KGroupScales scales;
+        K16GroupScales scales;
         for (std::size_t b = 0; b < static_cast<std::size_t>(nb); ++b) {
-            const std::uint8_t* block = group + b * kQ6KLayout.bytes;
+            const std::uint8_t* block = group + b * kLayout.bytes;
             for (int h = 0; h < 2; ++h) {
                 for (int half = 0; half < 2; ++half) {
                     for (int k = 0; k < 4; ++k) {
@@ -893,12 +962,12 @@ struct InterleavedKRows {
                                 reinterpret_cast<__m256i*>(
                                     u + b * kU +
                                     (g * R + kLanes * static_cast<std::size_t>(h)) * 4),
-                                q6_k_code_word(block, h, half, k, v));
+                                k16_code_word<W>(block, h, half, k, v));
                         }
                     }
                 }
             }
-            unpack_q6_k_group_scales(block, scales);
+            unpack_k16_group_scales<W>(block, scales);
             store_group_scales(b, scales);
         }
     }

@@ -1,7 +1,7 @@
-// Q4_K, Q5_K and Q6_K rows stored interleaved (interleaved_rows.h) times a few tokens on AVX2:
+// K-quant rows (Q2_K-Q6_K) stored interleaved (interleaved_rows.h) times a few tokens on AVX2:
 // decode and speculative verification (under 16 tokens); prefill takes the K-quant lane GEMM
 // (gemm_int8_avx2.cpp), whose packer reads the same groups (pack_q4_k_interleaved,
-// pack_q6_k_interleaved).
+// pack_k16_interleaved).
 //
 // The arithmetic is that GEMM's operation for operation, so every token count gives a token the
 // same bits, and those of the GEMM over the file's rows (test_matmul). Per super-block b, row r
@@ -13,11 +13,13 @@
 // at most 4 * 2 * 31 * 127 in int16), coef = -dmin * m per 32-element sub-block against the
 // sums of 32 activations.
 // Q6_K: u the 6-bit codes, two words per pmaddwd (2 * 2 * 63 * 127), sc the int8 scale of each
-// 16 elements, coef = -32 * d * sc against the sums of 16. The integer sums are exact, and so is
-// every coef (an f16 times a small integer). Unlike the GEMM, which expands each call's rows to
-// one byte per code first (about as long as a 16-token tile), the tile makes the codes from the
-// stored bits itself and unpacks the scales per super-block, so one token costs one pass over
-// the stored bytes.
+// 16 elements, coef = -32 * d * sc against the sums of 16. Q3_K: u = q + 4 (at most 7), four
+// words per pmaddwd, sc its 6-bit scale minus 32, coef = -4 * d * sc; Q2_K: u the 2-bit codes,
+// sc the low nibble of each scale byte, coef = -dmin * its high nibble. The integer sums are
+// exact, and so is every coef (an f16 times a small integer). Unlike the GEMM, which expands each
+// call's rows to one byte per code first (about as long as a 16-token tile), the tile makes the
+// codes from the stored bits itself and unpacks the scales per super-block, so one token costs one
+// pass over the stored bytes.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -99,16 +101,18 @@ inline void q4_k_products(const std::uint8_t* block, const TokenRows<T>& acts, s
     }
 }
 
-// Q6_K: for each half n (128 elements) and kind k (32 elements), 8 words of 6-bit codes
-// (q6_k_code_word); two words per pmaddwd (6-bit codes: a pair is up to 2 * 63 * 127), the
-// 16-element sub-block of words v, v + 1 being 8 n + 2 k + v / 4. The kinds stay a loop: with
-// them unrolled too (16 bodies) 3 tokens ran 3.6-3.8 cycles per (token, row, 32 elements)
-// against 2.7 and 5-6 tokens 2.7 against 2.2-2.3 (one thread, 1024 x 1024, in cache).
-template <int T>
-inline void q6_k_products(const std::uint8_t* block, const TokenRows<T>& acts, std::size_t b,
-                          const Q6KGroupScales& s, __m256i (&acc)[H][T], const std::uint8_t* end,
-                          WeightPrefetch level) {
-    constexpr std::size_t kPiece = kQ6KLayout.bytes / 8;
+// Q2_K, Q3_K and Q6_K: for each half n (128 elements) and kind k (32 elements), 8 words of
+// codes (k16_code_word), the 16-element sub-block of words v..v + 3 being 8 n + 2 k + v / 4.
+// Q6_K's 6-bit codes take two words per pmaddwd (a pair is up to 2 * 63 * 127); Q2_K's and
+// Q3_K's (at most 7) the whole sub-block's four, as the lane GEMM. The kinds stay a loop: with
+// them unrolled too (16 bodies) Q6_K's 3 tokens ran 3.6-3.8 cycles per (token, row, 32
+// elements) against 2.7 and 5-6 tokens 2.7 against 2.2-2.3 (one thread, 1024 x 1024, in cache).
+template <Type W, int T>
+inline void k16_products(const std::uint8_t* block, const TokenRows<T>& acts, std::size_t b,
+                         const K16GroupScales& s, __m256i (&acc)[H][T], const std::uint8_t* end,
+                         WeightPrefetch level) {
+    constexpr int kWords = W == Type::Q6_K ? 2 : 4;
+    constexpr std::size_t kPiece = kInterleavedBlock<W>.bytes / 8;
 #pragma GCC unroll 1
     for (int n = 0; n < 2; ++n) {
 #pragma GCC unroll 1
@@ -116,15 +120,15 @@ inline void q6_k_products(const std::uint8_t* block, const TokenRows<T>& acts, s
             prefetch_ahead(block + static_cast<std::size_t>(4 * n + k) * kPiece, kPiece, end,
                            level);
 #pragma GCC unroll 4
-            for (int v = 0; v < 8; v += 2) {
-                __m256i w[2][H];
-                for (int i = 0; i < 2; ++i) {
-                    for (int h = 0; h < H; ++h) w[i][h] = q6_k_code_word(block, h, n, k, v + i);
+            for (int v = 0; v < 8; v += kWords) {
+                __m256i w[kWords][H];
+                for (int i = 0; i < kWords; ++i) {
+                    for (int h = 0; h < H; ++h) w[i][h] = k16_code_word<W>(block, h, n, k, v + i);
                 }
                 const int j = 8 * n + 2 * k + v / 4;
-                multiply_words<T, 2>(w, acts,
-                                     256 * b + static_cast<std::size_t>(128 * n + 32 * k + 4 * v),
-                                     s.sc[j], acc);
+                multiply_words<T, kWords>(
+                    w, acts, 256 * b + static_cast<std::size_t>(128 * n + 32 * k + 4 * v), s.sc[j],
+                    acc);
             }
         }
     }
@@ -134,9 +138,9 @@ inline void q6_k_products(const std::uint8_t* block, const TokenRows<T>& acts, s
 // stream ahead as the row kernels do.
 template <Type W, int T>
 void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::int64_t t0) {
-    constexpr bool kQ4 = W == Type::Q4_K || W == Type::Q5_K;  // else Q6_K
+    constexpr bool kQ4 = W == Type::Q4_K || W == Type::Q5_K;  // else Q2_K, Q3_K or Q6_K
     constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
-    using Scales = std::conditional_t<kQ4, Q4KGroupScales, Q6KGroupScales>;
+    using Scales = std::conditional_t<kQ4, Q4KGroupScales, K16GroupScales>;
     const auto nb = static_cast<std::size_t>(a.n / 256);
     const TokenRows<T> acts(a, t0);
     const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
@@ -150,8 +154,8 @@ void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::
             unpack_q4_k_group_scales<W>(block, s);
             q4_k_products<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
         } else {
-            unpack_q6_k_group_scales(block, s);
-            q6_k_products<T>(block, acts, b, s, acc, end, a.prefetch_level);
+            unpack_k16_group_scales<W>(block, s);
+            k16_products<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
         }
         kquant_float_update<kQ4>(
             acts, static_cast<std::int64_t>(b), acc, [&](int h) { return s.d[h]; },
@@ -201,17 +205,36 @@ void run_few(const MatmulArgs& a) {
 }  // namespace
 
 bool matmul_interleaved_kquant_avx2(const MatmulArgs& a) {
-    if (a.type != Type::Q4_K && a.type != Type::Q5_K && a.type != Type::Q6_K) return false;
+    switch (a.type) {
+        case Type::Q2_K:
+        case Type::Q3_K:
+        case Type::Q4_K:
+        case Type::Q5_K:
+        case Type::Q6_K:
+            break;
+        default:
+            return false;
+    }
     // From 16 tokens the lane GEMM, its packer expanding the stored codes to bytes: one
     // thread, Zen 3, Q4_K 2816 x 1024, cycles per (token, row, 32 elements), lane GEMM / this
     // tile: 16 tokens 1.36 / 1.33, 24 1.20 / 1.24, 40 1.14 / 1.25, 128 1.10 / 1.27.
     if (a.tokens >= kPanelMinTokensInternal) return gemm_int8_avx2(a);
-    if (a.type == Type::Q4_K) {
-        run_few<Type::Q4_K>(a);
-    } else if (a.type == Type::Q5_K) {
-        run_few<Type::Q5_K>(a);
-    } else {
-        run_few<Type::Q6_K>(a);
+    switch (a.type) {
+        case Type::Q2_K:
+            run_few<Type::Q2_K>(a);
+            break;
+        case Type::Q3_K:
+            run_few<Type::Q3_K>(a);
+            break;
+        case Type::Q4_K:
+            run_few<Type::Q4_K>(a);
+            break;
+        case Type::Q5_K:
+            run_few<Type::Q5_K>(a);
+            break;
+        default:
+            run_few<Type::Q6_K>(a);
+            break;
     }
     return true;
 }

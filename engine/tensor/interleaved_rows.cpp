@@ -19,6 +19,8 @@ static_assert(kInterleavedBlock<Type::Q5_1>.bytes == 16 * sizeof(BlockQ5_1));
 static_assert(kInterleavedBlock<Type::Q4_K>.bytes == 16 * sizeof(BlockQ4_K));
 static_assert(kInterleavedBlock<Type::Q5_K>.bytes == 16 * sizeof(BlockQ5_K));
 static_assert(kInterleavedBlock<Type::Q6_K>.bytes == 16 * sizeof(BlockQ6_K));
+static_assert(kInterleavedBlock<Type::Q3_K>.bytes == 16 * sizeof(BlockQ3_K));
+static_assert(kInterleavedBlock<Type::Q2_K>.bytes == 16 * sizeof(BlockQ2_K));
 
 constexpr auto kGroup = static_cast<std::size_t>(kInterleavedGroupRows);
 constexpr std::size_t kWordBytes = 4;
@@ -74,6 +76,20 @@ FileBlock file_block(Type type) {
                     .sub_at = offsetof(BlockQ5_K, scales),
                     .codes_at = offsetof(BlockQ5_K, qs),
                     .code_bytes = 128};
+        case Type::Q3_K:
+            return {.bytes = sizeof(BlockQ3_K),
+                    .d_at = offsetof(BlockQ3_K, d),
+                    .high_at = offsetof(BlockQ3_K, hmask),
+                    .sub_at = offsetof(BlockQ3_K, scales),
+                    .codes_at = offsetof(BlockQ3_K, qs),
+                    .code_bytes = 64};
+        case Type::Q2_K:
+            return {.bytes = sizeof(BlockQ2_K),
+                    .d_at = offsetof(BlockQ2_K, d),
+                    .min_at = offsetof(BlockQ2_K, dmin),
+                    .sub_at = offsetof(BlockQ2_K, scales),
+                    .codes_at = offsetof(BlockQ2_K, qs),
+                    .code_bytes = 64};
         default:  // Q6_K
             return {.bytes = sizeof(BlockQ6_K),
                     .d_at = offsetof(BlockQ6_K, d),
@@ -89,8 +105,7 @@ void check(Type type, std::int64_t rows, std::int64_t n) {
         throw InvalidArgument(
             std::string("cannot interleave a ") + std::to_string(rows) + " x " + std::to_string(n) +
             " " + type_name(type) +
-            " matrix (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K with a multiple of 16 rows "
-            "only)");
+            " matrix (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or Q2_K-Q6_K with a multiple of 16 rows only)");
     }
 }
 
@@ -152,6 +167,10 @@ const InterleavedBlock* find_interleaved_block(Type type) {
             return &kInterleavedBlock<Type::Q5_K>;
         case Type::Q6_K:
             return &kInterleavedBlock<Type::Q6_K>;
+        case Type::Q3_K:
+            return &kInterleavedBlock<Type::Q3_K>;
+        case Type::Q2_K:
+            return &kInterleavedBlock<Type::Q2_K>;
         default:
             return nullptr;
     }

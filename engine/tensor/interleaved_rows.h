@@ -23,14 +23,18 @@
 //           of the 16 nibble bytes, whose low nibbles are elements 4w..4w+3 and high nibbles
 //           16+4w..; Q4_K: 32 words of the 128 nibble bytes, word w's low nibbles elements
 //           64 (w / 8) + 4 (w % 8).. and its high nibbles the same + 32, Q5_K likewise; Q6_K:
-//           32 words of ql)
+//           32 words of ql; Q2_K/Q3_K: 16 words of qs)
 //   high:   [half 0..1][word][row 0..7][4 bytes]    Q5_0/Q5_1: the blocks' qh (one word);
-//                                                   Q5_K: the 8 words of qh; Q6_K: the 16 of qh
+//                                                   Q5_K: the 8 words of qh; Q6_K: the 16 of qh;
+//                                                   Q3_K: the 8 of hmask
 //   sub:    [half 0..1][word][row 0..7][4 bytes]    Q4_K/Q5_K: the 3 words of 6-bit sub-block
 //                                                   scales and mins, as in the file; Q6_K: the
-//                                                   4 words of int8 scales
+//                                                   4 words of int8 scales; Q3_K: the 3 words of
+//                                                   packed 6-bit scales; Q2_K: the 4 words of
+//                                                   scale (low) and min (high) nibbles
 //   scales: [row 0..15]                             the blocks' f16 d
-//   mins:   [row 0..15]                             Q4_1/Q5_1: the blocks' f16 m; Q4_K/Q5_K: dmin
+//   mins:   [row 0..15]                             Q4_1/Q5_1: the blocks' f16 m; Q2_K, Q4_K,
+//                                                   Q5_K: dmin
 #include <cstddef>
 #include <cstdint>
 
@@ -40,7 +44,7 @@ namespace tokenscope::tensor {
 
 enum class RowLayout {
     Rows,        // the file's order
-    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0-Q5_1, Q4_K, Q5_K, Q6_K)
+    Interleaved  // groups of 16 rows as above (Q8_0, Q4_0-Q5_1, Q2_K-Q6_K)
 };
 
 inline constexpr std::int64_t kInterleavedGroupRows = 16;
@@ -51,13 +55,14 @@ inline constexpr std::int64_t kInterleavedGroupRows = 16;
 struct InterleavedBlock {
     std::size_t elements = 32;   // of a row per block: 32, or 256 for the K-quants' super-blocks
     std::size_t codes = 0;       // bytes of codes of 8 rows (half 1 starts here)
-    std::size_t high_bits = 0;   // the 16 rows' high bits (qh of Q5_0, Q5_1, Q5_K, Q6_K)
-    std::size_t sub_scales = 0;  // the 16 rows' sub-block scales (Q4_K/Q5_K with the mins, Q6_K)
+    std::size_t high_bits =
+        0;  // the 16 rows' high bits (qh of Q5_0, Q5_1, Q5_K, Q6_K; Q3_K's hmask)
+    std::size_t sub_scales = 0;  // the 16 rows' sub-block scales (with the mins: Q2_K, Q4_K, Q5_K)
     std::size_t scales = 0;      // the 16 rows' d
-    std::size_t mins = 0;        // the 16 rows' m (Q4_1/Q5_1) or dmin (Q4_K/Q5_K)
+    std::size_t mins = 0;        // the 16 rows' m (Q4_1/Q5_1) or dmin (Q2_K/Q4_K/Q5_K)
     std::size_t bytes = 0;       // the whole block of the group
-    std::size_t high_bytes = 0;  // of one row: 4 (Q5_0/Q5_1), 32 (Q5_K), 64 (Q6_K)
-    std::size_t sub_scale_bytes = 0;  // of one row: 12 (Q4_K/Q5_K), 16 (Q6_K)
+    std::size_t high_bytes = 0;  // of one row: 4 (Q5_0/Q5_1), 32 (Q5_K, Q3_K), 64 (Q6_K)
+    std::size_t sub_scale_bytes = 0;  // of one row: 12 (Q3_K/Q4_K/Q5_K), 16 (Q2_K/Q6_K)
     constexpr bool has_high_bits() const { return high_bytes > 0; }
     constexpr bool has_mins() const { return bytes > mins; }
     constexpr bool has_sub_scales() const { return sub_scale_bytes > 0; }
@@ -99,23 +104,27 @@ consteval InterleavedBlock make_interleaved_block_of(Type w) {
             return make_interleaved_block(256, 128, 32, 12, true);
         case Type::Q6_K:
             return make_interleaved_block(256, 128, 64, 16, false);
+        case Type::Q3_K:
+            return make_interleaved_block(256, 64, 32, 12, false);
+        case Type::Q2_K:
+            return make_interleaved_block(256, 64, 0, 16, true);
         default:  // Q8_0
             return make_interleaved_block(32, 32, 0, 0, false);
     }
 }
 
-// The layout of `type` (one of the eight; Q8_0 for any other, which has none).
+// The layout of `type` (one of the ten; Q8_0 for any other, which has none).
 template <Type W>
 inline constexpr InterleavedBlock kInterleavedBlock = make_interleaved_block_of(W);
 
-// Whether `type` has an interleaved layout at all: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
-// Q6_K.
+// Whether `type` has an interleaved layout at all: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
 bool has_interleaved_layout(Type type);
 
 // kInterleavedBlock of a type known only at run time; InvalidArgument for a type without one.
 const InterleavedBlock& interleaved_block(Type type);
 
-// Whether a rows x n matrix of `type` can be stored interleaved: one of the eight types, with rows
+// Whether a rows x n matrix of `type` can be stored interleaved: one of the ten types, with rows
 // a multiple of 16 (and n of the type's block).
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 

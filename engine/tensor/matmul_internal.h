@@ -36,7 +36,7 @@ struct MatmulArgs {
     // function there (three guarded statics) was 4 % of a one-token Q8_0 product of 640-wide
     // rows (perf, Zen 3).
     WeightPrefetch prefetch_level = WeightPrefetch::L1;
-    // The rows are stored in groups of 16 (interleaved_rows.h: Q8_0, Q4_0-Q5_1, Q4_K-Q6_K);
+    // The rows are stored in groups of 16 (interleaved_rows.h: Q8_0, Q4_0-Q5_1, Q2_K-Q6_K);
     // row_begin and row_end are multiples of 16 and the group of row r starts at
     // weights + r * row_bytes.
     bool interleaved = false;
@@ -74,7 +74,7 @@ bool gemm_int8_q32_avxvnni(const MatmulArgs& args);
 // 16 rows x up to 6 tokens per tile (interleaved_avx2.cpp); false for other types. Prefill goes
 // to the lane GEMM, whose packer reads the same layout; both compute the same bits.
 bool matmul_interleaved_avx2(const MatmulArgs& args);
-// Interleaved Q4_K, Q5_K and Q6_K rows times any number of tokens: 16 rows x up to 6 tokens per
+// Interleaved K-quant rows (Q2_K-Q6_K) times any number of tokens: 16 rows x up to 6 tokens per
 // tile under 16 tokens (interleaved_kquant_avx2.cpp), the K-quant lane GEMM (gemm_int8_avx2,
 // packing from the groups) from there; false for other types. The same bits at every token count,
 // and those of the lane GEMM over the file's rows.

@@ -230,7 +230,8 @@ private slots:
                 test::run_sequence(*mapped, tokens, 64));
     }
 
-    // Q8_0, Q4_1 and Q5_0 matrices stored interleaved for the AVX2 kernels (model/interleave_weights.h):
+    // Q8_0, Q4_1, Q5_0 and K-quant matrices stored interleaved for the AVX2 kernels
+    // (model/interleave_weights.h):
     //  * against the float64 reference with the bound of quantizedWeightsMatchReference (5e-2),
     //    decoding one token at a time and in one prefill chunk;
     //  * a prefill chunk of 20 tokens gives the bits of the file order, whose lane GEMM sums each
@@ -247,7 +248,8 @@ private slots:
              {std::pair{tensor::Type::Q8_0, false}, std::pair{tensor::Type::Q8_0, true},
               std::pair{tensor::Type::Q4_1, true}, std::pair{tensor::Type::Q5_0, false},
               std::pair{tensor::Type::Q4_K, true}, std::pair{tensor::Type::Q5_K, false},
-              std::pair{tensor::Type::Q6_K, false}}) {
+              std::pair{tensor::Type::Q6_K, false}, std::pair{tensor::Type::Q3_K, true},
+              std::pair{tensor::Type::Q2_K, false}}) {
             TinyModelSpec spec = quantizable_spec(type);
             spec.tied_output = tied;
             const std::string path = test::tiny_model_path(

@@ -480,10 +480,11 @@ class TestMatmul : public QObject {
 
 namespace {
 // The types with an interleaved layout (interleaved_rows.h).
-constexpr Type kInterleavedTypes[] = {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0,
-                                      Type::Q5_1, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+constexpr Type kInterleavedTypes[] = {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1,
+                                      Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K};
 bool is_k_quant(Type type) {
-    return type == Type::Q4_K || type == Type::Q5_K || type == Type::Q6_K;
+    return type == Type::Q2_K || type == Type::Q3_K || type == Type::Q4_K || type == Type::Q5_K ||
+           type == Type::Q6_K;
 }
 // A row length of a few blocks for `type` (the K-quants' blocks are 256 long).
 std::int64_t interleaved_n(Type type) {
@@ -491,7 +492,7 @@ std::int64_t interleaved_n(Type type) {
 }
 }  // namespace
 
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants Q4_K, Q5_K, Q6_K stored interleaved
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants Q2_K-Q6_K stored interleaved
 // (interleaved_rows.h) against the float64
 // references
 // of the rows in file order, at every level (the scalar and AVX-512 levels copy each group
@@ -665,7 +666,7 @@ void TestMatmul::interleavedRowsRoundTripAndRanges() {
             }
         }
     }
-    for (Type type : {Type::Q2_K, Type::Q3_K, Type::F16, Type::BF16}) {
+    for (Type type : {Type::F32, Type::F16, Type::BF16}) {
         QVERIFY(!can_interleave(type, 16, 256));
         Bytes any(row_bytes(type, 256) * 16);
         Bytes out(any.size());
