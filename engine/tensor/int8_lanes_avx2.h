@@ -441,8 +441,8 @@ inline __m256i k16_code_word(const std::uint8_t* block, int h, int n, int k, int
 // j + 4 (the high ones, elements 16 + 4j..). kFifthBits (Q5_0/Q5_1) adds each element's fifth
 // bit as 16, from `fifth`, the 8 rows' qh (one per lane): element e's is bit e, so after a shift
 // by 4j byte 0 of the lane holds the low word's four in bits 0-3 and byte 2 the high word's;
-// each is copied to the lane's 4 bytes, and byte k keeps bit k (x & 0x08040201 == 0x08040201
-// per byte).
+// each is copied to the lane's 4 bytes, byte k keeps bit k (x & 0x08040201), and a table
+// lookup turns a set bit into 16.
 template <bool kFifthBits>
 inline void interleaved_nibble_words(const std::uint8_t* codes, int j, __m256i fifth, __m256i& lo,
                                      __m256i& hi) {
@@ -456,11 +456,15 @@ inline void interleaved_nibble_words(const std::uint8_t* codes, int j, __m256i f
                                                0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
         const __m256i byte2 = _mm256_add_epi8(byte0, _mm256_set1_epi8(2));
         const __m256i bit_k = _mm256_set1_epi32(0x08040201);
-        const __m256i sixteen = _mm256_set1_epi8(0x10);
+        // 16 at indices 1, 2, 4 and 8 (one bit set), 0 at 0: byte k's bit, kept alone by the
+        // mask, becomes 16 in one table lookup (vpshufb) where a compare and a mask took two.
+        const __m256i sixteen_if_set =
+            _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0, 16,
+                             0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
         const __m256i bits = _mm256_srli_epi32(fifth, 4 * j);
         auto spread = [&](__m256i which) {
             const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(bits, which), bit_k);
-            return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit_k), sixteen);
+            return _mm256_shuffle_epi8(sixteen_if_set, b);
         };
         lo = _mm256_or_si256(lo, spread(byte0));
         hi = _mm256_or_si256(hi, spread(byte2));

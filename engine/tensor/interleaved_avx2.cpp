@@ -1,4 +1,4 @@
-// Weight rows stored interleaved (interleaved_rows.h: Q8_0, Q4_0, Q4_1) times a few tokens on
+// Weight rows stored interleaved (interleaved_rows.h: Q8_0, Q4_0-Q5_1) times a few tokens on
 // AVX2: decode, speculative verification and batches under the lane GEMM's line (prefill over
 // that takes the lane GEMM, whose packer reads the same layout; both compute the same bits).
 // One group of 16 rows per tile (two registers of 8 rows) x up to 6 tokens (Q8_0) or 4 (Q4_0,
@@ -12,7 +12,9 @@
 //   * Q8_0: |q| times the activation with q's sign (vpabsb once per word, vpsignb per token),
 //     pairs added by vpmaddubsw (at most 2 * 128 * 127), widened by vpmaddwd;
 //   * Q4_0, Q4_1: the nibbles (0-15) times the activation; a block's eight vpmaddubsw results
-//     add in int16 (at most 8 * 2 * 15 * 127 = 30480) and one vpmaddwd widens them.
+//     add in int16 (at most 8 * 2 * 15 * 127 = 30480) and one vpmaddwd widens them;
+//   * Q5_0, Q5_1: the codes (0-31), the vpmaddubsw results of words j and j + 4 added in int16
+//     (at most 2 * 2 * 31 * 127 = 15748) and widened per pair.
 // Every token count computes the same sequence per lane, so the results do not depend on how
 // many tokens a call carries or where a tile starts (test_matmul).
 #include <immintrin.h>
@@ -97,13 +99,11 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
 #pragma GCC unroll 2
                     for (int h = 0; h < H; ++h) {
                         if constexpr (kLayout.has_high_bits()) {
-                            // Codes up to 31: each word's pairs (up to 2 * 31 * 127) widen at once.
-                            acc[h][t] = _mm256_add_epi32(
-                                acc[h][t],
-                                _mm256_madd_epi16(_mm256_maddubs_epi16(lo[h], xlo), ones));
-                            acc[h][t] = _mm256_add_epi32(
-                                acc[h][t],
-                                _mm256_madd_epi16(_mm256_maddubs_epi16(hi[h], xhi), ones));
+                            // Codes up to 31: the two words' pairs (up to 2 * 2 * 31 * 127) add
+                            // in int16, then widen.
+                            const __m256i pairs = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(lo[h], xlo), _mm256_maddubs_epi16(hi[h], xhi));
+                            acc[h][t] = _mm256_add_epi32(acc[h][t], _mm256_madd_epi16(pairs, ones));
                         } else {
                             acc[h][t] =
                                 _mm256_add_epi16(acc[h][t], _mm256_maddubs_epi16(lo[h], xlo));
