@@ -285,13 +285,25 @@ inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& 
     }
 }
 
+// How q4_k_code_word makes Q5_K's fifth bit 16 from the bit kept alone by a mask (2^s):
+// kCompare: a compare with the mask and an and; kLookup (s < 4): a table lookup (vpshufb), 16 at
+// 1, 2, 4 and 8; kMinimum (s >= 4): an unsigned minimum with 16. The last two take one operation
+// less, which pays where the arithmetic is light: one token, one thread, 1024 x 1024 in cache,
+// Zen 3, cycles per (row, 32), best of 15, three alternated rounds: 4.27-4.39 -> 3.60-4.08, two
+// tokens 2.61-2.87 -> 2.32-2.41. The tiles of 3 tokens and more keep the compare: they need the
+// chunk loop split in two for the other forms, and with two copies of their long bodies 4 and 6
+// tokens ran 2.56 / 2.55 against 1.83 / 1.66 (and Q4_K's, split alike, 1.57 / 2.03 against
+// 1.38 / 1.34). The split loops need their chunk bounds at compile time: passed at run time,
+// the one-token tile was no faster (4.33-4.56).
+enum class FifthBit { kCompare, kLookup, kMinimum };
+
 // Codes of 8 interleaved Q4_K or Q5_K rows, 4 elements each: the low (high = 0) or high (1)
 // nibbles of stored code word w (0-31) of half h, elements 64 (w / 8) + 32 high + 4 (w % 8)..
 // of sub-block s = 2 (w / 8) + high. Q5_K adds each element's fifth bit: bit s of qh byte
-// 4 (w % 8).. (qh word w % 8), as 16. By a byte compare, not bit_to (pack_simd256.h): with
-// bit_to's shift the 4- and 6-token tiles ran 1.92-1.96 cycles per (token, row, 32) against
-// 1.65-1.80 (one thread, 1024 x 1024, Zen 3).
-template <Type W>
+// 4 (w % 8).. (qh word w % 8), as 16 (FifthBit). Not by bit_to (pack_simd256.h): its shift, by
+// a count known only at run time, made the 4- and 6-token tiles 1.92-1.96 cycles per (token,
+// row, 32) against 1.65-1.80 with the compare.
+template <Type W, FifthBit kFifth = FifthBit::kCompare>
 inline __m256i q4_k_code_word(const std::uint8_t* block, int h, int w, int high) {
     constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
@@ -301,9 +313,19 @@ inline __m256i q4_k_code_word(const std::uint8_t* block, int h, int w, int high)
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
             block + kLayout.high_bits + static_cast<std::size_t>(h) * 8 * kLayout.high_bytes +
             32 * static_cast<std::size_t>(w % 8)));
-        const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << (2 * (w / 8) + high)));
-        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
-        code = _mm256_or_si256(code, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+        const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << (2 * (w / 8) + high)));
+        const __m256i bit = _mm256_and_si256(qh, mask);
+        const __m256i sixteen = _mm256_set1_epi8(0x10);
+        if constexpr (kFifth == FifthBit::kCompare) {
+            code = _mm256_or_si256(code, _mm256_and_si256(_mm256_cmpeq_epi8(bit, mask), sixteen));
+        } else if constexpr (kFifth == FifthBit::kMinimum) {
+            code = _mm256_or_si256(code, _mm256_min_epu8(bit, sixteen));
+        } else {
+            const __m256i sixteen_if_set =
+                _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0,
+                                 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
+            code = _mm256_or_si256(code, _mm256_shuffle_epi8(sixteen_if_set, bit));
+        }
     }
     return code;
 }

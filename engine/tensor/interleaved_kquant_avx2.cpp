@@ -76,13 +76,14 @@ inline void multiply_words(const __m256i (&w)[kWords][H], const TokenRows<T>& ac
 // Q4_K and Q5_K: chunk c (64 elements) of the super-block; its 8 words' low nibbles are
 // sub-block 2c, the high ones 2c + 1 (q4_k_code_word), four words per pmaddwd as the lane GEMM
 // (Q5_K's codes up to 31: four words' pairs add up to at most 4 * 2 * 31 * 127 in int16).
-template <Type W, int T>
-inline void q4_k_products(const std::uint8_t* block, const TokenRows<T>& acts, std::size_t b,
-                          const Q4KGroupScales& s, __m256i (&acc)[H][T], const std::uint8_t* end,
-                          WeightPrefetch level) {
+// Chunks c0 <= c < c1, Q5_K's fifth bits made as kFifth says (q4_k_code_word).
+template <Type W, int T, FifthBit kFifth, int c0, int c1>
+inline void q4_k_chunks(const std::uint8_t* block, const TokenRows<T>& acts, std::size_t b,
+                        const Q4KGroupScales& s, __m256i (&acc)[H][T], const std::uint8_t* end,
+                        WeightPrefetch level) {
     constexpr std::size_t kPiece = kInterleavedBlock<W>.bytes / 4;
 #pragma GCC unroll 1
-    for (int c = 0; c < 4; ++c) {
+    for (int c = c0; c < c1; ++c) {
         prefetch_ahead(block + static_cast<std::size_t>(c) * kPiece, kPiece, end, level);
 #pragma GCC unroll 2
         for (int high = 0; high < 2; ++high) {
@@ -92,12 +93,26 @@ inline void q4_k_products(const std::uint8_t* block, const TokenRows<T>& acts, s
                 __m256i w[4][H];
                 for (int v = 0; v < 4; ++v) {
                     for (int h = 0; h < H; ++h)
-                        w[v][h] = q4_k_code_word<W>(block, h, 8 * c + gg + v, high);
+                        w[v][h] = q4_k_code_word<W, kFifth>(block, h, 8 * c + gg + v, high);
                 }
                 multiply_words<T, 4>(w, acts, 256 * b + static_cast<std::size_t>(32 * sb + 4 * gg),
                                      s.sc[sb], acc);
             }
         }
+    }
+}
+
+// Q5_K's one- and two-token tiles take the cheaper fifth bits (FifthBit), in two loops over the
+// chunks, c < 2 and c >= 2; the rest one loop with the compare.
+template <Type W, int T>
+inline void q4_k_products(const std::uint8_t* block, const TokenRows<T>& acts, std::size_t b,
+                          const Q4KGroupScales& s, __m256i (&acc)[H][T], const std::uint8_t* end,
+                          WeightPrefetch level) {
+    if constexpr (W == Type::Q5_K && T <= 2) {
+        q4_k_chunks<W, T, FifthBit::kLookup, 0, 2>(block, acts, b, s, acc, end, level);
+        q4_k_chunks<W, T, FifthBit::kMinimum, 2, 4>(block, acts, b, s, acc, end, level);
+    } else {
+        q4_k_chunks<W, T, FifthBit::kCompare, 0, 4>(block, acts, b, s, acc, end, level);
     }
 }
 
