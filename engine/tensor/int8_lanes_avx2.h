@@ -333,7 +333,6 @@ inline __m256i q4_k_code_word(const std::uint8_t* block, int h, int w, int high)
 // Interleaved Q2_K, Q3_K and Q6_K (interleaved_rows.h): 16 sub-blocks of 16 elements per
 // super-block, each with a small integer scale.
 inline constexpr int kK16SubBlocks = 16;
-inline constexpr InterleavedBlock kQ6KLayout = kInterleavedBlock<Type::Q6_K>;
 
 // A signed scale byte into the high byte of both int16 halves or into the top byte of the lane:
 // an arithmetic shift then sign-extends it.
@@ -355,7 +354,7 @@ struct K16GroupScales {
 // Q6_K: the stored int8 scales. Q2_K: low (scale) and high (min) nibbles of scales[4i..4i+3].
 // Q3_K: its 12 bytes hold the low 4 bits of scales 0-7 (low nibbles of bytes 0-7) and 8-15
 // (their high nibbles), and in bytes 8-11 the top 2 bits: bits 2m, 2m + 1 of byte 8 + s % 4
-// for scale s = 4m + s % 4 (ggml's unpack_scale_q3_k); the value is the 6 bits minus 32.
+// for scale s = 4m + s % 4 (unpack_scale_q3_k, kquant_scales.h); the value is the 6 bits minus 32.
 template <Type W>
 inline __m256i k16_scale_word(const std::uint8_t* sub, int i, __m256i* mins) {
     constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;

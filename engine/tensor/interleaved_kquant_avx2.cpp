@@ -220,12 +220,22 @@ void run_few(const MatmulArgs& a) {
 }  // namespace
 
 bool matmul_interleaved_kquant_avx2(const MatmulArgs& a) {
+    void (*run)(const MatmulArgs&) = nullptr;
     switch (a.type) {
         case Type::Q2_K:
+            run = run_few<Type::Q2_K>;
+            break;
         case Type::Q3_K:
+            run = run_few<Type::Q3_K>;
+            break;
         case Type::Q4_K:
+            run = run_few<Type::Q4_K>;
+            break;
         case Type::Q5_K:
+            run = run_few<Type::Q5_K>;
+            break;
         case Type::Q6_K:
+            run = run_few<Type::Q6_K>;
             break;
         default:
             return false;
@@ -234,23 +244,7 @@ bool matmul_interleaved_kquant_avx2(const MatmulArgs& a) {
     // thread, Zen 3, Q4_K 2816 x 1024, cycles per (token, row, 32 elements), lane GEMM / this
     // tile: 16 tokens 1.36 / 1.33, 24 1.20 / 1.24, 40 1.14 / 1.25, 128 1.10 / 1.27.
     if (a.tokens >= kPanelMinTokensInternal) return gemm_int8_avx2(a);
-    switch (a.type) {
-        case Type::Q2_K:
-            run_few<Type::Q2_K>(a);
-            break;
-        case Type::Q3_K:
-            run_few<Type::Q3_K>(a);
-            break;
-        case Type::Q4_K:
-            run_few<Type::Q4_K>(a);
-            break;
-        case Type::Q5_K:
-            run_few<Type::Q5_K>(a);
-            break;
-        default:
-            run_few<Type::Q6_K>(a);
-            break;
-    }
+    run(a);
     return true;
 }
 
