@@ -285,6 +285,15 @@ inline void unpack_q4_k_group_scales(const std::uint8_t* block, Q4KGroupScales& 
     }
 }
 
+// 16 in each byte of `bit` that holds one of the bits 0-3 alone (1, 2, 4 or 8), 0 where it is 0:
+// one table lookup (vpshufb), where a compare and a mask take two. Q5_0/Q5_1 and Q5_K make
+// their fifth bits with it.
+inline __m256i sixteen_where_low_bit_set(__m256i bit) {
+    const __m256i table = _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
+    return _mm256_shuffle_epi8(table, bit);
+}
+
 // How q4_k_code_word makes Q5_K's fifth bit 16 from the bit kept alone by a mask (2^s):
 // kCompare: a compare with the mask and an and; kLookup (s < 4): a table lookup (vpshufb), 16 at
 // 1, 2, 4 and 8; kMinimum (s >= 4): an unsigned minimum with 16. The last two take one operation
@@ -321,10 +330,7 @@ inline __m256i q4_k_code_word(const std::uint8_t* block, int h, int w, int high)
         } else if constexpr (kFifth == FifthBit::kMinimum) {
             code = _mm256_or_si256(code, _mm256_min_epu8(bit, sixteen));
         } else {
-            const __m256i sixteen_if_set =
-                _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0,
-                                 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
-            code = _mm256_or_si256(code, _mm256_shuffle_epi8(sixteen_if_set, bit));
+            code = _mm256_or_si256(code, sixteen_where_low_bit_set(bit));
         }
     }
     return code;
@@ -477,15 +483,10 @@ inline void interleaved_nibble_words(const std::uint8_t* codes, int j, __m256i f
                                                0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
         const __m256i byte2 = _mm256_add_epi8(byte0, _mm256_set1_epi8(2));
         const __m256i bit_k = _mm256_set1_epi32(0x08040201);
-        // 16 at indices 1, 2, 4 and 8 (one bit set), 0 at 0: byte k's bit, kept alone by the
-        // mask, becomes 16 in one table lookup (vpshufb) where a compare and a mask took two.
-        const __m256i sixteen_if_set =
-            _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 0, 16,
-                             0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
         const __m256i bits = _mm256_srli_epi32(fifth, 4 * j);
         auto spread = [&](__m256i which) {
             const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(bits, which), bit_k);
-            return _mm256_shuffle_epi8(sixteen_if_set, b);
+            return sixteen_where_low_bit_set(b);
         };
         lo = _mm256_or_si256(lo, spread(byte0));
         hi = _mm256_or_si256(hi, spread(byte2));

@@ -230,7 +230,13 @@ class TestGgufRoundtrip : public QObject {
         QCOMPARE(mapped.tensors()[0].data, data);
         QCOMPARE(mapped.tensors()[0].data[payload_bytes - 4096],
                  static_cast<std::uint8_t>((payload_bytes - 4096) >> 12));
-        QVERIFY(!opened_large);
+        // Without large pages the open keeps the mapping anyway: nothing to check there.
+        if (large_pages_available()) {
+            QVERIFY(!opened_large);
+        } else {
+            qInfo("no large pages here (%s): the open in large pages is not checked",
+                  large_pages_status().c_str());
+        }
         // With room again, the same File copies.
         QVERIFY(mapped.copy_out_of_mapping());
         QVERIFY(mapped.is_private_copy());
