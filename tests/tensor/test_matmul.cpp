@@ -482,9 +482,9 @@ namespace {
 // The types with an interleaved layout (interleaved_rows.h).
 constexpr Type kInterleavedTypes[] = {Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1,
                                       Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+// The K-quants: 256-element super-blocks (the type table's block size).
 bool is_k_quant(Type type) {
-    return type == Type::Q2_K || type == Type::Q3_K || type == Type::Q4_K || type == Type::Q5_K ||
-           type == Type::Q6_K;
+    return traits(type).block_size == 256;
 }
 // A row length of a few blocks for `type` (the K-quants' blocks are 256 long).
 std::int64_t interleaved_n(Type type) {
