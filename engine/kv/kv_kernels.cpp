@@ -68,6 +68,19 @@ void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int k
     }
 }
 
+void scores_f16(const float* q, int rows, const std::uint16_t* kt, int kt_stride, int keys, int n,
+                float scale, float* s, std::int64_t s_stride) {
+    for (int r = 0; r < rows; ++r) {
+        const float* qr = q + static_cast<std::int64_t>(r) * n;
+        for (int j = 0; j < keys; ++j) {
+            float acc = 0.0f;
+            for (int i = 0; i < n; ++i)
+                acc = std::fma(qr[i], tensor::f16_to_f32(kt[i * kt_stride + j]), acc);
+            s[r * s_stride + j] = acc * scale;
+        }
+    }
+}
+
 void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                      int keys, int n, float* out) {
     for (int r = 0; r < rows; ++r) {
@@ -76,8 +89,19 @@ void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const floa
     }
 }
 
-constexpr Kernels kScalar{"scalar",  f32_to_f16, f16_to_f32, axpy_f32,    axpy_f16,       axpy_q8,
-                          q8_to_f32, k_run_f16,  k_run_q8,   tile_scores, tile_accumulate};
+// The same operations as tile_accumulate over converted rows (axpy_f16 = axpy_f32 of the exact
+// conversion).
+void accumulate_f16(const float* p, std::int64_t p_stride, int rows, const std::uint16_t* v,
+                    std::int64_t v_stride, int keys, int n, float* out) {
+    for (int r = 0; r < rows; ++r) {
+        float* acc = out + static_cast<std::int64_t>(r) * n;
+        for (int j = 0; j < keys; ++j) axpy_f16(v + j * v_stride, p[r * p_stride + j], acc, n);
+    }
+}
+
+constexpr Kernels kScalar{"scalar",   f32_to_f16,      f16_to_f32,    axpy_f32, axpy_f16,
+                          axpy_q8,    q8_to_f32,       k_run_f16,     k_run_q8, tile_scores,
+                          scores_f16, tile_accumulate, accumulate_f16};
 
 const Kernels& choose_best() {
 #if defined(TOKENSCOPE_KV_AVX2)

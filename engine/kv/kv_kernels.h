@@ -40,10 +40,22 @@ struct Kernels {
     // tables agree bit for bit, and the SIMD ones keep keys in the lanes (no horizontal sums).
     void (*tile_scores)(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                         float scale, float* s, std::int64_t s_stride);
+    // tile_scores with the keys read where an F16 cache stores them (kt: the run's element 0,
+    // element i of key j at kt[i * kt_stride + j]), converted on the fly: the same scores bit for
+    // bit, without writing and reading back a float tile (decode, where a tile serves one query
+    // row group, spent more time converting than scoring). SIMD tables load whole vectors of
+    // keys: kt[i * kt_stride + j] must be readable for j up to `keys` rounded up to the
+    // vector's lanes (KvStorage keeps V after K for that); the extra lanes are never stored.
+    void (*scores_f16)(const float* q, int rows, const std::uint16_t* kt, int kt_stride, int keys,
+                       int n, float scale, float* s, std::int64_t s_stride);
     // out_r += sum over j < keys, in ascending j, of p[r * p_stride + j] * v[j];
     // out_r = out + r * n.
     void (*tile_accumulate)(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                             int keys, int n, float* out);
+    // tile_accumulate with value row j read from an F16 cache at v + j * v_stride (n elements),
+    // converted on the fly: the same sums bit for bit as this table's tile_accumulate.
+    void (*accumulate_f16)(const float* p, std::int64_t p_stride, int rows, const std::uint16_t* v,
+                           std::int64_t v_stride, int keys, int n, float* out);
 };
 
 // Portable C++ (kv_kernels.cpp).

@@ -110,6 +110,7 @@ void k_run_q8(const std::int8_t* src, int stride, const float* scales, int len, 
 // and a broadcast fill 15 of the 16 registers).
 struct Lanes8 {
     using Vec = __m256;
+    using Key = float;
     static constexpr int kLanes = 8;
     static constexpr int kRows = 6;
     static Vec zero() { return _mm256_setzero_ps(); }
@@ -127,15 +128,50 @@ struct Lanes8 {
     }
 };
 
+// Lanes8 reading the keys straight from an F16 cache (one conversion per element and 8 keys).
+struct Lanes8F16 : Lanes8 {
+    using Key = std::uint16_t;
+    static Vec load(const std::uint16_t* p) { return load_f16(p); }
+};
+
 void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                  float scale, float* s, std::int64_t s_stride) {
     scores_in_lanes<Lanes8>(q, rows, kt, kt_stride, keys, n, scale, s, s_stride);
 }
 
+void scores_f16(const float* q, int rows, const std::uint16_t* kt, int kt_stride, int keys, int n,
+                float scale, float* s, std::int64_t s_stride) {
+    scores_in_lanes<Lanes8F16>(q, rows, kt, kt_stride, keys, n, scale, s, s_stride);
+}
+
+// Where accumulate_rows finds value row j: converted float rows (a tile's pointers) or F16 rows
+// read where the cache stores them, row j at base + j * stride.
+struct FloatRows {
+    const float* const* v;
+    __m256 load(int j, int i) const { return _mm256_loadu_ps(v[j] + i); }
+    // Columns [i, i + m), m < 8 (mask = lanes(m)), the other lanes zero.
+    __m256 load_part(int j, int i, int, __m256i mask) const {
+        return _mm256_maskload_ps(v[j] + i, mask);
+    }
+};
+
+struct F16Rows {
+    const std::uint16_t* base;
+    std::int64_t stride;
+    __m256 load(int j, int i) const { return load_f16(base + j * stride + i); }
+    // F16C has no masked load: the m < 8 columns go through a zero-padded copy.
+    __m256 load_part(int j, int i, int m, __m256i) const {
+        alignas(16) std::uint16_t part[8] = {};
+        for (int c = 0; c < m; ++c) part[c] = base[j * stride + i + c];
+        return load_f16(part);
+    }
+};
+
 // R output rows: 16 columns at a time in registers over all keys, then the rest 8 at a time
-// (the last vector masked). Each element is acc = fma(p, v, acc) over the keys in order.
-template <int R>
-void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* v, int keys, int n,
+// (the last vector masked). Each element is acc = fma(p, v, acc) over the keys in order, whichever
+// Rows supplies v.
+template <int R, class Rows>
+void accumulate_rows(const float* p, std::int64_t p_stride, const Rows& v, int keys, int n,
                      float* out) {
     int i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -145,8 +181,8 @@ void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* 
             a1[r] = _mm256_loadu_ps(out + r * n + i + 8);
         }
         for (int j = 0; j < keys; ++j) {
-            const __m256 x0 = _mm256_loadu_ps(v[j] + i);
-            const __m256 x1 = _mm256_loadu_ps(v[j] + i + 8);
+            const __m256 x0 = v.load(j, i);
+            const __m256 x1 = v.load(j, i + 8);
             for (int r = 0; r < R; ++r) {
                 const __m256 w = _mm256_broadcast_ss(p + r * p_stride + j);
                 a0[r] = _mm256_fmadd_ps(w, x0, a0[r]);
@@ -159,16 +195,17 @@ void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* 
         }
     }
     for (; i < n; i += 8) {
-        const __m256i m = lanes(n - i < 8 ? n - i : 8);
+        const int m = n - i < 8 ? n - i : 8;
+        const __m256i mask = lanes(m);
         __m256 a[R];
-        for (int r = 0; r < R; ++r) a[r] = _mm256_maskload_ps(out + r * n + i, m);
+        for (int r = 0; r < R; ++r) a[r] = _mm256_maskload_ps(out + r * n + i, mask);
         for (int j = 0; j < keys; ++j) {
-            const __m256 x = _mm256_maskload_ps(v[j] + i, m);
+            const __m256 x = m == 8 ? v.load(j, i) : v.load_part(j, i, m, mask);
             for (int r = 0; r < R; ++r) {
                 a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r * p_stride + j), x, a[r]);
             }
         }
-        for (int r = 0; r < R; ++r) _mm256_maskstore_ps(out + r * n + i, m, a[r]);
+        for (int r = 0; r < R; ++r) _mm256_maskstore_ps(out + r * n + i, mask, a[r]);
     }
 }
 
@@ -176,17 +213,28 @@ void accumulate_rows(const float* p, std::int64_t p_stride, const float* const* 
 // 16 registers (4 rows: 2-3 % slower at 512 tokens, 246M's and SmolLM2's layer shapes).
 constexpr int kAccumulateRows = 6;
 
-void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const float* const* v,
-                     int keys, int n, float* out) {
+template <class Rows>
+void accumulate_row_groups(const float* p, std::int64_t p_stride, int rows, const Rows& v, int keys,
+                           int n, float* out) {
     for_row_groups<kAccumulateRows>(rows, [&](int r, auto count) {
         accumulate_rows<decltype(count)::value>(p + r * p_stride, p_stride, v, keys, n,
                                                 out + static_cast<std::int64_t>(r) * n);
     });
 }
 
-constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16,  f16_to_f32,     axpy_f32,
-                        axpy_f16,        axpy_q8,     q8_to_f32,      k_run_f16,
-                        k_run_q8,        tile_scores, tile_accumulate};
+void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const float* const* v,
+                     int keys, int n, float* out) {
+    accumulate_row_groups(p, p_stride, rows, FloatRows{v}, keys, n, out);
+}
+
+void accumulate_f16(const float* p, std::int64_t p_stride, int rows, const std::uint16_t* v,
+                    std::int64_t v_stride, int keys, int n, float* out) {
+    accumulate_row_groups(p, p_stride, rows, F16Rows{v, v_stride}, keys, n, out);
+}
+
+constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16,      f16_to_f32,    axpy_f32, axpy_f16,
+                        axpy_q8,         q8_to_f32,       k_run_f16,     k_run_q8, tile_scores,
+                        scores_f16,      tile_accumulate, accumulate_f16};
 
 }  // namespace
 

@@ -83,6 +83,8 @@ KvStorage::KvStorage(const CacheShape& shape, KernelChoice kernels)
         v_scales_ = reinterpret_cast<float*>(p + scale_bytes);
         p += 2 * scale_bytes;
     }
+    // V right after K: scores_in_place's kernels read a few elements past a K run, which for
+    // the last block of K then lands in V, inside the mapping.
     k_values_ = p;
     v_values_ = p + value_bytes;
     spdlog::debug(
@@ -358,6 +360,48 @@ void KvStorage::tile_scores(const float* q, int rows, const KeyTile& k, float sc
 void KvStorage::tile_accumulate(const float* weights, std::int64_t stride, int rows, const Tile& v,
                                 float* out) const {
     kernels_->tile_accumulate(weights, stride, rows, v.rows, v.keys, v.cols, out);
+}
+
+bool KvStorage::scores_in_place(int layer, int head, std::span<const std::int64_t> slot_ids,
+                                const float* q, int rows, float scale, float* scores,
+                                std::int64_t stride) const {
+    if (shape_.type != ElementType::F16) return false;
+    assert(slot_ids.size() <= static_cast<std::size_t>(kTileKeys));
+    const int d = shape_.head_dim;
+    const std::int64_t bs = shape_.block_size;
+    const auto* values = reinterpret_cast<const std::uint16_t*>(k_values_);
+    for_runs(slot_ids, bs, [&](std::int64_t j, std::int64_t slot, std::int64_t len) {
+        assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
+               head >= 0 && head < shape_.kv_heads);
+        const std::uint16_t* run = values + k_element(row_index(layer, slot, head));
+        // The kernels read whole vectors of 8 keys, so up to 7 elements past the run in each of
+        // its element rows: the block's next slots, the next row, or past the last region of K
+        // the start of V (in the same mapping; see the constructor). Those lanes are never
+        // stored.
+        kernels_->scores_f16(q, rows, run, static_cast<int>(bs), static_cast<int>(len), d, scale,
+                             scores + j, stride);
+    });
+    return true;
+}
+
+bool KvStorage::accumulate_in_place(int layer, int head, std::span<const std::int64_t> slot_ids,
+                                    const float* weights, std::int64_t stride, int rows, int first,
+                                    int cols, float* out) const {
+    if (shape_.type != ElementType::F16) return false;
+    assert(slot_ids.size() <= static_cast<std::size_t>(kTileKeys));
+    const int d = shape_.head_dim;
+    if (cols == 0) cols = d - first;
+    assert(first >= 0 && cols > 0 && first + cols <= d);
+    for_runs(slot_ids, shape_.block_size, [&](std::int64_t j, std::int64_t slot, std::int64_t len) {
+        assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
+               head >= 0 && head < shape_.kv_heads);
+        // A run's V rows follow each other: row j + i at its first row + i * head_dim.
+        const auto* run =
+            reinterpret_cast<const std::uint16_t*>(v_row(row_index(layer, slot, head)));
+        kernels_->accumulate_f16(weights + j, stride, rows, run + first, d, static_cast<int>(len),
+                                 cols, out);
+    });
+    return true;
 }
 
 void KvStorage::read_k(int layer, std::int64_t slot, int head, float* out) const {

@@ -3,14 +3,19 @@
 // that KvCacheManager hands out (slot = block * block_size + offset). A device backend keeps
 // the same bookkeeping and its own device buffers instead of this class.
 //
-// Layout, per layer and separately for K and V: [block][kv_head] regions of block_size tokens,
-// so that one head's keys of a block are one contiguous range: attention reads a head's keys
-// in slot order, and the hardware prefetchers follow a contiguous stream where a
-// [slot][kv_head] layout made them stride over the other heads' rows (decode spent a tenth of
-// a step, at 128 cached tokens, waiting for those rows). Inside a region V is [slot][head_dim]
-// and K is transposed, [head_dim][slot]: the score kernels keep keys in the vector lanes (one
-// key vector per element serves every query of a block, and no horizontal sums), and with K
-// stored so, a tile of a block's keys converts straight into that form. Q8 keeps the float
+// Layout, per layer and separately for K and V: [kv_head][block] regions of block_size tokens,
+// so that one head's keys of a block are one contiguous range, and so are a head's keys over
+// consecutive blocks (a sequence's blocks mostly are: the pool hands them out in order).
+// Attention reads one head's keys in slot order, and the hardware prefetchers follow a
+// contiguous stream: a [slot][kv_head] layout made them stride over the other heads' rows
+// (decode spent a tenth of a step, at 128 cached tokens, waiting for those rows), and
+// [block][kv_head] still broke the stream at every block (SmolLM2's 3 heads: 2 KiB read of
+// every 6 KiB, which one Zen 3 core read at 7.7 GB/s against 18.8 for a contiguous stream;
+// decode at 4096 cached tokens took 18-19 ms a step against 10 ms with this layout).
+// Inside a region V is [slot][head_dim] and K is transposed, [head_dim][slot]: the score
+// kernels keep keys in the vector lanes (one key vector per element serves every query of a
+// block, and no horizontal sums), and with K stored so, a tile of a block's keys converts
+// straight into that form (or is read in place, F16). Q8 keeps the float
 // scales in their own arrays, one per (slot, head) as if the rows were dense.
 // The memory is allocated zeroed and untouched, so an unused cache costs no resident memory.
 #include <cstddef>
@@ -90,6 +95,19 @@ class KvStorage {
                 KeyTile& tile) const;
     void v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
                 Tile& tile, int first = 0, int cols = 0) const;
+    // The same results bit for bit as k_tile then tile_scores (v_tile then tile_accumulate), with
+    // an F16 cache's elements read where they are stored and converted in the kernel, run by
+    // run, instead of through a float tile that is written and read back once per call. Worth
+    // it where a tile serves few query rows (decode: one row group; the conversion and its
+    // stores had cost more than the scores). Other element types keep the tiles: these return
+    // false and do nothing. At most kTileKeys slots; accumulate_in_place adds to
+    // out (rows x cols floats) columns [first, first + cols) of V (cols = 0: to the end).
+    bool scores_in_place(int layer, int head, std::span<const std::int64_t> slot_ids,
+                         const float* q, int rows, float scale, float* scores,
+                         std::int64_t stride) const;
+    bool accumulate_in_place(int layer, int head, std::span<const std::int64_t> slot_ids,
+                             const float* weights, std::int64_t stride, int rows, int first,
+                             int cols, float* out) const;
     // Asks the CPU to start loading K (or V) [layer, slot_ids[i], head] into its caches, without
     // waiting. Decode attention reads rows that the weight stream has evicted since they were
     // written: one row at a time, each a DRAM round trip, the conversion had been a tenth of a
@@ -130,8 +148,10 @@ class KvStorage {
     void check(int layer, std::int64_t slot, int head, const char* what) const;
     std::int64_t row_index(int layer, std::int64_t slot, int head) const {
         const std::int64_t bs = shape_.block_size;
-        const std::int64_t block = static_cast<std::int64_t>(layer) * shape_.num_blocks + slot / bs;
-        return (block * shape_.kv_heads + head) * bs + slot % bs;
+        const std::int64_t region =
+            (static_cast<std::int64_t>(layer) * shape_.kv_heads + head) * shape_.num_blocks +
+            slot / bs;
+        return region * bs + slot % bs;
     }
     // V row `row` (row_index), contiguous.
     const std::byte* v_row(std::int64_t row) const { return v_values_ + row * row_value_bytes_; }

@@ -3,7 +3,9 @@
 // contract), written once for both instruction sets. L describes the vectors: Vec, kLanes (floats
 // per vector), kRows (rows per pass, as many as the registers hold: 12 for AVX-512's 32
 // registers, 6 for AVX2's 16), and zero, load, broadcast, fmadd, mul, set1 and store(p, x, cols)
-// (the first cols lanes, cols >= 1). Each file defines its L over its own intrinsics and
+// (the first cols lanes, cols >= 1), and Key, the stored element load reads (float for a
+// converted tile; std::uint16_t where load converts F16 straight from the cache, which gives the
+// same floats: the conversion is exact). Each file defines its L over its own intrinsics and
 // includes this header; unnamed namespace and no standard header but <cstdint>, as
 // kv_kernels.h and tile_row_groups.h explain.
 #include <cstdint>
@@ -17,7 +19,7 @@ namespace {
 // V * kLanes): per (row, key) acc = fma(q_i, k_i, acc) over the row in order, from +0, then one
 // multiplication by the scale. The key vectors are loaded once per element and serve R rows.
 template <class L, int R, int V>
-void score_keys(const float* q, int n, const float* kt, int kt_stride, int keys,
+void score_keys(const float* q, int n, const typename L::Key* kt, int kt_stride, int keys,
                 typename L::Vec scale, float* s, std::int64_t s_stride) {
     typename L::Vec acc[R][V];
 #pragma GCC unroll 16
@@ -50,7 +52,7 @@ void score_keys(const float* q, int n, const float* kt, int kt_stride, int keys,
 }
 
 template <class L, int V>
-void score_rows(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+void score_rows(const float* q, int rows, const typename L::Key* kt, int kt_stride, int keys, int n,
                 typename L::Vec scale, float* s, std::int64_t s_stride) {
     for_row_groups<L::kRows>(rows, [&](int r, auto count) {
         score_keys<L, decltype(count)::value, V>(q + r * n, n, kt, kt_stride, keys, scale,
@@ -60,8 +62,8 @@ void score_rows(const float* q, int rows, const float* kt, int kt_stride, int ke
 
 // The whole tile: keys in passes of two vectors (one for a short last pass).
 template <class L>
-void scores_in_lanes(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
-                     float scale, float* s, std::int64_t s_stride) {
+void scores_in_lanes(const float* q, int rows, const typename L::Key* kt, int kt_stride, int keys,
+                     int n, float scale, float* s, std::int64_t s_stride) {
     const typename L::Vec sv = L::set1(scale);
     for (int j = 0; j < keys; j += 2 * L::kLanes) {
         if (keys - j > L::kLanes) {

@@ -914,6 +914,72 @@ void TestKvCache::copyBlockCopiesEveryLayerAndPart() {
 // mid-block; and tile_scores gives the same bits with every kernel table (the contract in
 // kv_kernels.h: one FMA chain per score), each score within the float bound of a float64 dot
 // product of the same stored values.
+// An F16 cache read in place (KvStorage::scores_in_place, accumulate_in_place) gives exactly
+// what the tiles give with the same table: the scores of tile_scores and the sums of
+// tile_accumulate (checked against float64 too: keys + 1 roundings of the sum of |terms|),
+// for every column, a slice of columns and a weight row per query row. Other element types
+// decline.
+namespace {
+void check_in_place(const KvStorage& storage, ElementType type, int head,
+                    const std::vector<std::int64_t>& list, const std::vector<float>& q, int rows,
+                    float scale, const std::vector<float>& tile_scores,
+                    const KvStorage::Tile& values, Random& rng, const QString& where) {
+    constexpr int kTile = KvStorage::kTileKeys;
+    const int head_dim = storage.shape().head_dim;
+    std::vector<float> scores(tile_scores.size(), -9.0f);
+    const bool in_place =
+        storage.scores_in_place(1, head, list, q.data(), rows, scale, scores.data(), kTile);
+    std::vector<float> weights = random_floats(rng, static_cast<std::size_t>(rows * kTile), 1.0);
+    std::vector<float> out(static_cast<std::size_t>(rows * head_dim), -9.0f);
+    const bool accumulated =
+        storage.accumulate_in_place(1, head, list, weights.data(), kTile, rows, 0, 0, out.data());
+    if (type != ElementType::F16) {
+        QVERIFY2(!in_place && !accumulated, qPrintable(where + " read in place"));
+        QVERIFY2(scores[0] == -9.0f && out[0] == -9.0f, qPrintable(where + " wrote"));
+        return;
+    }
+    QVERIFY2(in_place && accumulated, qPrintable(where + " declined"));
+    QVERIFY2(std::memcmp(scores.data(), tile_scores.data(), scores.size() * sizeof(float)) == 0,
+             qPrintable(where + " in-place scores differ from the tile's"));
+    struct Columns {
+        int first, cols;
+    };
+    for (const Columns c : {Columns{0, head_dim}, Columns{head_dim / 3, head_dim / 2}}) {
+        const auto n = static_cast<std::size_t>(rows * c.cols);
+        std::vector<float> start = random_floats(rng, n, 0.5);
+        std::vector<float> direct = start, tiled = start;
+        // The tile's rows restricted to the columns, as v_tile(first, cols) hands them out.
+        KvStorage::Tile slice = values;
+        for (int j = 0; j < kTile; ++j) slice.rows[j] = values.rows[j] + c.first;
+        slice.cols = c.cols;
+        storage.tile_accumulate(weights.data(), kTile, rows, slice, tiled.data());
+        QVERIFY(storage.accumulate_in_place(1, head, list, weights.data(), kTile, rows, c.first,
+                                            c.cols, direct.data()));
+        const QString cols = where + QString(" columns %1+%2").arg(c.first).arg(c.cols);
+        QVERIFY2(std::memcmp(direct.data(), tiled.data(), n * sizeof(float)) == 0,
+                 qPrintable(cols + ": in-place sums differ from the tile's"));
+        for (int r = 0; r < rows; ++r) {
+            for (int i = 0; i < c.cols; ++i) {
+                double sum = start[static_cast<std::size_t>(r * c.cols + i)];
+                double mag = std::fabs(sum);
+                for (int j = 0; j < kTile; ++j) {
+                    const double t = double(weights[static_cast<std::size_t>(r * kTile + j)]) *
+                                     double(values.rows[j][c.first + i]);
+                    sum += t;
+                    mag += std::fabs(t);
+                }
+                const double got = direct[static_cast<std::size_t>(r * c.cols + i)];
+                QVERIFY2(
+                    std::fabs(got - sum) <= 2 * (kTile + 1) * 0x1p-24 * mag,
+                    qPrintable(
+                        cols +
+                        QString(" row %1 column %2: %3 vs %4").arg(r).arg(i).arg(got).arg(sum)));
+            }
+        }
+    }
+}
+}  // namespace
+
 void TestKvCache::tilesMatchReadBackAndTablesAgree() {
     struct Tables {
         KernelChoice kernels;
@@ -1018,6 +1084,8 @@ void TestKvCache::tilesMatchReadBackAndTablesAgree() {
                                                                 .arg(dot * scale)));
                             }
                         }
+                        check_in_place(storage, type, head, list, q, rows, scale, scores, vt, rng,
+                                       where);
                         if (head == 1) {
                             if (first_scores.empty()) {
                                 first_scores = scores;
