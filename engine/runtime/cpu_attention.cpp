@@ -26,10 +26,15 @@ constexpr std::int64_t kMaxScoreFloats = std::int64_t{1} << 20;
 // decode step); two 16-key tiles kept the fewest lines in flight, one tile of 32 now.
 constexpr std::int64_t kPrefetchKeys = 32;
 
-// Items of at most this many query rows (decode's row group, short verification chunks) read
-// an F16 cache in place (KvStorage::scores_in_place) instead of converting tiles: a tile would
-// serve too few rows to pay for writing and reading it back.
-constexpr int kInPlaceRows = 8;
+// Items of at most this many query rows (decode's row group, verification chunks) read an F16
+// cache in place (KvStorage::scores_in_place) instead of converting tiles of their own: the
+// kernels convert again for every pass of 6 rows (AVX2), but a tile costs a store and a load
+// per element. One thread, SmolLM2's head shape, scores plus weighted sums, ns per (kv head,
+// key), in place against tiles: in cache (512 keys) 3 rows 13.8-23.2 / 25.1-52.7, 12 rows
+// 38.7-55.3 / 49.0-71.0, 27 rows 83.3-83.5 / 94.5-156.1, 32 rows 102-138 / 112-114; from
+// memory (30 layers x 2048 keys) 12 rows 47.6-48.7 / 57.7-59.8, 27 rows 99.1-100.3 /
+// 115.9-140.2. Items that share a chunk's converted tiles (convert_shared_tiles) keep them.
+constexpr int kInPlaceRows = 28;
 
 // Most floats the shared conversion holds (64 MiB); a longer context converts per item.
 constexpr std::int64_t kMaxConvertedFloats = std::int64_t{16} << 20;
