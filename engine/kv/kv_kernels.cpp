@@ -81,6 +81,22 @@ void scores_f16(const float* q, int rows, const std::uint16_t* kt, int kt_stride
     }
 }
 
+void scores_q8(const float* q, int rows, const std::int8_t* kt, int kt_stride,
+               const float* key_scales, int keys, int n, float scale, float* s,
+               std::int64_t s_stride) {
+    for (int r = 0; r < rows; ++r) {
+        const float* qr = q + static_cast<std::int64_t>(r) * n;
+        for (int j = 0; j < keys; ++j) {
+            float acc = 0.0f;
+            for (int i = 0; i < n; ++i) {
+                const float k = static_cast<float>(kt[i * kt_stride + j]) * key_scales[j];
+                acc = std::fma(qr[i], k, acc);
+            }
+            s[r * s_stride + j] = acc * scale;
+        }
+    }
+}
+
 void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                      int keys, int n, float* out) {
     for (int r = 0; r < rows; ++r) {
@@ -99,9 +115,22 @@ void accumulate_f16(const float* p, std::int64_t p_stride, int rows, const std::
     }
 }
 
-constexpr Kernels kScalar{"scalar",   f32_to_f16,      f16_to_f32,    axpy_f32, axpy_f16,
-                          axpy_q8,    q8_to_f32,       k_run_f16,     k_run_q8, tile_scores,
-                          scores_f16, tile_accumulate, accumulate_f16};
+// tile_accumulate over rows q8_to_f32 would write: each value the product code * scale first.
+void accumulate_q8(const float* p, std::int64_t p_stride, int rows, const std::int8_t* v,
+                   std::int64_t v_stride, const float* v_scales, int keys, int n, float* out) {
+    for (int r = 0; r < rows; ++r) {
+        float* acc = out + static_cast<std::int64_t>(r) * n;
+        for (int j = 0; j < keys; ++j) {
+            const std::int8_t* row = v + j * v_stride;
+            const float w = p[r * p_stride + j];
+            for (int i = 0; i < n; ++i) acc[i] += w * (static_cast<float>(row[i]) * v_scales[j]);
+        }
+    }
+}
+
+constexpr Kernels kScalar{"scalar",   f32_to_f16, f16_to_f32,      axpy_f32,       axpy_f16,
+                          axpy_q8,    q8_to_f32,  k_run_f16,       k_run_q8,       tile_scores,
+                          scores_f16, scores_q8,  tile_accumulate, accumulate_f16, accumulate_q8};
 
 const Kernels& choose_best() {
 #if defined(TOKENSCOPE_KV_AVX2)

@@ -48,6 +48,11 @@ struct Kernels {
     // vector's lanes (KvStorage keeps V after K for that); the extra lanes are never stored.
     void (*scores_f16)(const float* q, int rows, const std::uint16_t* kt, int kt_stride, int keys,
                        int n, float scale, float* s, std::int64_t s_stride);
+    // The same from a Q8 cache: element i of key j is float(kt[i * kt_stride + j]) *
+    // key_scales[j], rounded, as k_run_q8 writes it into a tile (key_scales read as far as kt).
+    void (*scores_q8)(const float* q, int rows, const std::int8_t* kt, int kt_stride,
+                      const float* key_scales, int keys, int n, float scale, float* s,
+                      std::int64_t s_stride);
     // out_r += sum over j < keys, in ascending j, of p[r * p_stride + j] * v[j];
     // out_r = out + r * n.
     void (*tile_accumulate)(const float* p, std::int64_t p_stride, int rows, const float* const* v,
@@ -56,6 +61,10 @@ struct Kernels {
     // converted on the fly: the same sums bit for bit as this table's tile_accumulate.
     void (*accumulate_f16)(const float* p, std::int64_t p_stride, int rows, const std::uint16_t* v,
                            std::int64_t v_stride, int keys, int n, float* out);
+    // The same from a Q8 cache: value row j is float(code) * v_scales[j], as q8_to_f32 gives it.
+    void (*accumulate_q8)(const float* p, std::int64_t p_stride, int rows, const std::int8_t* v,
+                          std::int64_t v_stride, const float* v_scales, int keys, int n,
+                          float* out);
 };
 
 // Portable C++ (kv_kernels.cpp).

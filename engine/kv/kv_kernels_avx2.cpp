@@ -111,6 +111,7 @@ void k_run_q8(const std::int8_t* src, int stride, const float* scales, int len, 
 struct Lanes8 {
     using Vec = __m256;
     using Key = float;
+    static constexpr bool kScaledKeys = false;
     static constexpr int kLanes = 8;
     static constexpr int kRows = 6;
     static Vec zero() { return _mm256_setzero_ps(); }
@@ -134,9 +135,23 @@ struct Lanes8F16 : Lanes8 {
     static Vec load(const std::uint16_t* p) { return load_f16(p); }
 };
 
+// Lanes8 reading a Q8 cache's codes (8 keys' int8 per load), times the keys' scales.
+struct Lanes8Q8 : Lanes8 {
+    using Key = std::int8_t;
+    static constexpr bool kScaledKeys = true;
+    static Vec load(const std::int8_t* p) { return load_q8(p); }
+    static Vec load_scales(const float* p) { return _mm256_loadu_ps(p); }
+};
+
 void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
                  float scale, float* s, std::int64_t s_stride) {
     scores_in_lanes<Lanes8>(q, rows, kt, kt_stride, keys, n, scale, s, s_stride);
+}
+
+void scores_q8(const float* q, int rows, const std::int8_t* kt, int kt_stride,
+               const float* key_scales, int keys, int n, float scale, float* s,
+               std::int64_t s_stride) {
+    scores_in_lanes<Lanes8Q8>(q, rows, kt, kt_stride, keys, n, scale, s, s_stride, key_scales);
 }
 
 void scores_f16(const float* q, int rows, const std::uint16_t* kt, int kt_stride, int keys, int n,
@@ -164,6 +179,21 @@ struct F16Rows {
         alignas(16) std::uint16_t part[8] = {};
         for (int c = 0; c < m; ++c) part[c] = base[j * stride + i + c];
         return load_f16(part);
+    }
+};
+
+// Q8 rows: codes times the row's scale (the product q8_to_f32 writes into a tile).
+struct Q8Rows {
+    const std::int8_t* base;
+    std::int64_t stride;
+    const float* scales;
+    __m256 load(int j, int i) const {
+        return _mm256_mul_ps(load_q8(base + j * stride + i), _mm256_set1_ps(scales[j]));
+    }
+    __m256 load_part(int j, int i, int m, __m256i) const {
+        alignas(8) std::int8_t part[8] = {};
+        for (int c = 0; c < m; ++c) part[c] = base[j * stride + i + c];
+        return _mm256_mul_ps(load_q8(part), _mm256_set1_ps(scales[j]));
     }
 };
 
@@ -232,9 +262,15 @@ void accumulate_f16(const float* p, std::int64_t p_stride, int rows, const std::
     accumulate_row_groups(p, p_stride, rows, F16Rows{v, v_stride}, keys, n, out);
 }
 
-constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16,      f16_to_f32,    axpy_f32, axpy_f16,
-                        axpy_q8,         q8_to_f32,       k_run_f16,     k_run_q8, tile_scores,
-                        scores_f16,      tile_accumulate, accumulate_f16};
+void accumulate_q8(const float* p, std::int64_t p_stride, int rows, const std::int8_t* v,
+                   std::int64_t v_stride, const float* v_scales, int keys, int n, float* out) {
+    accumulate_row_groups(p, p_stride, rows, Q8Rows{v, v_stride, v_scales}, keys, n, out);
+}
+
+constexpr Kernels kAvx2{"avx2+fma+f16c", f32_to_f16,     f16_to_f32,   axpy_f32,
+                        axpy_f16,        axpy_q8,        q8_to_f32,    k_run_f16,
+                        k_run_q8,        tile_scores,    scores_f16,   scores_q8,
+                        tile_accumulate, accumulate_f16, accumulate_q8};
 
 }  // namespace
 

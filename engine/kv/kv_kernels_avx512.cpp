@@ -38,6 +38,7 @@ inline __mmask16 lanes16(int m) {
 struct Lanes16 {
     using Vec = __m512;
     using Key = float;
+    static constexpr bool kScaledKeys = false;
     static constexpr int kLanes = 16;
     static constexpr int kRows = 12;
     static Vec zero() { return _mm512_setzero_ps(); }

@@ -83,8 +83,8 @@ KvStorage::KvStorage(const CacheShape& shape, KernelChoice kernels)
         v_scales_ = reinterpret_cast<float*>(p + scale_bytes);
         p += 2 * scale_bytes;
     }
-    // V right after K: scores_in_place's kernels read a few elements past a K run, which for
-    // the last block of K then lands in V, inside the mapping.
+    // V right after K (and V's scales after K's): scores_in_place's kernels read a few elements
+    // (scales) past a K run, which for the last block of K then land in V, inside the mapping.
     k_values_ = p;
     v_values_ = p + value_bytes;
     spdlog::debug(
@@ -365,21 +365,28 @@ void KvStorage::tile_accumulate(const float* weights, std::int64_t stride, int r
 bool KvStorage::scores_in_place(int layer, int head, std::span<const std::int64_t> slot_ids,
                                 const float* q, int rows, float scale, float* scores,
                                 std::int64_t stride) const {
-    if (shape_.type != ElementType::F16) return false;
+    if (shape_.type == ElementType::F32) return false;
     assert(slot_ids.size() <= static_cast<std::size_t>(kTileKeys));
     const int d = shape_.head_dim;
     const std::int64_t bs = shape_.block_size;
-    const auto* values = reinterpret_cast<const std::uint16_t*>(k_values_);
     for_runs(slot_ids, bs, [&](std::int64_t j, std::int64_t slot, std::int64_t len) {
         assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
                head >= 0 && head < shape_.kv_heads);
-        const std::uint16_t* run = values + k_element(row_index(layer, slot, head));
+        const std::int64_t row = row_index(layer, slot, head);
         // The kernels read whole vectors of 8 keys, so up to 7 elements past the run in each of
-        // its element rows: the block's next slots, the next row, or past the last region of K
-        // the start of V (in the same mapping; see the constructor). Those lanes are never
-        // stored.
-        kernels_->scores_f16(q, rows, run, static_cast<int>(bs), static_cast<int>(len), d, scale,
-                             scores + j, stride);
+        // its element rows (and Q8 up to 7 scales past its own): the block's next slots, the
+        // next row, or past the last region of K the start of V (and past K's scales V's), in
+        // the same mapping (see the constructor). Those lanes are never stored.
+        if (shape_.type == ElementType::F16) {
+            kernels_->scores_f16(
+                q, rows, reinterpret_cast<const std::uint16_t*>(k_values_) + k_element(row),
+                static_cast<int>(bs), static_cast<int>(len), d, scale, scores + j, stride);
+        } else {
+            kernels_->scores_q8(q, rows,
+                                reinterpret_cast<const std::int8_t*>(k_values_) + k_element(row),
+                                static_cast<int>(bs), k_scales_ + row, static_cast<int>(len), d,
+                                scale, scores + j, stride);
+        }
     });
     return true;
 }
@@ -387,7 +394,7 @@ bool KvStorage::scores_in_place(int layer, int head, std::span<const std::int64_
 bool KvStorage::accumulate_in_place(int layer, int head, std::span<const std::int64_t> slot_ids,
                                     const float* weights, std::int64_t stride, int rows, int first,
                                     int cols, float* out) const {
-    if (shape_.type != ElementType::F16) return false;
+    if (shape_.type == ElementType::F32) return false;
     assert(slot_ids.size() <= static_cast<std::size_t>(kTileKeys));
     const int d = shape_.head_dim;
     if (cols == 0) cols = d - first;
@@ -396,10 +403,16 @@ bool KvStorage::accumulate_in_place(int layer, int head, std::span<const std::in
         assert(layer >= 0 && layer < shape_.layers && slot >= 0 && slot + len <= slots_ &&
                head >= 0 && head < shape_.kv_heads);
         // A run's V rows follow each other: row j + i at its first row + i * head_dim.
-        const auto* run =
-            reinterpret_cast<const std::uint16_t*>(v_row(row_index(layer, slot, head)));
-        kernels_->accumulate_f16(weights + j, stride, rows, run + first, d, static_cast<int>(len),
-                                 cols, out);
+        const std::int64_t row = row_index(layer, slot, head);
+        if (shape_.type == ElementType::F16) {
+            kernels_->accumulate_f16(weights + j, stride, rows,
+                                     reinterpret_cast<const std::uint16_t*>(v_row(row)) + first, d,
+                                     static_cast<int>(len), cols, out);
+        } else {
+            kernels_->accumulate_q8(weights + j, stride, rows,
+                                    reinterpret_cast<const std::int8_t*>(v_row(row)) + first, d,
+                                    v_scales_ + row, static_cast<int>(len), cols, out);
+        }
     });
     return true;
 }

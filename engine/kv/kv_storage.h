@@ -96,12 +96,13 @@ class KvStorage {
     void v_tile(int layer, int head, std::span<const std::int64_t> slot_ids, float* buffer,
                 Tile& tile, int first = 0, int cols = 0) const;
     // The same results bit for bit as k_tile then tile_scores (v_tile then tile_accumulate), with
-    // an F16 cache's elements read where they are stored and converted in the kernel, run by
-    // run, instead of through a float tile that is written and read back once per call. Worth
-    // it where a tile serves few query rows (decode: one row group; the conversion and its
-    // stores had cost more than the scores). Other element types keep the tiles: these return
-    // false and do nothing. At most kTileKeys slots; accumulate_in_place adds to
-    // out (rows x cols floats) columns [first, first + cols) of V (cols = 0: to the end).
+    // an F16 or Q8 cache's elements read where they are stored and converted in the kernel, run
+    // by run, instead of through a float tile that is written and read back once per call.
+    // Worth it where a tile serves few query rows (decode: one row group; the conversion and
+    // its stores had cost more than the scores). An F32 cache keeps the tiles (V's point into
+    // the cache already): these return false and do nothing. At most kTileKeys slots;
+    // accumulate_in_place adds to out (rows x cols floats) columns [first, first + cols) of V
+    // (cols = 0: to the end).
     bool scores_in_place(int layer, int head, std::span<const std::int64_t> slot_ids,
                          const float* q, int rows, float scale, float* scores,
                          std::int64_t stride) const;

@@ -27,7 +27,7 @@ constexpr std::int64_t kMaxScoreFloats = std::int64_t{1} << 20;
 constexpr std::int64_t kPrefetchKeys = 32;
 
 // Items of at most this many query rows (decode's row group, verification chunks) read an F16
-// cache in place (KvStorage::scores_in_place) instead of converting tiles of their own: the
+// or Q8 cache in place (KvStorage::scores_in_place) instead of converting tiles of their own: the
 // kernels convert again for every pass of 6 rows (AVX2), but a tile costs a store and a load
 // per element. One thread, SmolLM2's head shape, scores plus weighted sums, ns per (kv head,
 // key), in place against tiles: in cache (512 keys) 3 rows 13.8-23.2 / 25.1-52.7, 12 rows
