@@ -55,77 +55,72 @@ void k_run_q8(const std::int8_t* src, int stride, const float* scales, int len, 
 
 // The table contract's chain of fused multiply-adds (kv_kernels.h), written out: std::fma is
 // the correctly rounded a * b + c that the SIMD tables' FMA instructions compute, so this
-// table's scores equal theirs bit for bit.
-void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
-                 float scale, float* s, std::int64_t s_stride) {
+// table's scores equal theirs bit for bit. key(i, j): element i of key j as a float, the value a
+// tile holds (tile_scores) or the one its conversion would have written (scores_f16/_q8).
+template <class Key>
+void scores_of(const float* q, int rows, int keys, int n, float scale, float* s,
+               std::int64_t s_stride, Key key) {
     for (int r = 0; r < rows; ++r) {
         const float* qr = q + static_cast<std::int64_t>(r) * n;
         for (int j = 0; j < keys; ++j) {
             float acc = 0.0f;
-            for (int i = 0; i < n; ++i) acc = std::fma(qr[i], kt[i * kt_stride + j], acc);
+            for (int i = 0; i < n; ++i) acc = std::fma(qr[i], key(i, j), acc);
             s[r * s_stride + j] = acc * scale;
         }
     }
 }
 
+void tile_scores(const float* q, int rows, const float* kt, int kt_stride, int keys, int n,
+                 float scale, float* s, std::int64_t s_stride) {
+    scores_of(q, rows, keys, n, scale, s, s_stride,
+              [&](int i, int j) { return kt[i * kt_stride + j]; });
+}
+
 void scores_f16(const float* q, int rows, const std::uint16_t* kt, int kt_stride, int keys, int n,
                 float scale, float* s, std::int64_t s_stride) {
-    for (int r = 0; r < rows; ++r) {
-        const float* qr = q + static_cast<std::int64_t>(r) * n;
-        for (int j = 0; j < keys; ++j) {
-            float acc = 0.0f;
-            for (int i = 0; i < n; ++i)
-                acc = std::fma(qr[i], tensor::f16_to_f32(kt[i * kt_stride + j]), acc);
-            s[r * s_stride + j] = acc * scale;
-        }
-    }
+    scores_of(q, rows, keys, n, scale, s, s_stride,
+              [&](int i, int j) { return tensor::f16_to_f32(kt[i * kt_stride + j]); });
 }
 
 void scores_q8(const float* q, int rows, const std::int8_t* kt, int kt_stride,
                const float* key_scales, int keys, int n, float scale, float* s,
                std::int64_t s_stride) {
+    scores_of(q, rows, keys, n, scale, s, s_stride, [&](int i, int j) {
+        return static_cast<float>(kt[i * kt_stride + j]) * key_scales[j];
+    });
+}
+
+// out_r += p * v over the keys in order, as axpy_f32 adds (a product, then a sum). value(j, i):
+// element i of value row j as a float, the value a tile holds (tile_accumulate) or the one its
+// conversion would have written (accumulate_f16/_q8), so all three give the same sums.
+template <class Value>
+void accumulate_of(const float* p, std::int64_t p_stride, int rows, int keys, int n, float* out,
+                   Value value) {
     for (int r = 0; r < rows; ++r) {
-        const float* qr = q + static_cast<std::int64_t>(r) * n;
+        float* acc = out + static_cast<std::int64_t>(r) * n;
         for (int j = 0; j < keys; ++j) {
-            float acc = 0.0f;
-            for (int i = 0; i < n; ++i) {
-                const float k = static_cast<float>(kt[i * kt_stride + j]) * key_scales[j];
-                acc = std::fma(qr[i], k, acc);
-            }
-            s[r * s_stride + j] = acc * scale;
+            const float w = p[r * p_stride + j];
+            for (int i = 0; i < n; ++i) acc[i] += w * value(j, i);
         }
     }
 }
 
 void tile_accumulate(const float* p, std::int64_t p_stride, int rows, const float* const* v,
                      int keys, int n, float* out) {
-    for (int r = 0; r < rows; ++r) {
-        float* acc = out + static_cast<std::int64_t>(r) * n;
-        for (int j = 0; j < keys; ++j) axpy_f32(v[j], p[r * p_stride + j], acc, n);
-    }
+    accumulate_of(p, p_stride, rows, keys, n, out, [&](int j, int i) { return v[j][i]; });
 }
 
-// The same operations as tile_accumulate over converted rows (axpy_f16 = axpy_f32 of the exact
-// conversion).
 void accumulate_f16(const float* p, std::int64_t p_stride, int rows, const std::uint16_t* v,
                     std::int64_t v_stride, int keys, int n, float* out) {
-    for (int r = 0; r < rows; ++r) {
-        float* acc = out + static_cast<std::int64_t>(r) * n;
-        for (int j = 0; j < keys; ++j) axpy_f16(v + j * v_stride, p[r * p_stride + j], acc, n);
-    }
+    accumulate_of(p, p_stride, rows, keys, n, out,
+                  [&](int j, int i) { return tensor::f16_to_f32(v[j * v_stride + i]); });
 }
 
-// tile_accumulate over rows q8_to_f32 would write: each value the product code * scale first.
 void accumulate_q8(const float* p, std::int64_t p_stride, int rows, const std::int8_t* v,
                    std::int64_t v_stride, const float* v_scales, int keys, int n, float* out) {
-    for (int r = 0; r < rows; ++r) {
-        float* acc = out + static_cast<std::int64_t>(r) * n;
-        for (int j = 0; j < keys; ++j) {
-            const std::int8_t* row = v + j * v_stride;
-            const float w = p[r * p_stride + j];
-            for (int i = 0; i < n; ++i) acc[i] += w * (static_cast<float>(row[i]) * v_scales[j]);
-        }
-    }
+    accumulate_of(p, p_stride, rows, keys, n, out, [&](int j, int i) {
+        return static_cast<float>(v[j * v_stride + i]) * v_scales[j];
+    });
 }
 
 constexpr Kernels kScalar{"scalar",   f32_to_f16, f16_to_f32,      axpy_f32,       axpy_f16,

@@ -170,15 +170,22 @@ struct FloatRows {
     }
 };
 
+// The first m < 8 elements of a row, then zeros: a whole vector's worth the loads can read.
+template <class T>
+struct PaddedPart {
+    PaddedPart(const T* row, int m) {
+        for (int c = 0; c < m; ++c) values[c] = row[c];
+    }
+    alignas(16) T values[8] = {};
+};
+
 struct F16Rows {
     const std::uint16_t* base;
     std::int64_t stride;
     __m256 load(int j, int i) const { return load_f16(base + j * stride + i); }
     // F16C has no masked load: the m < 8 columns go through a zero-padded copy.
     __m256 load_part(int j, int i, int m, __m256i) const {
-        alignas(16) std::uint16_t part[8] = {};
-        for (int c = 0; c < m; ++c) part[c] = base[j * stride + i + c];
-        return load_f16(part);
+        return load_f16(PaddedPart<std::uint16_t>(base + j * stride + i, m).values);
     }
 };
 
@@ -191,9 +198,8 @@ struct Q8Rows {
         return _mm256_mul_ps(load_q8(base + j * stride + i), _mm256_set1_ps(scales[j]));
     }
     __m256 load_part(int j, int i, int m, __m256i) const {
-        alignas(8) std::int8_t part[8] = {};
-        for (int c = 0; c < m; ++c) part[c] = base[j * stride + i + c];
-        return _mm256_mul_ps(load_q8(part), _mm256_set1_ps(scales[j]));
+        return _mm256_mul_ps(load_q8(PaddedPart<std::int8_t>(base + j * stride + i, m).values),
+                             _mm256_set1_ps(scales[j]));
     }
 };
 
