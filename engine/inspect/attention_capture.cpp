@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tensor/f16.h"
+#include "kv/half_rows.h"
 #include "util/error.h"
 
 namespace tokenscope::inspect {
@@ -61,7 +61,10 @@ void AttentionCapture::set_row(int layer, int head, std::int64_t pos, std::int64
     Row& row = (*rows)[static_cast<std::size_t>(pos)];
     row.first_key = first_key;
     row.weights.resize(weights.size());
-    for (std::size_t i = 0; i < weights.size(); ++i) row.weights[i] = tensor::f32_to_f16(weights[i]);
+    // Every captured weight of every step passes here (30 layers x 9 heads x the context per
+    // token for SmolLM2): converted one by one in integer code, the capture took 12-14 % of a
+    // 512-token reply's decode speed.
+    kv::floats_to_halves(weights, row.weights.data());
 }
 
 std::vector<float> AttentionCapture::row(int layer, int head, std::int64_t pos) const {
@@ -69,10 +72,10 @@ std::vector<float> AttentionCapture::row(int layer, int head, std::int64_t pos) 
     const auto* rows = slot(layer, head);
     if (!rows || pos < 0 || pos >= static_cast<std::int64_t>(rows->size())) return out;
     const Row& r = (*rows)[static_cast<std::size_t>(pos)];
-    for (std::size_t i = 0; i < r.weights.size(); ++i) {
-        const std::size_t key = static_cast<std::size_t>(r.first_key) + i;
-        if (key < out.size()) out[key] = tensor::f16_to_f32(r.weights[i]);
-    }
+    const auto first = static_cast<std::size_t>(r.first_key);
+    if (first >= out.size()) return out;
+    const std::size_t n = std::min(r.weights.size(), out.size() - first);
+    kv::halves_to_floats(std::span(r.weights).first(n), out.data() + first);
     return out;
 }
 

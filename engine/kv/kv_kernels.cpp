@@ -3,6 +3,9 @@
 // in kv_kernels_avx2.cpp runs.
 #include "kv/kv_kernels.h"
 
+#include "kv/half_rows.h"
+
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/matmul.h"
@@ -166,3 +169,22 @@ const Kernels& best_kernels() {
 }
 
 }  // namespace tokenscope::kv::detail
+
+namespace tokenscope::kv {
+
+// The kernels take an int count: long rows go in pieces.
+void floats_to_halves(std::span<const float> in, std::uint16_t* out) {
+    const detail::Kernels& k = detail::best_kernels();
+    constexpr std::size_t kPiece = std::size_t{1} << 30;
+    for (std::size_t i = 0; i < in.size(); i += kPiece)
+        k.f32_to_f16(in.data() + i, out + i, static_cast<int>(std::min(kPiece, in.size() - i)));
+}
+
+void halves_to_floats(std::span<const std::uint16_t> in, float* out) {
+    const detail::Kernels& k = detail::best_kernels();
+    constexpr std::size_t kPiece = std::size_t{1} << 30;
+    for (std::size_t i = 0; i < in.size(); i += kPiece)
+        k.f16_to_f32(in.data() + i, out + i, static_cast<int>(std::min(kPiece, in.size() - i)));
+}
+
+}  // namespace tokenscope::kv

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "kv/half_rows.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_storage.h"
 #include "kv/kv_types.h"
@@ -146,6 +147,7 @@ class TestKvCache : public QObject {
 
     void storageRoundTrip_data();
     void storageRoundTrip();
+    void halfRowsMatchTheIntegerConversion();
     void dotAndAxpyMatchFloat64Reference_data();
     void dotAndAxpyMatchFloat64Reference();
     void copyBlockCopiesEveryLayerAndPart();
@@ -798,6 +800,67 @@ void TestKvCache::storageRoundTrip() {
     // An all-zero Q8 row reads back as zeros (scale 0, no division by zero).
     storage.read_k(0, 3, 0, out.data());
     for (float x : out) QCOMPARE(x, 0.0f);
+}
+
+// kv::floats_to_halves / halves_to_floats (the attention capture's conversions) against
+// tensor::f32_to_f16 / f16_to_f32, the integer code that defines the rounding (to nearest, ties
+// to even), element by element and bit for bit. Inputs: random values over the half range and
+// the edges worked out by hand: ties (1 + 2^-11 rounds down to 1, 1 + 3 * 2^-11 up to
+// 1 + 2^-9), the largest half 65504, 65520 (the first value that overflows to infinity), the
+// smallest subnormal 2^-24 and half of it (a tie that rounds to 0), -0, +-infinity. NaN is left
+// out: F16C sets the quiet bit of a signalling NaN, the integer code keeps it as it is. Lengths
+// 0-40 cover every tail of the 8-wide loop.
+void TestKvCache::halfRowsMatchTheIntegerConversion() {
+    Random rng(21);
+    std::vector<float> values = {1.0f + 0x1p-11f,
+                                 1.0f + 3 * 0x1p-11f,
+                                 65504.0f,
+                                 65520.0f,
+                                 -65520.0f,
+                                 0x1p-24f,
+                                 0x1p-25f,
+                                 0x1p-14f,
+                                 -0.0f,
+                                 0.0f,
+                                 INFINITY,
+                                 -INFINITY,
+                                 0.1f,
+                                 -3.0f};
+    for (int i = 0; i < 600; ++i) {
+        const double magnitude = std::ldexp(rng.unit(), rng.below(44) - 28);
+        values.push_back(static_cast<float>(rng.below(2) ? magnitude : -magnitude));
+    }
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8},
+                          std::size_t{9}, std::size_t{23}, std::size_t{40}, values.size()}) {
+        for (std::size_t start = 0; start + n <= values.size();
+             start += std::max<std::size_t>(n, 97)) {
+            const std::span<const float> in(values.data() + start, n);
+            std::vector<std::uint16_t> halves(n + 1, 0xABCD);  // one guard element
+            floats_to_halves(in, halves.data());
+            QCOMPARE(halves[n], std::uint16_t{0xABCD});
+            std::vector<float> back(n + 1, -7.0f);
+            halves_to_floats(std::span<const std::uint16_t>(halves.data(), n), back.data());
+            QCOMPARE(back[n], -7.0f);
+            for (std::size_t i = 0; i < n; ++i) {
+                const std::uint16_t want = tensor::f32_to_f16(in[i]);
+                QVERIFY2(halves[i] == want,
+                         qPrintable(QString("n %1, element %2 (%3): 0x%4, integer code 0x%5")
+                                        .arg(n)
+                                        .arg(i)
+                                        .arg(double(in[i]), 0, 'g', 9)
+                                        .arg(halves[i], 4, 16, QChar('0'))
+                                        .arg(want, 4, 16, QChar('0'))));
+                const float exact = tensor::f16_to_f32(want);
+                QCOMPARE(std::memcmp(&back[i], &exact, sizeof exact), 0);
+            }
+        }
+    }
+    // The hand-worked edges, through the integer code (so that the comparison above is against
+    // the right values, not only against itself).
+    QCOMPARE(tensor::f32_to_f16(1.0f + 0x1p-11f), std::uint16_t{0x3C00});
+    QCOMPARE(tensor::f32_to_f16(1.0f + 3 * 0x1p-11f), std::uint16_t{0x3C02});
+    QCOMPARE(tensor::f32_to_f16(65520.0f), std::uint16_t{0x7C00});
+    QCOMPARE(tensor::f32_to_f16(0x1p-25f), std::uint16_t{0x0000});
 }
 
 void TestKvCache::dotAndAxpyMatchFloat64Reference_data() {
