@@ -153,6 +153,12 @@ class AttentionHeatmap : public QWidget {
     void placeOverlay();
     void emitSelection();
     void recomputeLabelExtent();
+    // The label extent grown by labels [first, end) (rows were appended).
+    void widenLabelExtent(qsizetype first);
+    // After rows were appended to data_: scroll range, zoom, overlay, and the image extended
+    // by the new rows (or rendered again when the scale changed).
+    void showAppendedRows();
+    bool extendsData(const AttentionData& next) const;
 
     AttentionData data_;
     int model_layers_ = 0;

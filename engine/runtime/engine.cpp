@@ -670,6 +670,9 @@ void Engine::verify_scheduled(Active& a, std::int64_t row, double step_ms,
     // again before anything reads them.
     a.computed = static_cast<std::int64_t>(a.tokens.size()) - 1;
     kv_->truncate(a.seq, static_cast<int>(a.computed));
+    // The capture drops the rows of the dropped tokens too: until the next step rewrote them,
+    // the newest token's position showed the row of the proposal it replaced.
+    if (a.capture) a.capture->prepare_rows(a.computed);
     proposer_->accept(
         a.seq, std::span<const std::int32_t>(a.tokens).first(static_cast<std::size_t>(a.computed)));
     a.k_control->record(judged, accepted);

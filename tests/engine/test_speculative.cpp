@@ -213,6 +213,47 @@ class TestSpeculative : public QObject {
         }
     }
 
+    // The attention capture after rejections: between steps it holds rows only for the tokens
+    // the model has been fed and kept (a rejected proposal's row would otherwise stay at the
+    // position of the token that replaced it, and the app's heatmap would show it), and at the
+    // end every row equals the plain run's (F32 weights and cache: the same weights to the bit).
+    void captureKeepsOnlyAcceptedRows() {
+        for (SpeculationMode mode : {SpeculationMode::Lookup, SpeculationMode::Draft}) {
+            auto plain = runtime::Engine::load(target_model(), options(SpeculationMode::Off));
+            auto spec = runtime::Engine::load(target_model(), options(mode));
+            runtime::Request a = request(*plain, kRepetitive, 37);
+            a.capture.enabled = true;
+            const auto plain_id = plain->submit(a);
+            run_all(*plain);
+            const auto id = spec->submit(a);
+            std::int64_t newest = -1;
+            int rejections = 0;
+            for (int guard = 0; spec->has_work() && guard < 1000; ++guard) {
+                for (const auto& ev : spec->step()) {
+                    if (ev.token >= 0) newest = ev.position;
+                    rejections += ev.speculation.origin == TokenOrigin::Corrected;
+                }
+                const inspect::AttentionCapture* c = spec->capture(id);
+                QVERIFY(c != nullptr);
+                // The newest token has not been fed yet: rows for positions [0, newest).
+                QVERIFY2(
+                    c->rows() <= newest,
+                    qPrintable(QString("%1 rows, newest token at %2").arg(c->rows()).arg(newest)));
+            }
+            QVERIFY(rejections > 0);
+            const inspect::AttentionCapture* want = plain->capture(plain_id);
+            const inspect::AttentionCapture* got = spec->capture(id);
+            QCOMPARE(got->rows(), want->rows());
+            const auto& config = plain->config();
+            for (int l = 0; l < int(config.layers); ++l) {
+                for (int h = 0; h < int(config.heads); ++h) {
+                    for (std::int64_t pos = 0; pos < want->rows(); ++pos)
+                        QVERIFY(got->row(l, h, pos) == want->row(l, h, pos));
+                }
+            }
+        }
+    }
+
     // The draft's own cache stays in step: mid-run, it holds a prefix of the target's
     // sequence, and its K/V equal those of a draft cache fed the same tokens plainly.
     void draftCacheInStep() {

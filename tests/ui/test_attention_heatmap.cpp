@@ -111,6 +111,7 @@ class TestAttentionHeatmap : public QObject {
     void tooltipForHoveredCell();
     void appendRowGrowsImage();
     void appendRowDuringRender();
+    void setDataThatExtendsPaintsOnlyNewRows();
     void overlayExplainsCost();
     void selectionChangedFromControls();
     void zoomButtonsAndCtrlWheel();
@@ -313,6 +314,60 @@ void TestAttentionHeatmap::appendRowDuringRender() {
     QTest::qWait(30);
     QCOMPARE(w.imageRows(), 2);
     QCOMPARE(w.currentImage().pixel(15, 15), kFirst);
+}
+
+// The worker sends the whole matrix a few times a second during a reply, each time the last
+// one plus the new tokens' rows: those rows are painted onto the shown image (no render job),
+// and the result is the image a full render of the new data gives. Any change to a shown row,
+// or another head, renders everything again.
+void TestAttentionHeatmap::setDataThatExtendsPaintsOnlyNewRows() {
+    AttentionHeatmap w;
+    w.resize(640, 480);
+    w.setColorScale(ColorScale::Linear);
+    w.setCellSize(6);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const AttentionData full = sample_attention(40);
+    AttentionData start = full;
+    start.rows.resize(30);
+    start.labels.resize(30);
+    w.setData(start);
+    QTRY_VERIFY(!w.renderPending());
+    QCOMPARE(w.imageRows(), 30);
+
+    auto full_render = [&](const AttentionData& d) {
+        HeatmapRequest req;
+        req.rows = d.rows;
+        req.columns = int(d.rows.size());
+        req.cell = 6;
+        req.scale = ColorScale::Linear;
+        req.masked = w.maskedColor();
+        req.gap = w.palette().color(QPalette::Base).rgb();
+        return render_heatmap(req);
+    };
+    QSignalSpy updated(&w, &AttentionHeatmap::imageUpdated);
+    w.setData(full);
+    QVERIFY(!w.renderPending());  // painted at once, on this thread
+    QCOMPARE(updated.count(), 1);
+    QCOMPARE(w.imageRows(), 40);
+    QCOMPARE(w.data().labels.size(), 40);
+    QCOMPARE(w.currentImage(), full_render(full));
+
+    // A shown row that changed (a rolled-back proposal's row, say): everything again.
+    AttentionData changed = full;
+    changed.rows[12][3] += 0.25f;
+    w.setData(changed);
+    QVERIFY(w.renderPending());
+    QTRY_VERIFY(!w.renderPending());
+    QCOMPARE(w.currentImage(), full_render(changed));
+
+    // Another head with the same rows and more: a new matrix, not an extension.
+    AttentionData other_head = full;
+    other_head.head = 3;
+    w.setData(other_head);
+    QVERIFY(w.renderPending());
+    QTRY_VERIFY(!w.renderPending());
+    QCOMPARE(w.currentImage(), full_render(other_head));
 }
 
 void TestAttentionHeatmap::overlayExplainsCost() {
