@@ -692,7 +692,12 @@ void AttentionHeatmap::extendImage() {
         const int cap_rows = (rows + grow - 1) / grow * grow;
         QImage grown(heatmap_extent(cap_cols, s), heatmap_extent(cap_rows, s),
                      QImage::Format_RGB32);
-        grown.fill(s.gap);
+        // Masked everywhere: the columns that later keys add are then masked for the rows
+        // already painted (a column painted per new key touched every scanline of the image:
+        // 3920 lines of a 560-token matrix at 7 px per token, per token, on the GUI thread).
+        HeatmapRequest fill = s;
+        if (ds > 1) fill.cell = 1;
+        fill_masked(grown, fill);
         if (!image_.isNull()) {
             QPainter p(&grown);
             p.setCompositionMode(QPainter::CompositionMode_Source);
@@ -706,18 +711,11 @@ void AttentionHeatmap::extendImage() {
         // Pixel rows whose blocks were complete keep their maxima: the new keys come after
         // all of their queries (masked). The last, partial block row and the new ones are
         // pooled again from the data.
-        HeatmapRequest pixels = s;
-        pixels.cell = 1;
         const int complete = image_rows_ / ds;
-        for (int x = heatmap_extent(image_cols_, s); x < heatmap_extent(columns, s); ++x) {
-            paint_masked_column(image_, x, complete, pixels);
-        }
         for (int y = complete; y < heatmap_extent(rows, s); ++y) {
             paint_pooled_row(image_, y, data_.rows, s);
         }
     } else {
-        // New keys are in the future of every earlier query: their column is masked there.
-        for (int k = image_cols_; k < columns; ++k) paint_masked_column(image_, k, image_rows_, s);
         for (int q = image_rows_; q < rows; ++q) paint_heatmap_row(image_, q, data_.rows[q], s);
     }
     image_rows_ = rows;

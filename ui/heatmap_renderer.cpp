@@ -84,17 +84,22 @@ void paint_heatmap_row(QImage& image, int row, const QVector<float>& weights,
     }
 }
 
-void paint_masked_column(QImage& image, int column, int rows, const HeatmapRequest& style) {
+void fill_masked(QImage& image, const HeatmapRequest& style) {
     const int cell = std::max(1, style.cell);
     const bool gaps = cell >= kGapMinCell;
-    const int x0 = column * cell;
-    const int x_end = std::min(image.width(), x0 + cell);
-    const int y_end = std::min(image.height(), rows * cell);
-    for (int y = 0; y < y_end; ++y) {
-        auto* line = reinterpret_cast<QRgb*>(image.scanLine(y));
-        const bool gap_row = gaps && (y % cell) == cell - 1;
-        for (int x = x0; x < x_end; ++x) {
-            line[x] = (gap_row || (gaps && x == x0 + cell - 1)) ? style.gap : style.masked;
+    const int width = image.width();
+    if (width == 0) return;
+    // One line of masked cells, copied to every line that is not a gap line.
+    std::vector<QRgb> line(size_t(width), style.masked);
+    if (gaps) {
+        for (int x = cell - 1; x < width; x += cell) line[size_t(x)] = style.gap;
+    }
+    for (int y = 0; y < image.height(); ++y) {
+        auto* dst = reinterpret_cast<QRgb*>(image.scanLine(y));
+        if (gaps && y % cell == cell - 1) {
+            std::fill(dst, dst + width, style.gap);
+        } else {
+            std::memcpy(dst, line.data(), size_t(width) * sizeof(QRgb));
         }
     }
 }

@@ -60,10 +60,11 @@ void paint_heatmap_row(QImage& image, int row, const QVector<float>& weights,
 // block side; style.cell is ignored (1).
 void paint_pooled_row(QImage& image, int pixel_row, const QVector<QVector<float>>& rows,
                       const HeatmapRequest& style);
-// Paints the cells of column `column` in rows [0, rows) as masked (used when a new key token
-// arrives: no earlier query may attend to it). Downsampled images pass pixel columns/rows and
-// a style with cell 1.
-void paint_masked_column(QImage& image, int column, int rows, const HeatmapRequest& style);
+// Paints every cell of the image as masked (with the gaps of style.cell), for an image that
+// grows while rows stream in: cells right of the painted columns then already show that no
+// earlier query may attend to a new key, and a new key costs nothing above the diagonal.
+// Downsampled images pass a style with cell 1.
+void fill_masked(QImage& image, const HeatmapRequest& style);
 
 class HeatmapRenderer : public QObject {
     Q_OBJECT
