@@ -29,6 +29,7 @@ int run_chat(int argc, char** argv, int first) {
     runtime::EngineOptions options = engine_options(args);
     apply_speculation_options(args, options);
     auto engine = runtime::Engine::load(args.required("model"), options);
+    engine->warm_up();  // while the user types the first line
     runtime::PromptBuilder builder(*engine, args.value("template"));
     if (auto think = args.value("think")) {
         if (*think != "on" && *think != "off") throw InvalidArgument("'chat': option '--think' must be on or off");

@@ -64,6 +64,7 @@ int run_serve(int argc, char** argv, int first) {
     block_shutdown_signals();
 
     auto engine = runtime::Engine::load(model, engine_opts);
+    engine->warm_up();  // the first client's first token then costs what later ones cost
     std::fprintf(stderr, "tokenscope serve: %s (%s), context %lld tokens, %d parallel, queue %d\n",
                  o.model_id.c_str(), engine->backend_name().c_str(),
                  static_cast<long long>(engine_opts.kv_capacity_tokens), o.loop.parallel,

@@ -185,6 +185,10 @@ void InferenceWorker::loadModel(const QString& path, const LoadOptions& options)
             emit loadCancelled();
             return;
         }
+        emit loadProgress(95, tr("Warming up"));
+        // Here rather than in the user's first reply, whose first token took 2-4 times as
+        // long as later replies' without it (buffers allocated, threads and caches cold).
+        engine->warm_up();
         install_engine(std::move(engine), used.chat_template);
         options_ = used;
         emit loadProgress(100, tr("Ready"));

@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <spdlog/spdlog.h>
@@ -304,6 +305,35 @@ void Engine::drop_conversation(const std::string& key) {
     if (it == conversations_.end()) return;
     if (kv_->has_sequence(it->second.seq)) kv_->free_sequence(it->second.seq);
     conversations_.erase(it);
+}
+
+void Engine::warm_up() {
+    if (!active_.empty()) {
+        throw InvalidArgument("warm_up: " + std::to_string(active_.size()) +
+                              " request(s) are running");
+    }
+    // Any valid token ids do: only the work matters, not what it computes.
+    const std::int32_t last =
+        static_cast<std::int32_t>(std::min<std::int64_t>(config_.vocab_size, 3)) - 1;
+    const std::array<std::int32_t, 3> tokens = {0, last, 0};
+    const kv::SeqId seq = next_seq_++;
+    if (!kv_->allocate_slots(seq, 2)) return;  // no room: nothing to warm, nothing changed
+    ForwardOutputs out;
+    try {
+        Batch prefill;
+        prefill.chunks.push_back({seq, std::span(tokens).first(2), 0, LogitsWanted::Last, nullptr});
+        backend_->forward(prefill, *kv_, out);
+        if (kv_->allocate_slots(seq, 1)) {
+            Batch decode;
+            decode.chunks.push_back(
+                {seq, std::span(tokens).last(1), 2, LogitsWanted::Last, nullptr});
+            backend_->forward(decode, *kv_, out);
+        }
+    } catch (...) {
+        kv_->free_sequence(seq);
+        throw;
+    }
+    kv_->free_sequence(seq);
 }
 
 void Engine::set_speculation(const SpeculationOptions& speculation) {

@@ -158,6 +158,30 @@ class TestEngine : public QObject {
         QCOMPARE(e->kv_stats().blocks_used, 0);
     }
 
+    // warm_up leaves the engine as loaded: no block used, no last write, the same tokens and
+    // the same block table for the next conversation as in an engine that never warmed up; and
+    // it refuses to run beside a request.
+    void warmUpLeavesNoTrace() {
+        auto warm = load();
+        auto cold = load();
+        const kv::KvStats before = warm->kv_stats();
+        warm->warm_up();
+        const kv::KvStats after = warm->kv_stats();
+        QCOMPARE(after.blocks_used, 0);
+        QCOMPARE(after.blocks_free, before.blocks_free);
+        QCOMPARE(after.last_write.seq, kv::SeqId{-1});
+        QVERIFY(after.sequences.empty());
+        runtime::Request r = greedy(prompt_of(*warm, "Tell me about the moon."), 6);
+        r.conversation = "c";
+        QCOMPARE(run_one(*warm, r).tokens, run_one(*cold, r).tokens);
+        QCOMPARE(warm->kv().block_table(warm->conversation_sequence("c")),
+                 cold->kv().block_table(cold->conversation_sequence("c")));
+
+        warm->submit(greedy(prompt_of(*warm, "Again"), 4));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, warm->warm_up());
+        run_all(*warm);
+    }
+
     // A token budget smaller than the prompt prefills it in chunks, with the same result.
     void chunkedPrefill() {
         auto whole = load(512);
