@@ -687,9 +687,20 @@ void AttentionHeatmap::extendImage() {
     const int ds = image_ds_;
     if (image_.isNull() || image_.width() < heatmap_extent(columns, s) ||
         image_.height() < heatmap_extent(rows, s)) {
+        // Room for half as many tokens again as the image holds (at least kGrowCells more),
+        // up to what this scale holds at most (past that the scale changes and everything is
+        // rendered again anyway). Growing by kGrowCells alone reallocated, filled and copied
+        // the whole image every 64 tokens on the GUI thread: 61 MB each time at 560 tokens.
         const int grow = kGrowCells * ds;
-        const int cap_cols = (columns + grow - 1) / grow * grow;
-        const int cap_rows = (rows + grow - 1) / grow * grow;
+        const int most = ds > 1 ? kMaxImageSide * ds : std::max(1, kMaxImageSide / s.cell);
+        auto capacity = [&](int needed, int held) {
+            const int want = std::max(needed, held + std::max(grow, held / 2));
+            return std::max(needed, std::min((want + grow - 1) / grow * grow, most));
+        };
+        const int held_cols = image_.isNull() ? 0 : image_.width() / std::max(1, s.cell) * ds;
+        const int held_rows = image_.isNull() ? 0 : image_.height() / std::max(1, s.cell) * ds;
+        const int cap_cols = capacity(columns, held_cols);
+        const int cap_rows = capacity(rows, held_rows);
         QImage grown(heatmap_extent(cap_cols, s), heatmap_extent(cap_rows, s),
                      QImage::Format_RGB32);
         // Masked everywhere: the columns that later keys add are then masked for the rows

@@ -353,6 +353,21 @@ void TestAttentionHeatmap::setDataThatExtendsPaintsOnlyNewRows() {
     QCOMPARE(w.data().labels.size(), 40);
     QCOMPARE(w.currentImage(), full_render(full));
 
+    // Many more tokens, a few at a time: the image grows several times (by half of what it
+    // holds) and still equals a full render.
+    const AttentionData longer = sample_attention(200);
+    for (int n = 47; n <= 200; n = n == 200 ? 201 : std::min(n + 7, 200)) {
+        AttentionData part = longer;
+        part.rows.resize(n);
+        part.labels.resize(n);
+        w.setData(part);
+        QVERIFY(!w.renderPending());
+    }
+    QCOMPARE(w.imageRows(), 200);
+    QCOMPARE(w.currentImage(), full_render(longer));
+    w.setData(full);  // not an extension of 200 rows: rendered again
+    QTRY_VERIFY(!w.renderPending());
+
     // A shown row that changed (a rolled-back proposal's row, say): everything again.
     AttentionData changed = full;
     changed.rows[12][3] += 0.25f;
