@@ -316,7 +316,9 @@ void Engine::warm_up() {
     const std::int32_t last =
         static_cast<std::int32_t>(std::min<std::int64_t>(config_.vocab_size, 3)) - 1;
     const std::array<std::int32_t, 3> tokens = {0, last, 0};
-    const kv::SeqId seq = next_seq_++;
+    // The next request's id, borrowed: the sequence is freed before that request exists, and
+    // the KV view then numbers the user's sequences as if there had been no warm-up.
+    const kv::SeqId seq = next_seq_;
     if (!kv_->allocate_slots(seq, 2)) return;  // no room: nothing to warm, nothing changed
     ForwardOutputs out;
     try {

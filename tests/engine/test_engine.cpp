@@ -159,7 +159,8 @@ class TestEngine : public QObject {
     }
 
     // warm_up leaves the engine as loaded: no block used, no last write, the same tokens and
-    // the same block table for the next conversation as in an engine that never warmed up; and
+    // the same sequence id and block table for the next conversation as in an engine that never
+    // warmed up; and
     // it refuses to run beside a request.
     void warmUpLeavesNoTrace() {
         auto warm = load();
@@ -174,6 +175,7 @@ class TestEngine : public QObject {
         runtime::Request r = greedy(prompt_of(*warm, "Tell me about the moon."), 6);
         r.conversation = "c";
         QCOMPARE(run_one(*warm, r).tokens, run_one(*cold, r).tokens);
+        QCOMPARE(warm->conversation_sequence("c"), cold->conversation_sequence("c"));
         QCOMPARE(warm->kv().block_table(warm->conversation_sequence("c")),
                  cold->kv().block_table(cold->conversation_sequence("c")));
 
