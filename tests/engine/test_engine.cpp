@@ -160,8 +160,7 @@ class TestEngine : public QObject {
 
     // warm_up leaves the engine as loaded: no block used, no last write, the same tokens and
     // the same sequence id and block table for the next conversation as in an engine that never
-    // warmed up; and
-    // it refuses to run beside a request.
+    // warmed up; and it refuses to run beside a request.
     void warmUpLeavesNoTrace() {
         auto warm = load();
         auto cold = load();

@@ -98,6 +98,20 @@ bool shows_unmasked_cells(const AttentionHeatmap& w) {
     return q >= 0 && k <= q;
 }
 
+// A full render of `d` with the widget's own colours, linear scale: what an image the widget
+// grew row by row must equal.
+QImage full_render_like(const AttentionHeatmap& w, const AttentionData& d, int cell, int ds = 1) {
+    HeatmapRequest req;
+    req.rows = d.rows;
+    req.columns = int(d.rows.size());
+    req.cell = cell;
+    req.tokens_per_pixel = ds;
+    req.scale = ColorScale::Linear;
+    req.masked = w.maskedColor();
+    req.gap = w.palette().color(QPalette::Base).rgb();
+    return render_heatmap(req);
+}
+
 }  // namespace
 
 class TestAttentionHeatmap : public QObject {
@@ -335,16 +349,7 @@ void TestAttentionHeatmap::setDataThatExtendsPaintsOnlyNewRows() {
     QTRY_VERIFY(!w.renderPending());
     QCOMPARE(w.imageRows(), 30);
 
-    auto full_render = [&](const AttentionData& d) {
-        HeatmapRequest req;
-        req.rows = d.rows;
-        req.columns = int(d.rows.size());
-        req.cell = 6;
-        req.scale = ColorScale::Linear;
-        req.masked = w.maskedColor();
-        req.gap = w.palette().color(QPalette::Base).rgb();
-        return render_heatmap(req);
-    };
+    auto full_render = [&](const AttentionData& d) { return full_render_like(w, d, 6); };
     QSignalSpy updated(&w, &AttentionHeatmap::imageUpdated);
     w.setData(full);
     QVERIFY(!w.renderPending());  // painted at once, on this thread
@@ -678,15 +683,7 @@ void TestAttentionHeatmap::downsampledAppendMatchesFullRender() {
         QVERIFY(!w.renderPending());
     }
     QCOMPARE(w.imageTokensPerPixel(), ds);
-    HeatmapRequest req;
-    req.rows = full.rows;
-    req.columns = 700;
-    req.cell = 1;
-    req.tokens_per_pixel = ds;
-    req.scale = ColorScale::Linear;
-    req.masked = w.maskedColor();
-    req.gap = w.palette().color(QPalette::Base).rgb();
-    QCOMPARE(w.currentImage(), render_heatmap(req));
+    QCOMPARE(w.currentImage(), full_render_like(w, full, 1, ds));
 }
 
 namespace {
