@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 namespace tokenscope::ui {
@@ -708,13 +709,14 @@ void AttentionHeatmap::extendImage() {
         // 3920 lines of a 560-token matrix at 7 px per token, per token, on the GUI thread).
         HeatmapRequest fill = s;
         if (ds > 1) fill.cell = 1;
-        fill_masked(grown, fill);
-        if (!image_.isNull()) {
-            QPainter p(&grown);
-            p.setCompositionMode(QPainter::CompositionMode_Source);
-            p.drawImage(QPoint(0, 0), image_,
-                        QRect(0, 0, heatmap_extent(image_cols_, s),
-                              heatmap_extent(std::min(image_rows_, rows), s)));
+        // The old image's painted part is copied line by line, the rest filled: each pixel of
+        // the new image is written once (a whole fill and then a copy on top wrote the old
+        // part twice).
+        const int keep_w = image_.isNull() ? 0 : heatmap_extent(image_cols_, s);
+        const int keep_h = image_.isNull() ? 0 : heatmap_extent(std::min(image_rows_, rows), s);
+        fill_masked(grown, fill, keep_w, keep_h);
+        for (int y = 0; y < keep_h; ++y) {
+            std::memcpy(grown.scanLine(y), image_.constScanLine(y), size_t(keep_w) * sizeof(QRgb));
         }
         image_ = std::move(grown);
     }

@@ -84,7 +84,7 @@ void paint_heatmap_row(QImage& image, int row, const QVector<float>& weights,
     }
 }
 
-void fill_masked(QImage& image, const HeatmapRequest& style) {
+void fill_masked(QImage& image, const HeatmapRequest& style, int keep_width, int keep_height) {
     const int cell = std::max(1, style.cell);
     const bool gaps = cell >= kGapMinCell;
     const int width = image.width();
@@ -95,11 +95,12 @@ void fill_masked(QImage& image, const HeatmapRequest& style) {
         for (int x = cell - 1; x < width; x += cell) line[size_t(x)] = style.gap;
     }
     for (int y = 0; y < image.height(); ++y) {
+        const int x0 = y < keep_height ? std::min(keep_width, width) : 0;
         auto* dst = reinterpret_cast<QRgb*>(image.scanLine(y));
         if (gaps && y % cell == cell - 1) {
-            std::fill(dst, dst + width, style.gap);
+            std::fill(dst + x0, dst + width, style.gap);
         } else {
-            std::memcpy(dst, line.data(), size_t(width) * sizeof(QRgb));
+            std::memcpy(dst + x0, line.data() + x0, size_t(width - x0) * sizeof(QRgb));
         }
     }
 }

@@ -64,7 +64,10 @@ void paint_pooled_row(QImage& image, int pixel_row, const QVector<QVector<float>
 // grows while rows stream in: cells right of the painted columns then already show that no
 // earlier query may attend to a new key, and a new key costs nothing above the diagonal.
 // Downsampled images pass a style with cell 1.
-void fill_masked(QImage& image, const HeatmapRequest& style);
+// Pixels [0, keep_width) x [0, keep_height) are left alone (the caller copies the old image
+// there).
+void fill_masked(QImage& image, const HeatmapRequest& style, int keep_width = 0,
+                 int keep_height = 0);
 
 class HeatmapRenderer : public QObject {
     Q_OBJECT
