@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "inspect/model_cost.h"
+#include "model_summary.h"
 #include "panel_data.h"
 #include "teaching_data.h"
 
@@ -197,6 +198,7 @@ class InferenceWorker : public QObject {
     int attention_head_ = -1;
     int step_layer_ = 0;  // the layer step mode shows
     inspect::ModelCost cost_;
+    HeadStatistics head_statistics_;  // the Heads overview's running sums
     std::unique_ptr<Reply> reply_;
     QString model_path_;
     LoadOptions options_;  // what the current engine was loaded with

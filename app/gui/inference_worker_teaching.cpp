@@ -115,38 +115,15 @@ void InferenceWorker::requestHeadGrid(int layer) {
 }
 
 void InferenceWorker::requestHeadOverview() {
-    ui::HeadOverviewData d;
     const inspect::AttentionCapture* capture =
         engine_ ? engine_->capture(current_request_) : nullptr;
     if (!capture) {
-        emit headOverviewChanged(d);
+        emit headOverviewChanged({});
         return;
     }
-    d.layers = int(engine_->config().layers);
-    d.heads = int(engine_->config().heads);
-    d.rows = int(capture->rows());
-    d.entropy.fill(0.0f, d.layers * d.heads);
-    d.distance.fill(0.0f, d.layers * d.heads);
-    // Rows 0 and 1 have at most two keys and say little about a head: skipped when there are more.
-    const qint64 first = d.rows > 4 ? 2 : 0;
-    for (int l = 0; l < d.layers; ++l) {
-        for (int h = 0; h < d.heads; ++h) {
-            if (!capture->wants(l, h)) continue;
-            double entropy = 0, distance = 0;
-            for (qint64 q = first; q < d.rows; ++q) {
-                const std::vector<float> row = capture->row(l, h, q);
-                for (std::size_t k = 0; k < row.size(); ++k) {
-                    const double w = row[k];
-                    if (w > 0) entropy -= w * std::log2(w);
-                    distance += w * double(q - qint64(k));
-                }
-            }
-            const double count = double(std::max<qint64>(1, d.rows - first));
-            d.entropy[l * d.heads + h] = float(entropy / count);
-            d.distance[l * d.heads + h] = float(distance / count);
-        }
-    }
-    emit headOverviewChanged(d);
+    emit headOverviewChanged(head_statistics_.update(*capture, int(engine_->config().layers),
+                                                     int(engine_->config().heads), capture->rows(),
+                                                     current_request_));
 }
 
 }  // namespace tokenscope::app

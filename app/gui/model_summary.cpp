@@ -1,6 +1,8 @@
 #include "model_summary.h"
 
 #include <QStringDecoder>
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "inspect/model_cost.h"
@@ -136,6 +138,49 @@ ui::AttentionData attention_matrix(const inspect::AttentionCapture& capture, int
         const std::vector<float> row =
             head < 0 ? capture.mean_row(layer, q) : capture.row(layer, head, q);
         d.rows.push_back(QVector<float>(row.begin(), row.end()));
+    }
+    return d;
+}
+
+ui::HeadOverviewData HeadStatistics::update(const inspect::AttentionCapture& capture, int layers,
+                                            int heads, qint64 rows, qint64 owner) {
+    const qint64 first = rows > 4 ? 2 : 0;
+    const std::size_t cells = std::size_t(std::max(0, layers)) * std::size_t(std::max(0, heads));
+    if (&capture != capture_ || owner != owner_ || rows < done_ || first != first_ ||
+        entropy_.size() != cells) {
+        capture_ = &capture;
+        owner_ = owner;
+        first_ = first;
+        done_ = first;
+        entropy_.assign(cells, 0.0);
+        distance_.assign(cells, 0.0);
+    }
+    for (int l = 0; l < layers; ++l) {
+        for (int h = 0; h < heads; ++h) {
+            if (!capture.wants(l, h)) continue;
+            double& entropy = entropy_[std::size_t(l) * std::size_t(heads) + std::size_t(h)];
+            double& distance = distance_[std::size_t(l) * std::size_t(heads) + std::size_t(h)];
+            for (qint64 q = done_; q < rows; ++q) {
+                const std::vector<float> row = capture.row(l, h, q);
+                for (std::size_t k = 0; k < row.size(); ++k) {
+                    const double w = row[k];
+                    if (w > 0) entropy -= w * std::log2(w);
+                    distance += w * double(q - qint64(k));
+                }
+            }
+        }
+    }
+    done_ = std::max(done_, rows);
+    ui::HeadOverviewData d;
+    d.layers = layers;
+    d.heads = heads;
+    d.rows = int(rows);
+    d.entropy.fill(0.0f, qsizetype(cells));
+    d.distance.fill(0.0f, qsizetype(cells));
+    const double count = double(std::max<qint64>(1, rows - first));
+    for (std::size_t i = 0; i < cells; ++i) {
+        d.entropy[qsizetype(i)] = float(entropy_[i] / count);
+        d.distance[qsizetype(i)] = float(distance_[i] / count);
     }
     return d;
 }

@@ -7,6 +7,7 @@
 
 #include "gguf/file.h"
 #include "inference_worker.h"
+#include "inspect/attention_capture.h"
 #include "model_summary.h"
 #include "reference/tiny_model.h"
 #include "tokenizer/tokenizer.h"
@@ -49,6 +50,67 @@ class TestInferenceWorker : public QObject {
     // become a space and a newline, SentencePiece's "▁" a space, control tokens keep their
     // name, and a byte that is only part of a character shows as <0x..>. Expected strings are
     // the pieces' meaning under the GPT-2 byte mapping and SentencePiece's convention.
+    // The Heads overview's running sums: updated a few rows at a time they give the same bits
+    // as one update over all rows, they start over when the rows shrink or the owner changes,
+    // and they match values worked out by hand. Rows (weights exact in f16): head 0 puts all
+    // weight on key 0 (entropy 0, distance q), head 1 half on q and half on q - 1 (1 bit, 0.5),
+    // head 2 a quarter on each of q - 3..q (2 bits, 1.5) from q = 3 and all on q before.
+    void headStatisticsAddOnlyNewRows() {
+        const int layers = 2, heads = 3;
+        auto fill = [&](inspect::AttentionCapture& c, qint64 rows, float head0_key0) {
+            c.prepare_rows(rows);
+            for (int l = 0; l < layers; ++l) {
+                for (qint64 q = 0; q < rows; ++q) {
+                    std::vector<float> w0(std::size_t(q + 1), 0.0f), w1 = w0, w2 = w0;
+                    w0[0] = head0_key0;
+                    if (q >= 1)
+                        w1[std::size_t(q)] = w1[std::size_t(q - 1)] = 0.5f;
+                    else
+                        w1[0] = 1.0f;
+                    if (q >= 3) {
+                        for (qint64 k = q - 3; k <= q; ++k) w2[std::size_t(k)] = 0.25f;
+                    } else {
+                        w2[std::size_t(q)] = 1.0f;
+                    }
+                    c.set_row(l, 0, q, 0, w0);
+                    c.set_row(l, 1, q, 0, w1);
+                    c.set_row(l, 2, q, 0, w2);
+                }
+            }
+        };
+        inspect::AttentionCapture capture({.enabled = true}, layers, heads);
+        fill(capture, 40, 1.0f);
+        app::HeadStatistics stepwise;
+        stepwise.update(capture, layers, heads, 10, 1);
+        stepwise.update(capture, layers, heads, 25, 1);
+        const ui::HeadOverviewData a = stepwise.update(capture, layers, heads, 40, 1);
+        app::HeadStatistics at_once;
+        const ui::HeadOverviewData b = at_once.update(capture, layers, heads, 40, 1);
+        QCOMPARE(a.rows, 40);
+        QCOMPARE(a.entropy, b.entropy);
+        QCOMPARE(a.distance, b.distance);
+        // Rows 2..39 (38 rows): head 0 distance (2 + 39) / 2; head 2 has 37 rows of 2 bits and
+        // 1.5 back, and row 2 with 0 of both.
+        for (int l = 0; l < layers; ++l) {
+            QCOMPARE(a.entropy[l * heads + 0], 0.0f);
+            QCOMPARE(a.distance[l * heads + 0], 20.5f);
+            QCOMPARE(a.entropy[l * heads + 1], 1.0f);
+            QCOMPARE(a.distance[l * heads + 1], 0.5f);
+            QCOMPARE(a.entropy[l * heads + 2], float(37.0 * 2.0 / 38.0));
+            QCOMPARE(a.distance[l * heads + 2], float(37.0 * 1.5 / 38.0));
+        }
+        // Fewer rows (an edited turn truncated the capture) and new contents: summed again.
+        fill(capture, 20, 1.0f);
+        const ui::HeadOverviewData c = stepwise.update(capture, layers, heads, 20, 1);
+        QCOMPARE(c.entropy, app::HeadStatistics().update(capture, layers, heads, 20, 1).entropy);
+        QCOMPARE(c.distance[0], float((2.0 + 19.0) / 2.0));
+        // Another request: the rows may hold other weights at the same positions.
+        fill(capture, 40, 0.5f);  // head 0: half the weight on key 0, the rest nowhere
+        const ui::HeadOverviewData d = stepwise.update(capture, layers, heads, 40, 2);
+        QCOMPARE(d.distance[0], 10.25f);
+        QCOMPARE(d.entropy[0], 0.5f);  // -0.5 log2 0.5
+    }
+
     void displayTokenShowsText() {
         const std::string bpe_path = test::shared_testdata("bpe/ggml-vocab-llama-bpe.gguf");
         const std::string spm_path = test::shared_testdata("llama-spm/ggml-vocab-llama-spm.gguf");
