@@ -98,6 +98,16 @@ bool shows_unmasked_cells(const AttentionHeatmap& w) {
     return q >= 0 && k <= q;
 }
 
+// Shows `w` at 640 x 480 with a linear colour scale and cells of `cell` pixels; false if the
+// window never appeared.
+bool show_linear(AttentionHeatmap& w, int cell) {
+    w.resize(640, 480);
+    w.setColorScale(ColorScale::Linear);
+    w.setCellSize(cell);
+    w.show();
+    return QTest::qWaitForWindowExposed(&w);
+}
+
 // A full render of `d` with the widget's own colours, linear scale: what an image the widget
 // grew row by row must equal.
 QImage full_render_like(const AttentionHeatmap& w, const AttentionData& d, int cell, int ds = 1) {
@@ -222,11 +232,7 @@ void TestAttentionHeatmap::asyncRendererDropsStaleGenerations() {
 
 void TestAttentionHeatmap::widgetShowsRenderedCells() {
     AttentionHeatmap w;
-    w.resize(640, 480);
-    w.setColorScale(ColorScale::Linear);
-    w.setCellSize(20);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(show_linear(w, 20));
     QSignalSpy updated(&w, &AttentionHeatmap::imageUpdated);
     w.setData(three_by_three());
     QTRY_VERIFY(!w.renderPending());
@@ -269,11 +275,7 @@ void TestAttentionHeatmap::tooltipForHoveredCell() {
 
 void TestAttentionHeatmap::appendRowGrowsImage() {
     AttentionHeatmap w;
-    w.resize(640, 480);
-    w.setColorScale(ColorScale::Linear);
-    w.setCellSize(20);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(show_linear(w, 20));
     w.setData(three_by_three());
     QTRY_VERIFY(!w.renderPending());
     QCOMPARE(w.currentImage().size(), QSize(60, 60));
@@ -336,11 +338,7 @@ void TestAttentionHeatmap::appendRowDuringRender() {
 // or another head, renders everything again.
 void TestAttentionHeatmap::setDataThatExtendsPaintsOnlyNewRows() {
     AttentionHeatmap w;
-    w.resize(640, 480);
-    w.setColorScale(ColorScale::Linear);
-    w.setCellSize(6);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(show_linear(w, 6));
     const AttentionData full = sample_attention(40);
     AttentionData start = full;
     start.rows.resize(30);
