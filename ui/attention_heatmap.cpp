@@ -658,6 +658,11 @@ void AttentionHeatmap::requestRender() {
     HeatmapRequest request = style();
     request.rows = data_.rows;  // implicitly shared: no copy unless one side changes it
     render_columns_ = std::max(request.columns, int(request.rows.size()));
+    // Room for the rows of a streaming reply: they are then painted into this image.
+    request.capacity_columns =
+        roomFor(render_columns_, render_columns_, request.cell, request.tokens_per_pixel);
+    request.capacity_rows = roomFor(int(request.rows.size()), int(request.rows.size()),
+                                    request.cell, request.tokens_per_pixel);
     pending_ = true;
     renderer_.request(std::move(request));
     updateStatus();
@@ -678,6 +683,26 @@ void AttentionHeatmap::onImageReady(quint64, const QImage& image, int rows, int 
     emit imageUpdated();
 }
 
+// Room for half as many tokens again as `held` (at least kGrowCells more, at least `needed`),
+// up to what the scale holds at most (past that the scale changes and everything is rendered
+// again anyway). Growing by kGrowCells alone reallocated, filled and copied the whole image
+// (61 MB at 560 tokens) every 64 tokens.
+int AttentionHeatmap::roomFor(int needed, int held, int cell, int ds) {
+    const int grow = kGrowCells * ds;
+    const int most = ds > 1 ? kMaxImageSide * ds : std::max(1, kMaxImageSide / std::max(1, cell));
+    const int want = std::max(needed, held + std::max(grow, held / 2));
+    return std::max(needed, std::min((want + grow - 1) / grow * grow, most));
+}
+
+bool AttentionHeatmap::imageHasRoom() const {
+    if (image_.isNull()) return false;
+    HeatmapRequest s;
+    s.cell = image_cell_;
+    s.tokens_per_pixel = image_ds_;
+    return image_.width() >= heatmap_extent(columnCount(), s) &&
+           image_.height() >= heatmap_extent(int(data_.rows.size()), s);
+}
+
 void AttentionHeatmap::extendImage() {
     const int rows = int(data_.rows.size());
     const int columns = columnCount();
@@ -688,20 +713,12 @@ void AttentionHeatmap::extendImage() {
     const int ds = image_ds_;
     if (image_.isNull() || image_.width() < heatmap_extent(columns, s) ||
         image_.height() < heatmap_extent(rows, s)) {
-        // Room for half as many tokens again as the image holds (at least kGrowCells more),
-        // up to what this scale holds at most (past that the scale changes and everything is
-        // rendered again anyway). Growing by kGrowCells alone reallocated, filled and copied
-        // the whole image every 64 tokens on the GUI thread: 61 MB each time at 560 tokens.
-        const int grow = kGrowCells * ds;
-        const int most = ds > 1 ? kMaxImageSide * ds : std::max(1, kMaxImageSide / s.cell);
-        auto capacity = [&](int needed, int held) {
-            const int want = std::max(needed, held + std::max(grow, held / 2));
-            return std::max(needed, std::min((want + grow - 1) / grow * grow, most));
-        };
+        // Only when rows arrived during a render beyond the room it made (showAppendedRows
+        // renders on the pool instead of growing here on the GUI thread).
         const int held_cols = image_.isNull() ? 0 : image_.width() / std::max(1, s.cell) * ds;
         const int held_rows = image_.isNull() ? 0 : image_.height() / std::max(1, s.cell) * ds;
-        const int cap_cols = capacity(columns, held_cols);
-        const int cap_rows = capacity(rows, held_rows);
+        const int cap_cols = roomFor(columns, held_cols, s.cell, ds);
+        const int cap_rows = roomFor(rows, held_rows, s.cell, ds);
         QImage grown(heatmap_extent(cap_cols, s), heatmap_extent(cap_rows, s),
                      QImage::Format_RGB32);
         // Masked everywhere: the columns that later keys add are then masked for the rows
@@ -812,7 +829,10 @@ void AttentionHeatmap::showAppendedRows() {
         updateStatus();
         return;
     }
-    if (image_.isNull() || renderScale() != RenderScale{image_cell_, image_ds_}) {
+    // A new image (another scale, or more rows than this one has room for) is rendered on the
+    // pool: allocating and filling up to 64 MiB here stalled the GUI thread for up to 156 ms
+    // (test_window_usability, 2000 tokens).
+    if (renderScale() != RenderScale{image_cell_, image_ds_} || !imageHasRoom()) {
         requestRender();
         return;
     }

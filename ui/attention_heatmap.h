@@ -159,6 +159,10 @@ class AttentionHeatmap : public QWidget {
     // by the new rows (or rendered again when the scale changed).
     void showAppendedRows();
     bool extendsData(const AttentionData& next) const;
+    // Tokens of room for `needed` along one axis when `held` fit before (cell, ds: the scale).
+    static int roomFor(int needed, int held, int cell, int ds);
+    // Whether the image has room for every row and column of data_ at its scale.
+    bool imageHasRoom() const;
 
     AttentionData data_;
     int model_layers_ = 0;

@@ -146,8 +146,14 @@ QImage render_rows(const HeatmapRequest& request, Cancelled cancelled) {
     const int rows = int(request.rows.size());
     const int columns = std::max(request.columns, rows);
     if (rows == 0 || columns == 0) return {};
-    QImage image(heatmap_extent(columns, request), heatmap_extent(rows, request),
+    QImage image(heatmap_extent(std::max(columns, request.capacity_columns), request),
+                 heatmap_extent(std::max(rows, request.capacity_rows), request),
                  QImage::Format_RGB32);
+    // The painted rows cover the whole width (masked past their keys); the room below them
+    // starts out masked.
+    HeatmapRequest fill = request;
+    if (request.tokens_per_pixel > 1) fill.cell = 1;
+    fill_masked(image, fill, image.width(), heatmap_extent(rows, request));
     if (request.tokens_per_pixel > 1) {
         for (int y = 0; y < image.height(); ++y) {
             if (cancelled()) return {};

@@ -37,6 +37,10 @@ struct HeatmapRequest {
     ColorScale scale = ColorScale::Linear;
     QRgb masked = qRgb(230, 230, 230);  // cells above the diagonal (and missing weights)
     QRgb gap = qRgb(255, 255, 255);     // 1 px separator between cells when cells are large
+    // Tokens the image has room for along each axis (0: exactly columns / rows). Room past the
+    // data is masked, so rows appended later are painted into it without a new image.
+    int capacity_columns = 0;
+    int capacity_rows = 0;
 };
 
 // Pixels per cell at or above which a 1 px gap separates cells (smaller cells would lose
