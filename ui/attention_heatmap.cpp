@@ -721,17 +721,11 @@ void AttentionHeatmap::extendImage() {
         const int cap_rows = roomFor(rows, held_rows, s.cell, ds);
         QImage grown(heatmap_extent(cap_cols, s), heatmap_extent(cap_rows, s),
                      QImage::Format_RGB32);
-        // Masked everywhere: the columns that later keys add are then masked for the rows
-        // already painted (a column painted per new key touched every scanline of the image:
-        // 3920 lines of a 560-token matrix at 7 px per token, per token, on the GUI thread).
-        HeatmapRequest fill = s;
-        if (ds > 1) fill.cell = 1;
-        // The old image's painted part is copied line by line, the rest filled: each pixel of
-        // the new image is written once (a whole fill and then a copy on top wrote the old
-        // part twice).
+        // The old image's painted part is copied line by line, the rest filled masked: each
+        // pixel is written once, and later keys' columns are masked for the rows painted.
         const int keep_w = image_.isNull() ? 0 : heatmap_extent(image_cols_, s);
         const int keep_h = image_.isNull() ? 0 : heatmap_extent(std::min(image_rows_, rows), s);
-        fill_masked(grown, fill, keep_w, keep_h);
+        fill_masked(grown, s, keep_w, keep_h);
         for (int y = 0; y < keep_h; ++y) {
             std::memcpy(grown.scanLine(y), image_.constScanLine(y), size_t(keep_w) * sizeof(QRgb));
         }

@@ -85,7 +85,7 @@ void paint_heatmap_row(QImage& image, int row, const QVector<float>& weights,
 }
 
 void fill_masked(QImage& image, const HeatmapRequest& style, int keep_width, int keep_height) {
-    const int cell = std::max(1, style.cell);
+    const int cell = style.tokens_per_pixel > 1 ? 1 : std::max(1, style.cell);
     const bool gaps = cell >= kGapMinCell;
     const int width = image.width();
     if (width == 0) return;
@@ -151,11 +151,10 @@ QImage render_rows(const HeatmapRequest& request, Cancelled cancelled) {
                  QImage::Format_RGB32);
     // The painted rows cover the whole width (masked past their keys); the room below them
     // starts out masked.
-    HeatmapRequest fill = request;
-    if (request.tokens_per_pixel > 1) fill.cell = 1;
-    fill_masked(image, fill, image.width(), heatmap_extent(rows, request));
+    const int painted = heatmap_extent(rows, request);
+    fill_masked(image, request, image.width(), painted);
     if (request.tokens_per_pixel > 1) {
-        for (int y = 0; y < image.height(); ++y) {
+        for (int y = 0; y < painted; ++y) {
             if (cancelled()) return {};
             paint_pooled_row(image, y, request.rows, request);
         }

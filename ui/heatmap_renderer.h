@@ -64,12 +64,10 @@ void paint_heatmap_row(QImage& image, int row, const QVector<float>& weights,
 // block side; style.cell is ignored (1).
 void paint_pooled_row(QImage& image, int pixel_row, const QVector<QVector<float>>& rows,
                       const HeatmapRequest& style);
-// Paints every cell of the image as masked (with the gaps of style.cell), for an image that
-// grows while rows stream in: cells right of the painted columns then already show that no
-// earlier query may attend to a new key, and a new key costs nothing above the diagonal.
-// Downsampled images pass a style with cell 1.
-// Pixels [0, keep_width) x [0, keep_height) are left alone (the caller copies the old image
-// there).
+// Paints every cell of the image as masked (with the gaps of style.cell; 1 px cells when
+// downsampled), except pixels [0, keep_width) x [0, keep_height), which the caller paints or
+// copies. For room that rows streamed in later are painted into: the cells right of the
+// painted columns then already show that no earlier query may attend to a new key.
 void fill_masked(QImage& image, const HeatmapRequest& style, int keep_width = 0,
                  int keep_height = 0);
 

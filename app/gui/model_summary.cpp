@@ -175,8 +175,8 @@ ui::HeadOverviewData HeadStatistics::update(const inspect::AttentionCapture& cap
     d.layers = layers;
     d.heads = heads;
     d.rows = int(rows);
-    d.entropy.fill(0.0f, qsizetype(cells));
-    d.distance.fill(0.0f, qsizetype(cells));
+    d.entropy.resize(qsizetype(cells));
+    d.distance.resize(qsizetype(cells));
     const double count = double(std::max<qint64>(1, rows - first));
     for (std::size_t i = 0; i < cells; ++i) {
         d.entropy[qsizetype(i)] = float(entropy_[i] / count);

@@ -172,19 +172,22 @@ const Kernels& best_kernels() {
 
 namespace tokenscope::kv {
 
+namespace {
 // The kernels take an int count: long rows go in pieces.
-void floats_to_halves(std::span<const float> in, std::uint16_t* out) {
-    const detail::Kernels& k = detail::best_kernels();
+template <class In, class Out>
+void convert_in_pieces(void (*kernel)(const In*, Out*, int), std::span<const In> in, Out* out) {
     constexpr std::size_t kPiece = std::size_t{1} << 30;
     for (std::size_t i = 0; i < in.size(); i += kPiece)
-        k.f32_to_f16(in.data() + i, out + i, static_cast<int>(std::min(kPiece, in.size() - i)));
+        kernel(in.data() + i, out + i, static_cast<int>(std::min(kPiece, in.size() - i)));
+}
+}  // namespace
+
+void floats_to_halves(std::span<const float> in, std::uint16_t* out) {
+    convert_in_pieces(detail::best_kernels().f32_to_f16, in, out);
 }
 
 void halves_to_floats(std::span<const std::uint16_t> in, float* out) {
-    const detail::Kernels& k = detail::best_kernels();
-    constexpr std::size_t kPiece = std::size_t{1} << 30;
-    for (std::size_t i = 0; i < in.size(); i += kPiece)
-        k.f16_to_f32(in.data() + i, out + i, static_cast<int>(std::min(kPiece, in.size() - i)));
+    convert_in_pieces(detail::best_kernels().f16_to_f32, in, out);
 }
 
 }  // namespace tokenscope::kv

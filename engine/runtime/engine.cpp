@@ -312,10 +312,8 @@ void Engine::warm_up() {
         throw InvalidArgument("warm_up: " + std::to_string(active_.size()) +
                               " request(s) are running");
     }
-    // Any valid token ids do: only the work matters, not what it computes.
-    const std::int32_t last =
-        static_cast<std::int32_t>(std::min<std::int64_t>(config_.vocab_size, 3)) - 1;
-    const std::array<std::int32_t, 3> tokens = {0, last, 0};
+    // Token 0 exists in every vocabulary; only the work matters, not what it computes.
+    const std::array<std::int32_t, 3> tokens = {0, 0, 0};
     // The next request's id, borrowed: the sequence is freed before that request exists, and
     // the KV view then numbers the user's sequences as if there had been no warm-up.
     const kv::SeqId seq = next_seq_;
