@@ -1,8 +1,8 @@
 #pragma once
 // Stores the weight matrices that the active CPU kernels multiply faster interleaved
-// (tensor::interleaving_pays: Q8_0, Q4_0-Q5_1, Q2_K-Q6_K at the AVX2 level) in that layout,
-// in place in the engine's own copy of the file (in large pages or, where the system offers
-// none, in ordinary pages), so that no byte of memory is added.
+// (tensor::interleaving_pays: Q8_0, Q4_0-Q5_1, Q2_K-Q6_K at the AVX2 level, Q4_0-Q5_1 at AVX-512)
+// in that layout, in place in the engine's own copy of the file (in large pages or, where the
+// system offers none, in ordinary pages), so that no byte of memory is added.
 #include <cstdint>
 
 #include "model/model_weights.h"

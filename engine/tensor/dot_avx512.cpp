@@ -613,6 +613,17 @@ void run_gemv_q8_0(const MatmulArgs& a) {
 }  // namespace
 
 bool matmul_avx512(const MatmulArgs& args) {
+    if (args.interleaved) {
+        // Q4_0, Q4_1, Q5_0, Q5_1 stored interleaved (interleaving_pays): from the lane GEMM's
+        // line its packer reads the groups; under it the AVX2 tile (interleaved_avx2.cpp), whose
+        // 16 rows in the lanes beat the AVX-512 row kernel (q32_row: one row, a horizontal sum
+        // per row) at decode. Both sum a lane's blocks in the same order, so a token gets the same
+        // bits at every count (test_matmul interleavedTokenCountsGiveTheSameBits).
+        if (args.int8_gemm && args.tokens >= lane_gemm_min_tokens_avx512(args.type) &&
+            gemm_int8_q32_avx512(args))
+            return true;
+        return matmul_avx2(args);
+    }
     // One token (or a few: a speculative verification chunk) reads each weight once, so the
     // blocks are decoded in registers rather than packed (direct_avx512.cpp).
     if (args.tokens < kPanelMinTokensInternal && direct_avx512(args)) return true;

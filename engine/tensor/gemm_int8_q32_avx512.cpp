@@ -2,7 +2,9 @@
 // Q4_1, Q5_0, Q5_1, Q8_0) on AVX-512 (BW + VNNI): the lane GEMM of gemm_int8_q32_avx2.cpp in
 // 512-bit registers. 32-bit lanes are weight rows, 16 per register; a token's 4 activation bytes
 // are broadcast to every lane, and vpdpbusd adds 4 products per lane, so one block's 32 products
-// per lane take 8 of them. Rows are packed by q32_words_of_8_rows (int8_lanes_avx2.h).
+// per lane take 8 of them. Rows are packed by q32_words_of_8_rows (int8_lanes_avx2.h), or by
+// interleaved_words_of_8_rows where the matrix is stored interleaved (Q4_0-Q5_1,
+// interleaved_rows.h).
 //
 // Why: the row tile it replaces (Q32InterleavedAvx512, dot_avx512.cpp) keeps 16 blocks in the
 // lanes of a register, so it works on whole groups of 512 weights and pads every row to a
@@ -69,18 +71,23 @@ struct InterleavedQ32Rows {
         const bool q8 = a.type == Type::Q8_0;
         for (int s = 0; s < kGroupRows / kLanes; ++s) {
             const auto lane0 = static_cast<std::size_t>(kLanes * s);
-            q32_words_of_8_rows(a, r0 + kLanes * s, rows - kLanes * s,
-                                [&](std::size_t b, const __m256i(&word)[8], __m256 dv, __m256 cv) {
-                                    std::uint8_t* ub = u + b * kU + 4 * lane0;
-                                    for (int w = 0; w < 8; ++w) {
-                                        // Q8_0's codes to u = q + 128.
-                                        _mm256_store_si256(
-                                            reinterpret_cast<__m256i*>(ub + w * kGroupRows * 4),
-                                            q8 ? _mm256_xor_si256(word[w], flip) : word[w]);
-                                    }
-                                    _mm256_store_ps(d + b * kGroupRows + lane0, dv);
-                                    _mm256_store_ps(coef + b * kGroupRows + lane0, cv);
-                                });
+            auto emit = [&](std::size_t b, const __m256i(&word)[8], __m256 dv, __m256 cv) {
+                std::uint8_t* ub = u + b * kU + 4 * lane0;
+                for (int w = 0; w < 8; ++w) {
+                    // Q8_0's codes to u = q + 128.
+                    _mm256_store_si256(reinterpret_cast<__m256i*>(ub + w * kGroupRows * 4),
+                                       q8 ? _mm256_xor_si256(word[w], flip) : word[w]);
+                }
+                _mm256_store_ps(d + b * kGroupRows + lane0, dv);
+                _mm256_store_ps(coef + b * kGroupRows + lane0, cv);
+            };
+            // Stored interleaved (a.interleaved), the rows come in whole groups of 16, and each
+            // half of a group is already 8 rows' words.
+            if (a.interleaved) {
+                interleaved_words_of_8_rows(a, r0 + kLanes * s, rows - kLanes * s, emit);
+            } else {
+                q32_words_of_8_rows(a, r0 + kLanes * s, rows - kLanes * s, emit);
+            }
         }
     }
 

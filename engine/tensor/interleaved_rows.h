@@ -128,9 +128,11 @@ const InterleavedBlock& interleaved_block(Type type);
 // a multiple of 16 (and n of the type's block).
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 
-// Whether the active SIMD level multiplies `type` faster interleaved: the AVX2 level (its
-// tiles above). The AVX-512 kernels keep the file's order (their tiles were tuned on it), and
-// the scalar kernels read interleaved rows only by copying each group back.
+// Whether the active SIMD level multiplies `type` faster interleaved: every type at the AVX2
+// level (its tiles above); at the AVX-512 level Q4_0, Q4_1, Q5_0 and Q5_1 (the AVX2 tile for
+// decode, the AVX-512 lane GEMM reading the groups for prefill), while Q8_0 and the K-quants
+// keep the file's order for the AVX-512 row kernels, which measured as fast there. The scalar
+// kernels read interleaved rows only by copying each group back.
 // TOKENSCOPE_INTERLEAVE=0 in the environment says no, to compare the two. (simd_dispatch.cpp)
 bool interleaving_pays(Type type);
 

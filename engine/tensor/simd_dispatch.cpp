@@ -253,7 +253,22 @@ bool interleaving_pays(Type type) {
         const char* text = std::getenv("TOKENSCOPE_INTERLEAVE");
         return !(text && std::string(text) == "0");
     }();
-    return enabled && has_interleaved_layout(type) && active_simd_level() == SimdLevel::Avx2;
+    if (!enabled || !has_interleaved_layout(type)) return false;
+    switch (active_simd_level()) {
+        case SimdLevel::Avx2:
+            return true;
+        case SimdLevel::Avx512:
+            // The nibble types only (matmul_avx512 sends their interleaved products under the
+            // lane GEMM's line to the AVX2 tile). Zen 4, 2 threads, whole-model decode at 128
+            // cached tokens, six alternated rounds, file order / interleaved, median tok/s:
+            // SmolLM2 (Q4_1) 161 / 219, Gemma 3 270M (Q5_0 layers) 91 / 96; Q8_0 117 / 120,
+            // Q4_K 167 / 162, Q3_K 145 / 133, Q2_K 188 / 200 stay in file order, where the
+            // AVX-512 row kernels hold their own (docs/benchmarks.md, twenty-eighth pass).
+            return type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
+                   type == Type::Q5_1;
+        default:
+            return false;
+    }
 #else
     (void)type;
     return false;

@@ -544,9 +544,11 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
             for (std::int64_t t = 2; t <= 20; ++t) counts.push_back(t);
             counts.insert(counts.end(), {40, 64});
             for (std::int64_t tokens : counts) {
-                // Other levels copy the groups back to rows, whose prefill kernels (16 tokens
-                // and more) sum in another order than decode (smallBatchesMatchDecodeBitForBit).
-                if (level != SimdLevel::Avx2 && tokens >= kPanelMinTokens) continue;
+                // Where the level does not multiply the type interleaved (scalar; Q8_0 and the
+                // K-quants at AVX-512) it copies the groups back to rows, whose prefill kernels
+                // (16 tokens and more) sum in another order than decode
+                // (smallBatchesMatchDecodeBitForBit).
+                if (!interleaving_pays(type) && tokens >= kPanelMinTokens) continue;
                 const std::vector<float> x =
                     random_activations(tokens, n, static_cast<std::uint32_t>(100 + tokens));
                 PreparedActivations acts;
@@ -573,45 +575,61 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
 // per-row order, with its own packer. The K-quant tile (interleaved_kquant_avx2.cpp)
 // follows the K-quant lane GEMM's order at every token count, so there one token already equals
 // it.
+//
+// At the AVX-512 level Q4_0-Q5_1 are stored interleaved too: their AVX-512 lane GEMM (16 tokens
+// and more) packs the groups with interleaved_words_of_8_rows and must give the bits of the same
+// lane GEMM packing file rows; under 16 tokens the AVX2 tile runs, and it must give them too (its
+// lanes sum the blocks in the AVX-512 lane GEMM's order), so that decode, verification and
+// prefill agree there as well. Q8_0 and the K-quants keep the file's order at AVX-512.
 void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     if (detected_simd_level() < SimdLevel::Avx2 || std::getenv("TOKENSCOPE_INT8_GEMM") ||
         std::getenv("TOKENSCOPE_INTERLEAVE")) {
         QSKIP("needs the AVX2 level with its default int8 GEMMs and layout");
     }
     LevelGuard guard;
-    set_simd_level(SimdLevel::Avx2);
-    for (Type type : kInterleavedTypes) {
-        QVERIFY(interleaving_pays(type));
-        for (const auto& [rows, n] :
-             {std::pair<std::int64_t, std::int64_t>{32, interleaved_n(type)}, {304, 1024}}) {
-            const Bytes w = random_weights(type, rows, n, 41);
-            Bytes wi(w.size());
-            interleave_rows(type, w.data(), rows, n, wi.data());
-            std::vector<std::int64_t> counts = {16, 17, 23, 39, 40, 64};
-            if (is_k_quant(type)) counts.insert(counts.begin(), {1, 2, 3, 5, 6, 7, 9, 13, 15});
-            for (std::int64_t tokens : counts) {
-                const std::vector<float> x =
-                    random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
-                // The rows' lane GEMM runs from 16 tokens: the tokens under test come first in
-                // a batch of at least 16 (each token's result does not depend on the others).
-                const std::int64_t batch = std::max<std::int64_t>(tokens, kPanelMinTokens);
-                std::vector<float> xb = random_activations(batch, n, 77);
-                std::copy(x.begin(), x.end(), xb.begin());
-                PreparedActivations acts, acts_batch;
-                prepare_activations(type, x.data(), tokens, n, acts);
-                prepare_activations(type, xb.data(), batch, n, acts_batch);
-                std::vector<float> by_rows(static_cast<std::size_t>(batch * rows));
-                std::vector<float> by_groups(static_cast<std::size_t>(tokens * rows));
-                matmul_rows(type, w.data(), n, 0, rows, acts_batch, by_rows.data(), rows);
-                by_rows.resize(by_groups.size());
-                matmul_rows(type, wi.data(), n, 0, rows, acts, by_groups.data(), rows,
-                            RowLayout::Interleaved);
-                const std::string what = product_name(type, rows, n, tokens);
-                const std::string difference = first_bit_difference(by_groups, by_rows);
-                QVERIFY2(difference.empty(), (what + ": " + difference).c_str());
+    std::vector<SimdLevel> levels = {SimdLevel::Avx2};
+    if (detected_simd_level() == SimdLevel::Avx512) levels.push_back(SimdLevel::Avx512);
+    for (SimdLevel level : levels)
+        for (Type type : kInterleavedTypes) {
+            set_simd_level(level);
+            const bool nibbles = type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
+                                 type == Type::Q5_1;
+            QCOMPARE(interleaving_pays(type), level == SimdLevel::Avx2 || nibbles);
+            if (!interleaving_pays(type)) continue;
+            for (const auto& [rows, n] :
+                 {std::pair<std::int64_t, std::int64_t>{32, interleaved_n(type)},
+                  {304, 1024},
+                  {48, is_k_quant(type) ? 1280 : 576}}) {
+                const Bytes w = random_weights(type, rows, n, 41);
+                Bytes wi(w.size());
+                interleave_rows(type, w.data(), rows, n, wi.data());
+                std::vector<std::int64_t> counts = {16, 17, 23, 39, 40, 64};
+                if (is_k_quant(type) || level == SimdLevel::Avx512)
+                    counts.insert(counts.begin(), {1, 2, 3, 5, 6, 7, 9, 13, 15});
+                for (std::int64_t tokens : counts) {
+                    const std::vector<float> x =
+                        random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
+                    // The rows' lane GEMM runs from 16 tokens: the tokens under test come first in
+                    // a batch of at least 16 (each token's result does not depend on the others).
+                    const std::int64_t batch = std::max<std::int64_t>(tokens, kPanelMinTokens);
+                    std::vector<float> xb = random_activations(batch, n, 77);
+                    std::copy(x.begin(), x.end(), xb.begin());
+                    PreparedActivations acts, acts_batch;
+                    prepare_activations(type, x.data(), tokens, n, acts);
+                    prepare_activations(type, xb.data(), batch, n, acts_batch);
+                    std::vector<float> by_rows(static_cast<std::size_t>(batch * rows));
+                    std::vector<float> by_groups(static_cast<std::size_t>(tokens * rows));
+                    matmul_rows(type, w.data(), n, 0, rows, acts_batch, by_rows.data(), rows);
+                    by_rows.resize(by_groups.size());
+                    matmul_rows(type, wi.data(), n, 0, rows, acts, by_groups.data(), rows,
+                                RowLayout::Interleaved);
+                    const std::string what =
+                        product_name(type, rows, n, tokens) + " " + simd_level_name(level);
+                    const std::string difference = first_bit_difference(by_groups, by_rows);
+                    QVERIFY2(difference.empty(), (what + ": " + difference).c_str());
+                }
             }
         }
-    }
 }
 
 void TestMatmul::interleavedRowsRoundTripAndRanges() {
