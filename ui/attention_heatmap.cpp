@@ -694,11 +694,16 @@ int AttentionHeatmap::roomFor(int needed, int held, int cell, int ds) {
     return std::max(needed, std::min((want + grow - 1) / grow * grow, most));
 }
 
-bool AttentionHeatmap::imageHasRoom() const {
-    if (image_.isNull()) return false;
-    HeatmapRequest s;
+HeatmapRequest AttentionHeatmap::imageStyle() const {
+    HeatmapRequest s = style();
     s.cell = image_cell_;
     s.tokens_per_pixel = image_ds_;
+    return s;
+}
+
+bool AttentionHeatmap::imageHasRoom() const {
+    if (image_.isNull()) return false;
+    const HeatmapRequest s = imageStyle();
     return image_.width() >= heatmap_extent(columnCount(), s) &&
            image_.height() >= heatmap_extent(int(data_.rows.size()), s);
 }
@@ -707,12 +712,9 @@ void AttentionHeatmap::extendImage() {
     const int rows = int(data_.rows.size());
     const int columns = columnCount();
     if (rows == image_rows_ && columns == image_cols_) return;
-    HeatmapRequest s = style();
-    s.cell = image_cell_;
-    s.tokens_per_pixel = image_ds_;
+    const HeatmapRequest s = imageStyle();
     const int ds = image_ds_;
-    if (image_.isNull() || image_.width() < heatmap_extent(columns, s) ||
-        image_.height() < heatmap_extent(rows, s)) {
+    if (!imageHasRoom()) {
         // Only when rows arrived during a render beyond the room it made (showAppendedRows
         // renders on the pool instead of growing here on the GUI thread).
         const int held_cols = image_.isNull() ? 0 : image_.width() / std::max(1, s.cell) * ds;
@@ -748,9 +750,7 @@ void AttentionHeatmap::extendImage() {
 
 QImage AttentionHeatmap::currentImage() const {
     if (image_.isNull() || image_rows_ == 0) return {};
-    HeatmapRequest s;
-    s.cell = image_cell_;
-    s.tokens_per_pixel = image_ds_;
+    const HeatmapRequest s = imageStyle();
     return image_.copy(0, 0, heatmap_extent(image_cols_, s), heatmap_extent(image_rows_, s));
 }
 

@@ -161,6 +161,8 @@ class AttentionHeatmap : public QWidget {
     bool extendsData(const AttentionData& next) const;
     // Tokens of room for `needed` along one axis when `held` fit before (cell, ds: the scale).
     static int roomFor(int needed, int held, int cell, int ds);
+    // style() at the scale the current image was rendered with (image_cell_, image_ds_).
+    HeatmapRequest imageStyle() const;
     // Whether the image has room for every row and column of data_ at its scale.
     bool imageHasRoom() const;
 

@@ -2,9 +2,9 @@
 // Q4_1, Q5_0, Q5_1, Q8_0) on AVX-512 (BW + VNNI): the lane GEMM of gemm_int8_q32_avx2.cpp in
 // 512-bit registers. 32-bit lanes are weight rows, 16 per register; a token's 4 activation bytes
 // are broadcast to every lane, and vpdpbusd adds 4 products per lane, so one block's 32 products
-// per lane take 8 of them. Rows are packed by q32_words_of_8_rows (int8_lanes_avx2.h), or by
-// interleaved_words_of_8_rows where the matrix is stored interleaved (Q4_0-Q5_1,
-// interleaved_rows.h).
+// per lane take 8 of them. Rows are packed by words_of_8_rows (int8_lanes_avx2.h): from the
+// file's rows, or from the groups where the matrix is stored interleaved (Q4_0-Q5_1 at this
+// level, interleaved_rows.h).
 //
 // Why: the row tile it replaces (Q32InterleavedAvx512, dot_avx512.cpp) keeps 16 blocks in the
 // lanes of a register, so it works on whole groups of 512 weights and pads every row to a
@@ -60,7 +60,8 @@ struct InterleavedQ32Rows {
     float* d = nullptr;
     float* coef = nullptr;
 
-    // Rows [r0, r0 + rows) of the call's weights, 8 at a time by q32_words_of_8_rows.
+    // Rows [r0, r0 + rows) of the call's weights, 8 at a time by words_of_8_rows (file rows or
+    // interleaved groups).
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
         const auto n = static_cast<std::size_t>(nb);
@@ -81,13 +82,7 @@ struct InterleavedQ32Rows {
                 _mm256_store_ps(d + b * kGroupRows + lane0, dv);
                 _mm256_store_ps(coef + b * kGroupRows + lane0, cv);
             };
-            // Stored interleaved (a.interleaved), the rows come in whole groups of 16, and each
-            // half of a group is already 8 rows' words.
-            if (a.interleaved) {
-                interleaved_words_of_8_rows(a, r0 + kLanes * s, rows - kLanes * s, emit);
-            } else {
-                q32_words_of_8_rows(a, r0 + kLanes * s, rows - kLanes * s, emit);
-            }
+            words_of_8_rows(a, r0 + kLanes * s, rows - kLanes * s, emit);
         }
     }
 

@@ -67,8 +67,8 @@ struct InterleavedBlocks {
         return static_cast<std::size_t>(n / 32) * kPerBlock;
     }
 
-    // Rows [r0, r0 + rows) of the call's weights, 8 at a time by q32_words_of_8_rows, or as
-    // stored when the call's rows are interleaved already (interleaved_rows.h).
+    // Rows [r0, r0 + rows) of the call's weights, 8 at a time by words_of_8_rows (from the file's
+    // rows, or as stored when they are interleaved already: interleaved_rows.h).
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 32;
         is_signed = a.type == Type::Q8_0;
@@ -94,11 +94,7 @@ struct InterleavedBlocks {
                 _mm256_store_ps(d + bh * kLanes, dv);
                 _mm256_store_ps(coef + bh * kLanes, cv);
             };
-            if (a.interleaved) {
-                interleaved_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
-            } else {
-                q32_words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
-            }
+            words_of_8_rows(a, r0 + kLanes * h, rows - kLanes * h, emit);
         }
     }
 

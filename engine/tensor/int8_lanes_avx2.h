@@ -668,6 +668,17 @@ void q32_words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& 
     }
 }
 
+// The lane GEMMs' packers take 8 rows' words from either layout: the groups of a matrix stored
+// interleaved (a.interleaved), else the file's rows.
+template <class Emit>
+void words_of_8_rows(const MatmulArgs& a, std::int64_t r0, int here, Emit&& emit) {
+    if (a.interleaved) {
+        interleaved_words_of_8_rows(a, r0, here, emit);
+    } else {
+        q32_words_of_8_rows(a, r0, here, emit);
+    }
+}
+
 // Prefetches the next row group's weights into L2 a slice at a time while the current group's
 // token tiles run: step(i) of `steps` requests the i-th slice. Requested all at once just
 // before the group is packed (the row tiles' prefetch_ahead), the lines had no time to arrive

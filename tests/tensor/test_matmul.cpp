@@ -589,9 +589,9 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     LevelGuard guard;
     std::vector<SimdLevel> levels = {SimdLevel::Avx2};
     if (detected_simd_level() == SimdLevel::Avx512) levels.push_back(SimdLevel::Avx512);
-    for (SimdLevel level : levels)
+    for (SimdLevel level : levels) {
+        set_simd_level(level);
         for (Type type : kInterleavedTypes) {
-            set_simd_level(level);
             const bool nibbles = type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
                                  type == Type::Q5_1;
             QCOMPARE(interleaving_pays(type), level == SimdLevel::Avx2 || nibbles);
@@ -630,6 +630,7 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
                 }
             }
         }
+    }
 }
 
 void TestMatmul::interleavedRowsRoundTripAndRanges() {
