@@ -12,13 +12,16 @@
 //
 // Loop nest (per call, i.e. per thread's row range): blocks of 8 token groups (128 tokens,
 // whose k-block of activations is 256 KiB and stays in L2) > blocks of kKC along k > panels of
-// Tile::kRows weight rows, decoded into a buffer that stays in L1 > Tile::kGroups token groups
-// at a time.
+// Tile::kRows weight rows > sub-blocks of Tile::kSubKC along k, decoded into a buffer that stays
+// in L1 > Tile::kGroups token groups at a time. A sub-block continues the FMA chains of the one
+// before it (the tile keeps them), so sub-blocks change speed, not the sums; each panel and
+// tile's k-block sums are added in a buffer and written to the output after the last k-block.
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "tensor/matmul_internal.h"
 #include "tensor/matmul_tiling.h"
@@ -81,8 +84,8 @@ struct RowDecoder {
 
     void decode_half(const std::uint8_t* row, std::int64_t k0, std::int64_t kc, float* dst) const {
         const std::uint8_t* src = row + 2 * k0;
-        const std::int64_t full = kc / 8 * 8;
-        for (std::int64_t k = 0; k < full; k += 8) {
+        const std::int64_t full8 = kc / 8 * 8;
+        for (std::int64_t k = 0; k < full8; k += 8) {
             const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
             const __m256 v =
                 type == Type::F16
@@ -90,7 +93,7 @@ struct RowDecoder {
                     : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
             _mm256_store_ps(dst + k, v);
         }
-        for (std::int64_t k = full; k < kc; ++k) {
+        for (std::int64_t k = full8; k < kc; ++k) {
             const auto bits = static_cast<std::uint16_t>(src[2 * k] | (src[2 * k + 1] << 8));
             if (type == Type::F16) {
                 dst[k] = _cvtsh_ss(bits);
@@ -140,37 +143,51 @@ struct RowDecoder {
     }
 };
 
-// Runs the loop nest above with Tile, which provides kRows, kGroups and
+// Runs the loop nest above with Tile, which provides kRows, kGroups, kSubKC (the k of a
+// sub-block, a multiple of 32 so that sub-blocks hold whole blocks of the 32-weight types) and
 //   static void run(const float* w, const float* p, std::int64_t group_stride, int groups,
-//                   std::int64_t kc, float (&tile)[kRows][kGroups * kTokensPerGroup]);
+//                   std::int64_t kc, bool accumulate,
+//                   float (&tile)[kRows][kGroups * kTokensPerGroup]);
 // computing, for groups g < `groups` (1..kGroups),
-//   tile[i][16 g + j] = sum over k < kc of w[i * kWeightStride + k] * p[g * group_stride + 16 k +
-//   j]
-// as one FMA chain per element in ascending k from +0.
+//   tile[i][16 g + j] (+)= sum over k < kc of w[i * kWeightStride + k] * p[g * group_stride +
+//   16 k + j]
+// as one FMA chain per element in ascending k, from +0, or from the tile's value where
+// `accumulate` (the chain goes on from the previous sub-block of the same k-block).
 template <class Tile>
 bool gemm_panels(const MatmulArgs& a) {
     if (a.type == Type::F32 || a.panels == nullptr) return false;
     constexpr int kRows = Tile::kRows;
     constexpr int kTileTokens = Tile::kGroups * kTokensPerGroup;
+    constexpr std::int64_t kMaxTiles = (kGroupsPerBlock + Tile::kGroups - 1) / Tile::kGroups;
     const std::int64_t groups = (a.tokens + kTokensPerGroup - 1) / kTokensPerGroup;
+    // K-quant rows decode whole 256-weight blocks, so they keep one sub-block per k-block.
+    const bool whole_blocks =
+        !(a.type == Type::F16 || a.type == Type::BF16 || a.type == Type::Q4_0 ||
+          a.type == Type::Q4_1 || a.type == Type::Q5_0 || a.type == Type::Q5_1 ||
+          a.type == Type::Q8_0);
     RowDecoder decoder{a.type, a.n, a.row_bytes, {}, {}, {}, {}};
     alignas(64) float weights[kRows * kWeightStride];  // 12 KiB (AVX2) or 24 KiB (AVX-512)
-    float tile[kRows][kTileTokens];
+    using TileSums = float[kRows][kTileTokens];
+    // The current k-block's chains of each tile, carried from one sub-block to the next.
+    TileSums chains[kMaxTiles] = {};
+    // Each panel and tile's sum over the k-blocks so far, added in k order (one vector add per
+    // k-block) and written to the transposed output once, after the last k-block: adding every
+    // k-block's sums to the output in place took a scalar load, add and store per element and
+    // k-block (3-4 % of an F16 prefill at kKC 512, more with the sub-blocks).
+    const std::int64_t panel_count = (a.row_end - a.row_begin + kRows - 1) / kRows;
+    thread_local std::vector<float> sums_storage;
+    sums_storage.resize(static_cast<std::size_t>(panel_count * kMaxTiles * kRows * kTileTokens));
+    auto* sums = reinterpret_cast<TileSums*>(sums_storage.data());
     for (std::int64_t g0 = 0; g0 < groups; g0 += kGroupsPerBlock) {
         const std::int64_t g1 = min_of(groups, g0 + kGroupsPerBlock);
+        const std::int64_t tile_count = (g1 - g0 + Tile::kGroups - 1) / Tile::kGroups;
         for (std::int64_t k0 = 0; k0 < a.n; k0 += kKC) {
             const std::int64_t kc = min_of(kKC, a.n - k0);
+            const std::int64_t sub = whole_blocks ? kc : Tile::kSubKC;
+            const std::int64_t subs = (kc + sub - 1) / sub;
             for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += kRows) {
                 const int rows = static_cast<int>(min_of(kRows, a.row_end - r0));
-                for (int i = 0; i < kRows; ++i) {
-                    float* dst = weights + i * kWeightStride;
-                    if (i < rows) {
-                        decoder.decode(a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes,
-                                       k0, kc, dst);
-                    } else {
-                        std::memset(dst, 0, static_cast<std::size_t>(kc) * sizeof(float));
-                    }
-                }
+                TileSums* panel_sums = sums + (r0 - a.row_begin) / kRows * kMaxTiles;
                 // The next panel's weight bytes are requested while this panel's tiles run, so
                 // they arrive before its decode (waiting for them there cost ~10 % for F16),
                 // a share of the rows before each tile: all of them at once filled the line
@@ -179,8 +196,8 @@ bool gemm_panels(const MatmulArgs& a) {
                 const int next_rows = r0 + kRows < a.row_end
                                           ? static_cast<int>(min_of(kRows, a.row_end - r0 - kRows))
                                           : 0;
-                const std::int64_t tiles = (g1 - g0 + Tile::kGroups - 1) / Tile::kGroups;
-                const int rows_per_tile = static_cast<int>((next_rows + tiles - 1) / tiles);
+                const std::int64_t runs = tile_count * subs;
+                const int rows_per_run = static_cast<int>((next_rows + runs - 1) / runs);
                 const std::size_t bytes =
                     static_cast<std::size_t>(kc) * a.row_bytes / static_cast<std::size_t>(a.n);
                 const std::uint8_t* next =
@@ -190,25 +207,53 @@ bool gemm_panels(const MatmulArgs& a) {
                               static_cast<std::size_t>(k0) * a.row_bytes /
                                   static_cast<std::size_t>(a.n);
                 int prefetched = 0;
-                for (std::int64_t g = g0; g < g1; g += Tile::kGroups) {
-                    for (const int end = next_rows < prefetched + rows_per_tile
-                                             ? next_rows
-                                             : prefetched + rows_per_tile;
-                         prefetched < end; ++prefetched) {
-                        const std::uint8_t* p =
-                            next + static_cast<std::size_t>(prefetched) * a.row_bytes;
-                        for (std::size_t o = 0; o < bytes; o += 64)
-                            _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+                // Sub-blocks of the k-block: a tile's activations for `sub` k (16 KiB for two
+                // groups at 128) and the panel's decoded sub-block then fit in L1 together, so
+                // the panel stays there for all the tiles that reuse it; with the whole k-block
+                // each tile's 64 KiB of activations evicted it (every tile re-read it from L2).
+                for (std::int64_t s0 = 0; s0 < kc; s0 += sub) {
+                    const std::int64_t sc = min_of(sub, kc - s0);
+                    for (int i = 0; i < kRows; ++i) {
+                        float* dst = weights + i * kWeightStride;
+                        if (i < rows) {
+                            decoder.decode(
+                                a.weights + static_cast<std::size_t>(r0 + i) * a.row_bytes, k0 + s0,
+                                sc, dst);
+                        } else {
+                            std::memset(dst, 0, static_cast<std::size_t>(sc) * sizeof(float));
+                        }
                     }
-                    const int tile_groups = static_cast<int>(min_of(Tile::kGroups, g1 - g));
-                    Tile::run(weights, a.panels + g * a.panel_group_stride + k0 * kTokensPerGroup,
-                              a.panel_group_stride, tile_groups, kc, tile);
+                    for (std::int64_t t = 0; t < tile_count; ++t) {
+                        for (const int end = next_rows < prefetched + rows_per_run
+                                                 ? next_rows
+                                                 : prefetched + rows_per_run;
+                             prefetched < end; ++prefetched) {
+                            const std::uint8_t* p =
+                                next + static_cast<std::size_t>(prefetched) * a.row_bytes;
+                            for (std::size_t o = 0; o < bytes; o += 64)
+                                _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+                        }
+                        const std::int64_t g = g0 + t * Tile::kGroups;
+                        const int tile_groups = static_cast<int>(min_of(Tile::kGroups, g1 - g));
+                        Tile::run(weights,
+                                  a.panels + g * a.panel_group_stride + (k0 + s0) * kTokensPerGroup,
+                                  a.panel_group_stride, tile_groups, sc, s0 > 0,
+                                  k0 == 0 ? panel_sums[t] : chains[t]);
+                        if (k0 > 0 && s0 + sc == kc) {
+                            float* sum = &panel_sums[t][0][0];
+                            const float* add = &chains[t][0][0];
+                            for (int e = 0; e < kRows * kTileTokens; ++e) sum[e] += add[e];
+                        }
+                    }
+                }
+                if (k0 + kc < a.n) continue;
+                for (std::int64_t t = 0; t < tile_count; ++t) {
+                    const std::int64_t g = g0 + t * Tile::kGroups;
                     const int toks = static_cast<int>(
-                        min_of(tile_groups * kTokensPerGroup, a.tokens - g * kTokensPerGroup));
+                        min_of(Tile::kGroups * kTokensPerGroup, a.tokens - g * kTokensPerGroup));
                     for (int j = 0; j < toks; ++j) {
                         float* o = a.out + (g * kTokensPerGroup + j) * a.out_stride + r0;
-                        for (int i = 0; i < rows; ++i)
-                            o[i] = k0 == 0 ? tile[i][j] : o[i] + tile[i][j];
+                        for (int i = 0; i < rows; ++i) o[i] = panel_sums[t][i][j];
                     }
                 }
             }
