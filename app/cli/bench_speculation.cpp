@@ -179,6 +179,8 @@ void bench_speculation(runtime::Engine& engine, int n_tokens, int repeats, bool 
             w.key("tokens").value(r.spec.tokens + 1);
             w.key("acceptance_rate").value(r.spec.stats.acceptance_rate());
             w.key("mean_accepted_per_verification").value(r.spec.stats.mean_accepted());
+            w.key("verifications").value(r.spec.stats.verifications);
+            w.key("proposed").value(r.spec.stats.proposed);
             w.key("plain_tokens_per_s").value(tps(r.plain));
             w.key("speculative_tokens_per_s").value(tps(r.spec));
             w.key("speedup").value(tps(r.plain) > 0 ? tps(r.spec) / tps(r.plain) : 0.0);

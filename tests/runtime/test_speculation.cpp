@@ -177,6 +177,39 @@ class TestSpeculation : public QObject {
         QCOMPARE(k.next_k(cost), 3);
     }
 
+    void adaptiveKBacksOffWhileProbesFail() {
+        // a = 0 and every probe rejected: the waits between probes double, 4, 8, 16, then stay
+        // at max_probe_interval 16; a probe that accepts a token brings the wait back to 4.
+        AdaptiveKOptions o;
+        o.initial_rate = 0.0;
+        o.probe_interval = 4;
+        o.max_probe_interval = 16;
+        o.probe_k = 2;
+        AdaptiveK k(8, o);
+        const StepCost cost(0.5, 0.2);
+        auto steps_to_next_probe = [&] {
+            for (int i = 1; i <= 100; ++i) {
+                if (k.next_k(cost) > 0) return i;
+            }
+            return -1;
+        };
+        std::vector<int> waits;
+        for (int p = 0; p < 5; ++p) {
+            waits.push_back(steps_to_next_probe());
+            k.record(1, 0);  // the first proposal rejected
+        }
+        QCOMPARE(waits, (std::vector<int>{4, 8, 16, 16, 16}));
+        QCOMPARE(steps_to_next_probe(), 16);
+        k.record(2, 1);  // one accepted, one rejected: a = 0.15 * 0.85 = 0.1275, still off
+        QVERIFY(std::abs(k.rate() - 0.1275) < 1e-9);
+        QCOMPARE(k.best_k(cost), 0);  // E(1) / ratio(1) = 1.1275 / 1.7
+        QCOMPARE(steps_to_next_probe(), 4);
+        k.record(1, 0);  // that probe rejected: the wait doubles again
+        QCOMPARE(steps_to_next_probe(), 8);
+        // A probe for which the proposer had nothing (no record) leaves the wait alone.
+        QCOMPARE(steps_to_next_probe(), 8);
+    }
+
     void adaptiveKRampsUp() {
         // At a = 0.95 with free verification every k pays and best_k is max_k = 8, but a new
         // sequence earns it: k <= 2 before any verification, then 4, 6, 8 (ramp 2).

@@ -23,7 +23,10 @@ void StepCost::record(int tokens, double ms) {
 }
 
 AdaptiveK::AdaptiveK(int max_k, AdaptiveKOptions options)
-    : max_k_(std::clamp(max_k, 1, kMaxK)), options_(options), rate_(options.initial_rate) {}
+    : max_k_(std::clamp(max_k, 1, kMaxK)),
+      options_(options),
+      rate_(options.initial_rate),
+      probe_wait_(options.probe_interval) {}
 
 double AdaptiveK::expected_tokens(double a, int k) {
     double expected = 0.0;
@@ -50,17 +53,27 @@ int AdaptiveK::best_k(const StepCost& cost) const {
 
 int AdaptiveK::next_k(const StepCost& cost) {
     const int k = std::min(best_k(cost), options_.ramp * (verifications_ + 1));
+    probing_ = false;
     if (k > 0) {
         plain_steps_ = 0;
+        probe_wait_ = options_.probe_interval;
         return k;
     }
-    if (++plain_steps_ < options_.probe_interval) return 0;
+    if (++plain_steps_ < probe_wait_) return 0;
     plain_steps_ = 0;
+    probing_ = true;
     return std::min(options_.probe_k, max_k_);
 }
 
 void AdaptiveK::record(int judged, int accepted) {
     ++verifications_;
+    if (probing_) {
+        probe_wait_ =
+            accepted > 0 ? options_.probe_interval
+                         : std::min(2 * probe_wait_,
+                                    std::max(options_.probe_interval, options_.max_probe_interval));
+        probing_ = false;
+    }
     for (int i = 0; i < accepted; ++i) rate_ += options_.weight * (1.0 - rate_);
     if (accepted < judged) rate_ += options_.weight * (0.0 - rate_);
 }
