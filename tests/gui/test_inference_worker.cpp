@@ -78,7 +78,9 @@ class TestInferenceWorker : public QObject {
                 }
             }
         };
-        inspect::AttentionCapture capture({.enabled = true}, layers, heads);
+        inspect::CaptureSpec spec;
+        spec.enabled = true;
+        inspect::AttentionCapture capture(spec, layers, heads);
         fill(capture, 40, 1.0f);
         app::HeadStatistics stepwise;
         stepwise.update(capture, layers, heads, 10, 1);
