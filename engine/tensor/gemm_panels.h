@@ -84,8 +84,8 @@ struct RowDecoder {
 
     void decode_half(const std::uint8_t* row, std::int64_t k0, std::int64_t kc, float* dst) const {
         const std::uint8_t* src = row + 2 * k0;
-        const std::int64_t full8 = kc / 8 * 8;
-        for (std::int64_t k = 0; k < full8; k += 8) {
+        const std::int64_t full = kc / 8 * 8;
+        for (std::int64_t k = 0; k < full; k += 8) {
             const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
             const __m256 v =
                 type == Type::F16
@@ -93,7 +93,7 @@ struct RowDecoder {
                     : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
             _mm256_store_ps(dst + k, v);
         }
-        for (std::int64_t k = full8; k < kc; ++k) {
+        for (std::int64_t k = full; k < kc; ++k) {
             const auto bits = static_cast<std::uint16_t>(src[2 * k] | (src[2 * k + 1] << 8));
             if (type == Type::F16) {
                 dst[k] = _cvtsh_ss(bits);
@@ -160,11 +160,9 @@ bool gemm_panels(const MatmulArgs& a) {
     constexpr int kTileTokens = Tile::kGroups * kTokensPerGroup;
     constexpr std::int64_t kMaxTiles = (kGroupsPerBlock + Tile::kGroups - 1) / Tile::kGroups;
     const std::int64_t groups = (a.tokens + kTokensPerGroup - 1) / kTokensPerGroup;
-    // K-quant rows decode whole 256-weight blocks, so they keep one sub-block per k-block.
-    const bool whole_blocks =
-        !(a.type == Type::F16 || a.type == Type::BF16 || a.type == Type::Q4_0 ||
-          a.type == Type::Q4_1 || a.type == Type::Q5_0 || a.type == Type::Q5_1 ||
-          a.type == Type::Q8_0);
+    // Sub-blocks must hold whole blocks of the type (256 weights for the K-quants); where
+    // Tile::kSubKC does not, the k-block stays whole.
+    const bool sub_blocks = Tile::kSubKC % traits(a.type).block_size == 0;
     RowDecoder decoder{a.type, a.n, a.row_bytes, {}, {}, {}, {}};
     alignas(64) float weights[kRows * kWeightStride];  // 12 KiB (AVX2) or 24 KiB (AVX-512)
     using TileSums = float[kRows][kTileTokens];
@@ -173,7 +171,9 @@ bool gemm_panels(const MatmulArgs& a) {
     // Each panel and tile's sum over the k-blocks so far, added in k order (one vector add per
     // k-block) and written to the transposed output once, after the last k-block: adding every
     // k-block's sums to the output in place took a scalar load, add and store per element and
-    // k-block (3-4 % of an F16 prefill at kKC 512, more with the sub-blocks).
+    // k-block (3-4 % of an F16 prefill at kKC 512, more with the sub-blocks). It takes as many
+    // bytes as the call's output for one block of 128 tokens (512 per row) and stays with the
+    // thread for its next call.
     const std::int64_t panel_count = (a.row_end - a.row_begin + kRows - 1) / kRows;
     thread_local std::vector<float> sums_storage;
     sums_storage.resize(static_cast<std::size_t>(panel_count * kMaxTiles * kRows * kTileTokens));
@@ -183,7 +183,7 @@ bool gemm_panels(const MatmulArgs& a) {
         const std::int64_t tile_count = (g1 - g0 + Tile::kGroups - 1) / Tile::kGroups;
         for (std::int64_t k0 = 0; k0 < a.n; k0 += kKC) {
             const std::int64_t kc = min_of(kKC, a.n - k0);
-            const std::int64_t sub = whole_blocks ? kc : Tile::kSubKC;
+            const std::int64_t sub = sub_blocks ? Tile::kSubKC : kc;
             const std::int64_t subs = (kc + sub - 1) / sub;
             for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += kRows) {
                 const int rows = static_cast<int>(min_of(kRows, a.row_end - r0));
