@@ -940,7 +940,9 @@ struct InterleavedKRows {
     // elements, so each serves two; K16GroupScales: one per 16).
     template <class Scales>
     void store_group_scales(std::size_t b, const Scales& scales) {
-        constexpr std::size_t kPer = 16 / std::extent_v<decltype(Scales::sc)>;
+        // (sizeof, not std::extent_v of decltype: that names the vector type as a template
+        // argument, and GCC warns that it drops its alignment attribute there.)
+        constexpr std::size_t kPer = 16 / (sizeof(Scales::sc) / sizeof(Scales::sc[0]));
         for (std::size_t h = 0; h < 2; ++h) {
             _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
             for (std::size_t j = 0; j < 16; ++j) {
