@@ -158,12 +158,17 @@ class TestSpeculation : public QObject {
         QCOMPARE(AdaptiveK(3, o).best_k(StepCost(0.0, 0.0)), 3);
     }
 
-    void adaptiveKSwitchesOffAndProbes() {
+    // a = 0 (nothing pays), probes of k = 2 after 4 plain steps.
+    static AdaptiveKOptions switched_off() {
         AdaptiveKOptions o;
         o.initial_rate = 0.0;
         o.probe_interval = 4;
         o.probe_k = 2;
-        AdaptiveK k(8, o);
+        return o;
+    }
+
+    void adaptiveKSwitchesOffAndProbes() {
+        AdaptiveK k(8, switched_off());
         const StepCost cost(0.5, 0.2);
         // a = 0: nothing pays; every 4th step probes with k = 2.
         std::vector<int> ks;
@@ -180,11 +185,8 @@ class TestSpeculation : public QObject {
     void adaptiveKBacksOffWhileProbesFail() {
         // a = 0 and every probe rejected: the waits between probes double, 4, 8, 16, then stay
         // at max_probe_interval 16; a probe that accepts a token brings the wait back to 4.
-        AdaptiveKOptions o;
-        o.initial_rate = 0.0;
-        o.probe_interval = 4;
+        AdaptiveKOptions o = switched_off();
         o.max_probe_interval = 16;
-        o.probe_k = 2;
         AdaptiveK k(8, o);
         const StepCost cost(0.5, 0.2);
         auto steps_to_next_probe = [&] {
@@ -206,8 +208,12 @@ class TestSpeculation : public QObject {
         QCOMPARE(steps_to_next_probe(), 4);
         k.record(1, 0);  // that probe rejected: the wait doubles again
         QCOMPARE(steps_to_next_probe(), 8);
-        // A probe for which the proposer had nothing (no record) leaves the wait alone.
+        // A probe for which the proposer had nothing (no record) leaves the wait alone, and a
+        // verification recorded after a plain step (not a probe's) does not double it.
         QCOMPARE(steps_to_next_probe(), 8);
+        QCOMPARE(k.next_k(cost), 0);
+        k.record(1, 0);
+        QCOMPARE(steps_to_next_probe(), 7);  // 8 plain steps, one of them already taken
     }
 
     void adaptiveKRampsUp() {
