@@ -149,7 +149,8 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
 // `tokens` activation rows at the active SIMD level, so that no chunk ends in a partial tile.
 // The int8 prefill GEMMs compute a partial group of 16 (AVX2) or 32 (AVX-512) rows in full, so a
 // 72-row chunk cost as much as a 96-row one. Speed only: results never depend on the split.
-// Interleaved matrices (interleaved_rows.h) are cut at their groups of 16 rows.
+// Interleaved matrices (interleaved_rows.h) are cut at their groups of 16 rows, or at two groups
+// where the AVX-512 lane GEMMs (32 rows at once) take the product.
 std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens,
                                  RowLayout layout = RowLayout::Rows);
 

@@ -194,9 +194,12 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens, RowLayou
     // F16 panels 6 (AVX2) or 12 (AVX-512): 24 keeps all of those whole.
     constexpr std::int64_t kTiles = 24;
     const SimdLevel level = active_simd_level();
-    // Interleaved rows come in groups of 16, which every kernel for them takes whole.
-    if (layout == RowLayout::Interleaved) return kInterleavedGroupRows;
-    if (tokens < lane_gemm_min_tokens(weight_type)) return kTiles;
+    const bool lane_gemm = tokens >= lane_gemm_min_tokens(weight_type);
+    // Interleaved rows come in groups of 16, which every kernel for them takes whole; the
+    // AVX-512 lane GEMMs take two groups at a time (below).
+    if (layout == RowLayout::Interleaved && !(lane_gemm && level == SimdLevel::Avx512))
+        return kInterleavedGroupRows;
+    if (!lane_gemm) return kTiles;
     return level == SimdLevel::Avx2 ? detail::kLaneGroupRowsAvx2 : detail::kLaneGroupRowsAvx512;
 }
 

@@ -1036,6 +1036,48 @@ void TestMatmul::rowMultipleSplitsGiveTheSameBits() {
             }
         }
     }
+    // Interleaved matrices: whole groups of 16 always, and at AVX-512 two groups (32 rows) where
+    // the lane GEMMs run, since they multiply 32 rows at once and a chunk of 48 rows cost as much
+    // as one of 64 (SmolLM2's 576-row matrices came in chunks of 48, its 192-row K and V in
+    // chunks of 16, each computing 32).
+    for (SimdLevel level : supported_levels()) {
+        set_simd_level(level);
+        for (Type type : kInterleavedTypes) {
+            if (!interleaving_pays(type)) continue;
+            const bool nibbles = type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
+                                 type == Type::Q5_1;
+            const std::int64_t lane_gemm_from =
+                level == SimdLevel::Avx512 && !nibbles ? 32 : kPanelMinTokens;
+            const std::int64_t n = interleaved_n(type);
+            for (std::int64_t tokens : {1, 5, 20, 40}) {
+                const std::int64_t m = matmul_row_multiple(type, tokens, RowLayout::Interleaved);
+                const std::string what = std::string(type_name(type)) + " interleaved " +
+                                         simd_level_name(level) + " " + std::to_string(tokens) +
+                                         " tokens: multiple " + std::to_string(m);
+                QVERIFY2(m > 0 && m % 16 == 0, what.c_str());
+                if (level == SimdLevel::Avx512 && tokens >= lane_gemm_from &&
+                    !std::getenv("TOKENSCOPE_INT8_GEMM")) {
+                    QVERIFY2(m % 32 == 0, what.c_str());
+                }
+                const std::int64_t rows = 3 * m + 16;
+                const Bytes w = random_weights(type, rows, n, 93);
+                Bytes wi(w.size());
+                interleave_rows(type, w.data(), rows, n, wi.data());
+                const std::vector<float> x = random_activations(tokens, n, 19);
+                PreparedActivations acts;
+                prepare_activations(type, x.data(), tokens, n, acts);
+                std::vector<float> whole(static_cast<std::size_t>(tokens * rows));
+                std::vector<float> split(whole.size(), -1.0f);
+                matmul_rows(type, wi.data(), n, 0, rows, acts, whole.data(), rows,
+                            RowLayout::Interleaved);
+                for (std::int64_t r = 0; r < rows; r += m)
+                    matmul_rows(type, wi.data(), n, r, std::min(rows, r + m), acts, split.data(),
+                                rows, RowLayout::Interleaved);
+                QVERIFY2(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0,
+                         (what + ": chunks at the multiple differ from one call").c_str());
+            }
+        }
+    }
 }
 
 // "" when two encodings of the same weights (rows x n, ta in wa and tb in wb) give the same
