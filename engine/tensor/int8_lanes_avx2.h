@@ -860,15 +860,24 @@ struct InterleavedKRows {
     // Rows [r0, r0 + rows) of the call's weights.
     void pack(const MatmulArgs& a, std::int64_t r0, int rows) {
         nb = a.n / 256;
-        if constexpr (R == kInterleavedGroupRows) {  // the AVX2 tile's; AVX-512 keeps rows
-            if (a.interleaved) {                     // every K-quant has that layout
-                if (a.type == Type::Q4_K) pack_q4_k_interleaved<Type::Q4_K>(a, r0);
-                if (a.type == Type::Q5_K) pack_q4_k_interleaved<Type::Q5_K>(a, r0);
-                if (a.type == Type::Q6_K) pack_k16_interleaved<Type::Q6_K>(a, r0);
-                if (a.type == Type::Q3_K) pack_k16_interleaved<Type::Q3_K>(a, r0);
-                if (a.type == Type::Q2_K) pack_k16_interleaved<Type::Q2_K>(a, r0);
-                return;
+        if (a.interleaved) {  // every K-quant has that layout; rows come in whole groups of 16
+            static_assert(R % kInterleavedGroupRows == 0);
+            take_buffer(a.n);
+            // Where the call ends in the middle of R (the AVX-512 GEMM's 32 rows, a matrix or
+            // chunk of an odd number of groups), the missing group's lanes are all zero.
+            if (rows < R) std::memset(u, 0, packed_bytes(a.n));
+            for (int g = 0; kInterleavedGroupRows * g < rows; ++g) {
+                const std::uint8_t* group =
+                    a.weights +
+                    static_cast<std::size_t>(r0 + kInterleavedGroupRows * g) * a.row_bytes;
+                const auto lane0 = static_cast<std::size_t>(kInterleavedGroupRows * g);
+                if (a.type == Type::Q4_K) pack_q4_k_interleaved<Type::Q4_K>(group, lane0);
+                if (a.type == Type::Q5_K) pack_q4_k_interleaved<Type::Q5_K>(group, lane0);
+                if (a.type == Type::Q6_K) pack_k16_interleaved<Type::Q6_K>(group, lane0);
+                if (a.type == Type::Q3_K) pack_k16_interleaved<Type::Q3_K>(group, lane0);
+                if (a.type == Type::Q2_K) pack_k16_interleaved<Type::Q2_K>(group, lane0);
             }
+            return;
         }
         if (a.type == Type::Q4_K) {
             pack_q4_k(a, r0, rows);
@@ -938,19 +947,20 @@ struct InterleavedKRows {
     // Super-block b's d and its 16 sub-blocks' scale words and offsets (16 elements each) of the
     // group's two registers of rows, from unpacked group scales (Q4KGroupScales: one per 32
     // elements, so each serves two; K16GroupScales: one per 16).
+    // The group's rows are lanes lane0 .. lane0 + 15.
     template <class Scales>
-    void store_group_scales(std::size_t b, const Scales& scales) {
+    void store_group_scales(std::size_t b, const Scales& scales, std::size_t lane0) {
         // (sizeof, not std::extent_v of decltype: that names the vector type as a template
         // argument, and GCC warns that it drops its alignment attribute there.)
         constexpr std::size_t kPer = 16 / (sizeof(Scales::sc) / sizeof(Scales::sc[0]));
         for (std::size_t h = 0; h < 2; ++h) {
-            _mm256_store_ps(d + b * R + kLanes * h, scales.d[h]);
+            const std::size_t lane = lane0 + kLanes * h;
+            _mm256_store_ps(d + b * R + lane, scales.d[h]);
             for (std::size_t j = 0; j < 16; ++j) {
                 _mm256_store_si256(
-                    reinterpret_cast<__m256i*>(sc + b * kSc / 2 + (j * R + kLanes * h) * 2),
+                    reinterpret_cast<__m256i*>(sc + b * kSc / 2 + (j * R + lane) * 2),
                     scales.sc[j / kPer][h]);
-                _mm256_store_ps(coef + b * kCoef / 4 + j * R + kLanes * h,
-                                scales.coef[j / kPer][h]);
+                _mm256_store_ps(coef + b * kCoef / 4 + j * R + lane, scales.coef[j / kPer][h]);
             }
         }
     }
@@ -959,18 +969,18 @@ struct InterleavedKRows {
     // codes are 8 rows' words already, so each stored word's low nibbles are a word of one
     // sub-block and its high nibbles the same word of the next (q4_k_code_word); the scales as
     // the decode tile unpacks them.
+    // The group at `group` into lanes lane0 .. lane0 + 15.
     template <Type W>
-    void pack_q4_k_interleaved(const MatmulArgs& a, std::int64_t r0) {
+    void pack_q4_k_interleaved(const std::uint8_t* group, std::size_t lane0) {
         constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
-        take_buffer(a.n);
-        const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
         Q4KGroupScales scales;
         for (std::size_t b = 0; b < static_cast<std::size_t>(nb); ++b) {
             const std::uint8_t* block = group + b * kLayout.bytes;
             for (int h = 0; h < 2; ++h) {
                 for (int w = 0; w < 32; ++w) {
                     const auto g = static_cast<std::size_t>(16 * (w / 8) + w % 8);  // low nibbles'
-                    auto* lo = u + b * kU + (g * R + kLanes * static_cast<std::size_t>(h)) * 4;
+                    auto* lo =
+                        u + b * kU + (g * R + lane0 + kLanes * static_cast<std::size_t>(h)) * 4;
                     _mm256_store_si256(reinterpret_cast<__m256i*>(lo),
                                        q4_k_code_word<W>(block, h, w, 0));
                     _mm256_store_si256(reinterpret_cast<__m256i*>(lo + 8 * R * 4),
@@ -978,17 +988,15 @@ struct InterleavedKRows {
                 }
             }
             unpack_q4_k_group_scales<W>(block, scales);
-            store_group_scales(b, scales);
+            store_group_scales(b, scales, lane0);
         }
     }
 
     // Q2_K, Q3_K or Q6_K stored interleaved: each code word made as the decode tile makes it
     // (k16_code_word), the scales as unpack_k16_group_scales gives them.
     template <Type W>
-    void pack_k16_interleaved(const MatmulArgs& a, std::int64_t r0) {
+    void pack_k16_interleaved(const std::uint8_t* group, std::size_t lane0) {
         constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
-        take_buffer(a.n);
-        const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
         K16GroupScales scales;
         for (std::size_t b = 0; b < static_cast<std::size_t>(nb); ++b) {
             const std::uint8_t* block = group + b * kLayout.bytes;
@@ -1000,14 +1008,14 @@ struct InterleavedKRows {
                             _mm256_store_si256(
                                 reinterpret_cast<__m256i*>(
                                     u + b * kU +
-                                    (g * R + kLanes * static_cast<std::size_t>(h)) * 4),
+                                    (g * R + lane0 + kLanes * static_cast<std::size_t>(h)) * 4),
                                 k16_code_word<W>(block, h, half, k, v));
                         }
                     }
                 }
             }
             unpack_k16_group_scales<W>(block, scales);
-            store_group_scales(b, scales);
+            store_group_scales(b, scales, lane0);
         }
     }
 

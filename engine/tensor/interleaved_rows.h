@@ -130,8 +130,10 @@ bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 
 // Whether the active SIMD level multiplies `type` faster interleaved: every type at the AVX2
 // level (its tiles above); at the AVX-512 level Q4_0, Q4_1, Q5_0 and Q5_1 (the AVX2 tile for
-// decode, the AVX-512 lane GEMM reading the groups for prefill), while Q8_0 and the K-quants
-// keep the file's order for the AVX-512 row kernels, which measured as fast there. The scalar
+// decode, the AVX-512 lane GEMM reading the groups for prefill) and the K-quants (their own
+// AVX-512 tile, interleaved_kquant_avx512.cpp, and the AVX-512 K-quant lane GEMM reading the
+// groups), while Q8_0 keeps the file's order for the AVX-512 row kernels, which measured as
+// fast there. The scalar
 // kernels read interleaved rows only by copying each group back.
 // TOKENSCOPE_INTERLEAVE=0 in the environment says no, to compare the two. (simd_dispatch.cpp)
 bool interleaving_pays(Type type);

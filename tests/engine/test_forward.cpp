@@ -242,8 +242,8 @@ private slots:
     //    and a last-bit difference that flips one activation's int8 rounding in a later layer
     //    grows to a few 1e-3: the logged "file order decode vs prefill".)
     // The tied variant reads its embedding rows back out of the interleaved output matrix.
-    // At the AVX-512 level only Q4_0-Q5_1 interleave (tensor::interleaving_pays); the others
-    // are skipped there.
+    // At the AVX-512 level Q8_0 does not interleave (tensor::interleaving_pays) and is skipped
+    // there.
     void interleavedWeightsMatchReference() {
         if (!tensor::interleaving_pays(tensor::Type::Q4_1) || std::getenv("TOKENSCOPE_INT8_GEMM"))
             QSKIP("the engine interleaves weights only at the AVX2 and AVX-512 levels");
@@ -294,7 +294,12 @@ private slots:
                   output_interleaved ? "interleaved" : "in rows");
             QVERIFY2(e_prefill <= 5e-2, qPrintable(QString::number(e_prefill)));
             QVERIFY2(e_decode <= 5e-2, qPrintable(QString::number(e_decode)));
-            QVERIFY(prefill == test::run_sequence(*rows, tokens, 64));
+            // The 20-token prefill in file order takes the lane GEMM, whose packer reads rows,
+            // except for the K-quants at AVX-512, whose lane GEMM starts at 32 tokens (under it
+            // the rows take the row tile, which sums in another order).
+            const bool k_quant = tensor::traits(type).block_size == 256;
+            if (!(k_quant && tensor::active_simd_level() == tensor::SimdLevel::Avx512))
+                QVERIFY(prefill == test::run_sequence(*rows, tokens, 64));
             if (output_interleaved) QVERIFY(decode == prefill);
         }
     }

@@ -495,9 +495,11 @@ std::int64_t interleaved_n(Type type) {
 // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants Q2_K-Q6_K stored interleaved
 // (interleaved_rows.h) against the float64
 // references
-// of the rows in file order, at every level (the scalar and AVX-512 levels copy each group
-// back; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens for Q8_0 and 16
-// for the others, and the lane GEMM from there). Rows: one group of 16, two, three, and 304
+// of the rows in file order, at every level (the scalar level copies each group back, and so
+// does AVX-512 for Q8_0; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens
+// for Q8_0 and 16 for the others, and the lane GEMM from there; AVX-512 the AVX2 tile for
+// Q4_0-Q5_1 and interleaved_kquant_avx512.cpp for the K-quants under its lane GEMMs' lines, 16
+// and 32 tokens). Rows: one group of 16, two, three, and 304
 // (passes of lane groups); tokens: each tile width, the uneven
 // splits of 7, 9 and 13, and both sides of both lines; saturated codes (Q8_0's -128, 15 and 0
 // nibbles).
@@ -544,8 +546,8 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
             for (std::int64_t t = 2; t <= 20; ++t) counts.push_back(t);
             counts.insert(counts.end(), {40, 64});
             for (std::int64_t tokens : counts) {
-                // Where the level does not multiply the type interleaved (scalar; Q8_0 and the
-                // K-quants at AVX-512) it copies the groups back to rows, whose prefill kernels
+                // Where the level does not multiply the type interleaved (scalar; Q8_0 at
+                // AVX-512) it copies the groups back to rows, whose prefill kernels
                 // (16 tokens and more) sum in another order than decode
                 // (smallBatchesMatchDecodeBitForBit).
                 if (!interleaving_pays(type) && tokens >= kPanelMinTokens) continue;
@@ -580,7 +582,9 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
 // and more) packs the groups with interleaved_words_of_8_rows and must give the bits of the same
 // lane GEMM packing file rows; under 16 tokens the AVX2 tile runs, and it must give them too (its
 // lanes sum the blocks in the AVX-512 lane GEMM's order), so that decode, verification and
-// prefill agree there as well. Q8_0 and the K-quants keep the file's order at AVX-512.
+// prefill agree there as well. The K-quants too: their AVX-512 lane GEMM (32 tokens and more)
+// packs two groups at a time, and under 32 tokens their AVX-512 tile
+// (interleaved_kquant_avx512.cpp) must give that GEMM's bits. Q8_0 keeps the file's order there.
 void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     if (detected_simd_level() < SimdLevel::Avx2 || std::getenv("TOKENSCOPE_INT8_GEMM") ||
         std::getenv("TOKENSCOPE_INTERLEAVE")) {
@@ -592,10 +596,11 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
     for (SimdLevel level : levels) {
         set_simd_level(level);
         for (Type type : kInterleavedTypes) {
-            const bool nibbles = type == Type::Q4_0 || type == Type::Q4_1 || type == Type::Q5_0 ||
-                                 type == Type::Q5_1;
-            QCOMPARE(interleaving_pays(type), level == SimdLevel::Avx2 || nibbles);
+            QCOMPARE(interleaving_pays(type), level == SimdLevel::Avx2 || type != Type::Q8_0);
             if (!interleaving_pays(type)) continue;
+            // The rows' lane GEMM runs from 16 tokens, from 32 for the K-quants at AVX-512.
+            const std::int64_t lane_gemm_from =
+                level == SimdLevel::Avx512 && is_k_quant(type) ? 32 : kPanelMinTokens;
             for (const auto& [rows, n] :
                  {std::pair<std::int64_t, std::int64_t>{32, interleaved_n(type)},
                   {304, 1024},
@@ -609,9 +614,9 @@ void TestMatmul::interleavedEqualsTheLaneGemmOfRows() {
                 for (std::int64_t tokens : counts) {
                     const std::vector<float> x =
                         random_activations(tokens, n, static_cast<std::uint32_t>(tokens));
-                    // The rows' lane GEMM runs from 16 tokens: the tokens under test come first in
-                    // a batch of at least 16 (each token's result does not depend on the others).
-                    const std::int64_t batch = std::max<std::int64_t>(tokens, kPanelMinTokens);
+                    // The tokens under test come first in a batch the rows' lane GEMM takes
+                    // (each token's result does not depend on the others).
+                    const std::int64_t batch = std::max<std::int64_t>(tokens, lane_gemm_from);
                     std::vector<float> xb = random_activations(batch, n, 77);
                     std::copy(x.begin(), x.end(), xb.begin());
                     PreparedActivations acts, acts_batch;
