@@ -139,38 +139,11 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
 }
 
 template <Type W>
-void tile_of(const MatmulArgs& a, std::int64_t r0, std::int64_t t0, int tokens) {
-    switch (tokens) {
-        case 1:
-            return tile<W, 1>(a, r0, t0);
-        case 2:
-            return tile<W, 2>(a, r0, t0);
-        case 3:
-            return tile<W, 3>(a, r0, t0);
-        default:
-            if constexpr (kWideTiles<W>) {
-                if (tokens == 5) return tile<W, 5>(a, r0, t0);
-                if (tokens == 6) return tile<W, 6>(a, r0, t0);
-            }
-            return tile<W, 4>(a, r0, t0);
-    }
-}
-
-template <Type W>
 void run(const MatmulArgs& a) {
-    constexpr int kMax = kMaxTileTokens<W>;
-    // Token tiles of at most kMax, as even as possible (Q8_0, 9 tokens: 4 + 5), so that no
-    // tile is a lone token (2.4 cycles per (row, block) against about 2.0 for 4-6, Zen 3).
-    const auto tiles = static_cast<int>((a.tokens + kMax - 1) / kMax);
-    // Groups outermost: a group (11 KiB at 640 columns) stays in L1 for its later tiles.
-    for (std::int64_t r = a.row_begin; r < a.row_end; r += H * kLanes) {
-        std::int64_t t0 = 0;
-        for (int i = 0; i < tiles; ++i) {
-            const auto tokens = static_cast<int>((a.tokens - t0) / (tiles - i));
-            tile_of<W>(a, r, t0, tokens);
-            t0 += tokens;
-        }
-    }
+    for_groups_in_even_token_tiles<kMaxTileTokens<W>>(
+        a, H * kLanes, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+            tile<W, decltype(tokens)::value>(a, r, t0);
+        });
 }
 
 }  // namespace

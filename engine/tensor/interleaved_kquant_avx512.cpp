@@ -325,34 +325,12 @@ void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::
 }
 
 template <Type W>
-void tile_of(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::int64_t t0,
-             int tokens) {
-    switch (tokens) {
-        case 1:
-            return tile<W, 1>(a, group, r0, t0);
-        case 2:
-            return tile<W, 2>(a, group, r0, t0);
-        case 3:
-            return tile<W, 3>(a, group, r0, t0);
-        default:
-            return tile<W, 4>(a, group, r0, t0);
-    }
-}
-
-// Groups outermost (a group of 1024-wide rows, 9 KiB of Q4_K, stays in L1 for its later token
-// tiles), token tiles as even as possible so that none is a lone token.
-template <Type W>
 void run_groups(const MatmulArgs& a) {
-    const auto tiles = static_cast<int>((a.tokens + kTileTokens - 1) / kTileTokens);
-    for (std::int64_t r = a.row_begin; r < a.row_end; r += kGroupRows) {
-        const std::uint8_t* group = a.weights + static_cast<std::size_t>(r) * a.row_bytes;
-        std::int64_t t0 = 0;
-        for (int i = 0; i < tiles; ++i) {
-            const auto tokens = static_cast<int>((a.tokens - t0) / (tiles - i));
-            tile_of<W>(a, group, r, t0, tokens);
-            t0 += tokens;
-        }
-    }
+    for_groups_in_even_token_tiles<kTileTokens>(
+        a, kGroupRows, [&](std::int64_t r, std::int64_t t0, auto tokens) {
+            tile<W, decltype(tokens)::value>(
+                a, a.weights + static_cast<std::size_t>(r) * a.row_bytes, r, t0);
+        });
 }
 
 }  // namespace
