@@ -9,9 +9,10 @@
 //
 // Why: the AVX-512 row kernels (direct_avx512.cpp) multiply one row at a time, so every row and
 // super-block pays for its own scale unpacking, lane permutes, float update and a horizontal sum
-// at the end. Q2_K and Q3_K decode were bound by that arithmetic, not by memory (about 33 cycles
-// per row and super-block on Zen 4, 7.6-9.0 GB/s per core); with 16 rows in the lanes the scales
-// of a super-block are unpacked once for 16 rows and nothing is reduced across lanes.
+// at the end. Q2_K and Q3_K decode were bound by that arithmetic, not by memory (about 29-36
+// cycles per row and super-block on Zen 4, 7.6-10.1 GB/s per core in cache); with 16 rows in the
+// lanes the scales of a super-block are unpacked once for 16 rows and nothing is reduced across
+// lanes.
 // docs/benchmarks.md (thirtieth pass) has the measurements.
 #include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
 
