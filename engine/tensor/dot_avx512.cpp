@@ -614,23 +614,17 @@ void run_gemv_q8_0(const MatmulArgs& a) {
 
 bool matmul_avx512(const MatmulArgs& args) {
     if (args.interleaved) {
-        // The K-quants stored interleaved: their lane GEMM (packing two groups at a time) from
-        // its line, their 512-bit tile under it; the two give a token the same bits.
-        if (args.type == Type::Q2_K || args.type == Type::Q3_K || args.type == Type::Q4_K ||
-            args.type == Type::Q5_K || args.type == Type::Q6_K) {
-            if (args.int8_gemm && args.tokens >= lane_gemm_min_tokens_avx512(args.type) &&
-                gemm_int8_avx512(args))
-                return true;
-            return matmul_interleaved_kquant_avx512(args);
-        }
-        // Q4_0, Q4_1, Q5_0, Q5_1 stored interleaved (interleaving_pays): from the lane GEMM's
-        // line its packer reads the groups; under it the AVX2 tile (interleaved_avx2.cpp), whose
+        // From the lane GEMMs' line (lane_gemm_min_tokens_avx512) their packers read the groups
+        // (two at a time): the K-quants' (gemm_int8_avx512) or Q4_0-Q5_1's (gemm_int8_q32_avx512),
+        // each false for the other's types. Under it the K-quants take their 512-bit tile
+        // (interleaved_kquant_avx512.cpp), Q4_0-Q5_1 the AVX2 tile (interleaved_avx2.cpp), whose
         // 16 rows in the lanes beat the AVX-512 row kernel (q32_row: one row, a horizontal sum
-        // per row) at decode. Both sum a lane's blocks in the same order, so a token gets the same
+        // per row) at decode. Each tile sums a lane in its GEMM's order, so a token gets the same
         // bits at every count (test_matmul interleavedTokenCountsGiveTheSameBits).
         if (args.int8_gemm && args.tokens >= lane_gemm_min_tokens_avx512(args.type) &&
-            gemm_int8_q32_avx512(args))
+            (gemm_int8_avx512(args) || gemm_int8_q32_avx512(args)))
             return true;
+        if (matmul_interleaved_kquant_avx512(args)) return true;
         return matmul_avx2(args);
     }
     // One token (or a few: a speculative verification chunk) reads each weight once, so the

@@ -149,10 +149,11 @@ inline void k16_products(const std::uint8_t* block, const TokenRows<T>& acts, st
     }
 }
 
-// The group of 16 rows at `group` (rows r0..r0+15) times tokens t0..t0+T-1, asking for the
-// stream ahead as the row kernels do.
+// The group of rows r0..r0+15 (stored from row r0's address) times tokens t0..t0+T-1, asking for
+// the stream ahead as the row kernels do.
 template <Type W, int T>
-void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::int64_t t0) {
+void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
+    const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
     constexpr bool kQ4 = W == Type::Q4_K || W == Type::Q5_K;  // else Q2_K, Q3_K or Q6_K
     constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     using Scales = std::conditional_t<kQ4, Q4KGroupScales, K16GroupScales>;
@@ -181,11 +182,10 @@ void tile(const MatmulArgs& a, const std::uint8_t* group, std::int64_t r0, std::
 
 template <Type W>
 void run_few(const MatmulArgs& a) {
-    for_groups_in_even_token_tiles<kTileTokens>(
-        a, kGroupRows, [&](std::int64_t r, std::int64_t t0, auto tokens) {
-            tile<W, decltype(tokens)::value>(
-                a, a.weights + static_cast<std::size_t>(r) * a.row_bytes, r, t0);
-        });
+    for_groups_in_even_token_tiles<kTileTokens>(a, kGroupRows,
+                                                [&](std::int64_t r, std::int64_t t0, auto tokens) {
+                                                    tile<W, decltype(tokens)::value>(a, r, t0);
+                                                });
 }
 
 }  // namespace
