@@ -145,9 +145,37 @@ void CpuBackend::matmuls(std::initializer_list<MatmulJob> jobs, const float* x,
                        });
 }
 
+bool CpuBackend::plan_last_layer(const Batch& batch) {
+    kept_rows_.clear();
+    kept_chunks_.clear();
+    // A calibration observer is shown every matrix's input for every token.
+    if (observer_) return false;
+    std::int64_t t = 0;
+    for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+        const SeqChunk& chunk = batch.chunks[ci];
+        const auto n = static_cast<std::int64_t>(chunk.tokens.size());
+        // A captured chunk keeps every row: the capture records each query's attention in
+        // every layer.
+        const std::int64_t first = chunk.logits == LogitsWanted::All || chunk.capture != nullptr ? 0
+                                   : chunk.logits == LogitsWanted::Last ? n - 1
+                                                                        : n;
+        if (first < n) {
+            AttentionChunk kept = attention_chunks_[ci];
+            kept.first_row = static_cast<std::int64_t>(kept_rows_.size());
+            kept.tokens = n - first;
+            kept.start_pos += first;  // its slot list still covers [0, start_pos + tokens)
+            kept_chunks_.push_back(kept);
+            for (std::int64_t i = first; i < n; ++i) kept_rows_.push_back(t + i);
+        }
+        t += n;
+    }
+    return static_cast<std::int64_t>(kept_rows_.size()) < t;
+}
+
 void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutputs& out) {
     const auto& c = config_;
-    const std::int64_t T = batch.total_tokens();
+    // Rows of the batch; in a pruned last layer, from its attention on, the kept rows.
+    std::int64_t T = batch.total_tokens();
     const std::int64_t width = c.embedding_length;
     const std::int64_t hd = c.head_dim;
     storage_.apply(kv.take_block_copies());
@@ -182,6 +210,11 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
         }
         if (chunk.capture) chunk.capture->prepare_rows(end);
     }
+
+    // The rows the last layer carries past its keys and values: a prefill needs the last
+    // layer's output only for the tokens whose logits it returns, but every token's K and V.
+    const bool prune = plan_last_layer(batch);
+    const std::int64_t R_last = static_cast<std::int64_t>(kept_rows_.size());
 
     grow(x_, T * width);
     grow(xn_, T * width);
@@ -231,34 +264,64 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
             }
         });
         const int li = static_cast<int>(l);
+        // In a pruned last layer the queries (and everything after attention) are computed for
+        // the kept rows only, gathered into proj_ (free until the output projection).
+        const bool pruned = prune && l == c.layers - 1;
+        const std::int64_t Q = pruned ? R_last : T;  // query rows
         observe(li, MatmulSite::AttnQ, L.wq, xn_.data(), T);
         observe(li, MatmulSite::AttnK, L.wk, xn_.data(), T);
         observe(li, MatmulSite::AttnV, L.wv, xn_.data(), T);
-        matmuls({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), T);
-
+        if (pruned) {
+            for (std::int64_t r = 0; r < Q; ++r) {
+                std::copy_n(xn_.data() + kept_rows_[static_cast<std::size_t>(r)] * width, width,
+                            proj_.data() + r * width);
+            }
+            if (Q > 0) matmul(L.wq, proj_.data(), Q, q_.data());
+            matmuls({{&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), T);
+        } else {
+            matmuls({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xn_.data(), T);
+        }
         const bool neox = c.rope_style == model::RopeStyle::NeoX;
         const RopeTable& rope = c.uses_window(l) ? rope_local_ : rope_global_;
-        pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
-            for (std::int64_t i = b; i < e; ++i) {
-                if (c.attention_bias) {
-                    ops::add(q_.data() + i * c.q_dim(), L.bq.data(), c.q_dim());
-                    ops::add(k_.data() + i * c.kv_dim(), L.bk.data(), c.kv_dim());
-                    ops::add(v_.data() + i * c.v_dim(), L.bv.data(), c.v_dim());
-                }
-                for (std::int64_t h = 0; h < c.heads; ++h) {
-                    float* head = q_.data() + i * c.q_dim() + h * hd;
-                    if (c.qk_norm) ops::rms_norm(head, L.q_norm.data(), head, hd, c.norm_eps);
-                    ops::rope(head, c.rope_dims, rope.cos(i), rope.sin(i), neox);
-                }
-                for (std::int64_t h = 0; h < c.kv_heads; ++h) {
-                    float* head = k_.data() + i * c.kv_dim() + h * hd;
-                    if (c.qk_norm) ops::rms_norm(head, L.k_norm.data(), head, hd, c.norm_eps);
-                    ops::rope(head, c.rope_dims, rope.cos(i), rope.sin(i), neox);
-                }
-                storage_.write(static_cast<int>(l), token_slot_[static_cast<std::size_t>(i)],
-                               k_.data() + i * c.kv_dim(), v_.data() + i * c.v_dim());
+        // Query row r is batch row i (its position, hence its rope angles).
+        auto finish_query = [&](std::int64_t r, std::int64_t i) {
+            if (c.attention_bias) ops::add(q_.data() + r * c.q_dim(), L.bq.data(), c.q_dim());
+            for (std::int64_t h = 0; h < c.heads; ++h) {
+                float* head = q_.data() + r * c.q_dim() + h * hd;
+                if (c.qk_norm) ops::rms_norm(head, L.q_norm.data(), head, hd, c.norm_eps);
+                ops::rope(head, c.rope_dims, rope.cos(i), rope.sin(i), neox);
             }
-        });
+        };
+        auto finish_key_value = [&](std::int64_t i) {
+            if (c.attention_bias) {
+                ops::add(k_.data() + i * c.kv_dim(), L.bk.data(), c.kv_dim());
+                ops::add(v_.data() + i * c.v_dim(), L.bv.data(), c.v_dim());
+            }
+            for (std::int64_t h = 0; h < c.kv_heads; ++h) {
+                float* head = k_.data() + i * c.kv_dim() + h * hd;
+                if (c.qk_norm) ops::rms_norm(head, L.k_norm.data(), head, hd, c.norm_eps);
+                ops::rope(head, c.rope_dims, rope.cos(i), rope.sin(i), neox);
+            }
+            storage_.write(static_cast<int>(l), token_slot_[static_cast<std::size_t>(i)],
+                           k_.data() + i * c.kv_dim(), v_.data() + i * c.v_dim());
+        };
+        if (pruned) {
+            pool_.parallel_for(Q, 4, [&](std::int64_t b, std::int64_t e) {
+                for (std::int64_t r = b; r < e; ++r)
+                    finish_query(r, kept_rows_[static_cast<std::size_t>(r)]);
+            });
+            pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
+                for (std::int64_t i = b; i < e; ++i) finish_key_value(i);
+            });
+        } else {
+            pool_.parallel_for(T, 4, [&](std::int64_t b, std::int64_t e) {
+                for (std::int64_t i = b; i < e; ++i) {
+                    finish_query(i, i);
+                    finish_key_value(i);
+                }
+            });
+        }
+        if (pruned && Q == 0) break;  // no logits wanted: the cache is all this step had to fill
 
         const AttentionLayer attention_layer{static_cast<int>(l),
                                              static_cast<int>(c.heads),
@@ -266,8 +329,19 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
                                              static_cast<int>(hd),
                                              c.attention_scale,
                                              c.uses_window(l) ? c.sliding_window : 0};
-        attention_.run(pool_, storage_, attention_layer, attention_chunks_, q_.data(),
-                       attn_.data());
+        attention_.run(pool_, storage_, attention_layer,
+                       pruned ? std::span<const AttentionChunk>(kept_chunks_)
+                              : std::span<const AttentionChunk>(attention_chunks_),
+                       q_.data(), attn_.data());
+        if (pruned) {
+            // The residual stream of the kept rows, moved to the front (kept rows ascend, so
+            // row r never overwrites a row still to be moved).
+            for (std::int64_t r = 0; r < Q; ++r) {
+                const std::int64_t i = kept_rows_[static_cast<std::size_t>(r)];
+                if (i != r) std::copy_n(x_.data() + i * width, width, x_.data() + r * width);
+            }
+            T = Q;  // the rest of the layer, and the logits, see the kept rows only
+        }
 
         observe(li, MatmulSite::AttnOutput, L.wo, attn_.data(), T);
         matmul(L.wo, attn_.data(), T, proj_.data());
@@ -322,6 +396,12 @@ void CpuBackend::forward(const Batch& batch, kv::KvCacheManager& kv, ForwardOutp
             rows.push_back(t + n - 1);
         }
         t += n;
+    }
+    if (prune) {
+        // Batch rows -> rows of the pruned last layer's output (kept_rows_ ascends).
+        for (auto& r : rows) {
+            r = std::lower_bound(kept_rows_.begin(), kept_rows_.end(), r) - kept_rows_.begin();
+        }
     }
     const auto R = static_cast<std::int64_t>(rows.size());
     out.logits.resize(static_cast<std::size_t>(R * c.vocab_size));

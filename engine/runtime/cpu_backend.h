@@ -63,6 +63,11 @@ private:
         float* y;
     };
     void matmuls(std::initializer_list<MatmulJob> jobs, const float* x, std::int64_t tokens);
+    // Decides which rows of the batch the last layer computes past its keys and values (the
+    // ones whose logits are wanted, and every row of a captured chunk) into kept_rows_ and
+    // kept_chunks_; false when that is every row (decode, verification, perplexity) or an
+    // observer is set. Needs attention_chunks_ filled.
+    bool plan_last_layer(const Batch& batch);
     void observe(int layer, MatmulSite site, const model::WeightMatrix& w, const float* x, std::int64_t tokens) {
         if (observer_) observer_->on_matmul(layer, site, w, x, tokens);
     }
@@ -91,6 +96,10 @@ private:
     std::vector<std::vector<std::int64_t>> chunk_slots_;
     // Per chunk: what attention needs (its rows, positions, slots and capture).
     std::vector<AttentionChunk> attention_chunks_;
+    // The last layer's kept rows (ascending batch rows) and their chunks, first_row counting
+    // kept rows (plan_last_layer).
+    std::vector<std::int64_t> kept_rows_;
+    std::vector<AttentionChunk> kept_chunks_;
 };
 
 }  // namespace tokenscope::runtime

@@ -310,6 +310,108 @@ private slots:
         }
     }
 
+    // A prefill's last layer computes queries, attention, the output projection and the FFN
+    // only for the rows whose logits are wanted (keys and values for every row). One batch of
+    // three sequences, the last token's logits wanted from the first, none from the second
+    // (a prompt split over steps), all from the third, against the same batch with every row
+    // wanted (nothing pruned): the kept rows agree with the float64 reference as matchesReference
+    // bounds them and with the unpruned batch; the caches are the same, so the next decode step
+    // gives the same logits bit for bit.
+    void lastLayerOnlyForWantedRows_data() {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<int>("type");  // tensor::Type of the quantizable spec, or -1: F32
+        for (const char* name : {"llama", "gemma3", "qwen2", "qwen3", "phi3", "smollm2"})
+            QTest::newRow(name) << QString(name) << -1;
+        QTest::newRow("F16 weights") << "quant_F16" << static_cast<int>(tensor::Type::F16);
+        QTest::newRow("Q4_K weights") << "quant_Q4_K" << static_cast<int>(tensor::Type::Q4_K);
+    }
+
+    void lastLayerOnlyForWantedRows() {
+        QFETCH(QString, name);
+        QFETCH(int, type);
+        const TinyModelSpec spec =
+            type < 0 ? spec_named(name) : quantizable_spec(static_cast<tensor::Type>(type));
+        const std::string path = test::tiny_model_path(name.toStdString(), spec);
+        auto engine = runtime::Engine::load(path, options());
+        const std::int64_t vocab = engine->config().vocab_size;
+        const std::vector<std::vector<std::int32_t>> seqs = {
+            sample_tokens(12, vocab, 21), sample_tokens(7, vocab, 22), sample_tokens(5, vocab, 23)};
+        const runtime::LogitsWanted wanted[3] = {
+            runtime::LogitsWanted::Last, runtime::LogitsWanted::None, runtime::LogitsWanted::All};
+        // Prefill every sequence but its last token, then decode that token.
+        auto run = [&](bool prune, std::vector<std::vector<float>>& prefill_rows,
+                       std::vector<std::vector<float>>& decode_rows) {
+            std::vector<kv::SeqId> ids;
+            runtime::Batch batch;
+            for (std::size_t i = 0; i < seqs.size(); ++i) {
+                ids.push_back(engine->new_sequence_id());
+                const auto n = static_cast<int>(seqs[i].size() - 1);
+                if (!engine->kv().allocate_slots(ids[i], n)) return false;
+                batch.chunks.push_back({ids[i],
+                                        std::span(seqs[i]).first(static_cast<std::size_t>(n)), 0,
+                                        prune ? wanted[i] : runtime::LogitsWanted::All, nullptr});
+            }
+            runtime::ForwardOutputs out;
+            engine->forward(batch, out);
+            for (std::size_t i = 0; i < seqs.size(); ++i) {
+                if (wanted[i] == runtime::LogitsWanted::None) {
+                    if (prune && out.first_row[i] != -1) return false;
+                    continue;
+                }
+                // The rows of interest: the last one, or all of them. With pruning a chunk that
+                // wants its last row gets that row alone.
+                const auto n = static_cast<std::int64_t>(seqs[i].size() - 1);
+                for (std::int64_t r = wanted[i] == runtime::LogitsWanted::Last ? n - 1 : 0; r < n;
+                     ++r) {
+                    const std::int64_t at =
+                        prune && wanted[i] == runtime::LogitsWanted::Last ? 0 : r;
+                    const auto row = out.row(out.first_row[i] + at);
+                    prefill_rows.emplace_back(row.begin(), row.end());
+                }
+            }
+            runtime::Batch step;
+            for (std::size_t i = 0; i < seqs.size(); ++i) {
+                if (!engine->kv().allocate_slots(ids[i], 1)) return false;
+                step.chunks.push_back({ids[i], std::span(seqs[i]).last(1),
+                                       static_cast<std::int64_t>(seqs[i].size() - 1),
+                                       runtime::LogitsWanted::Last, nullptr});
+            }
+            engine->forward(step, out);
+            for (std::size_t i = 0; i < seqs.size(); ++i) {
+                const auto row = out.row(out.first_row[i]);
+                decode_rows.emplace_back(row.begin(), row.end());
+            }
+            for (const auto id : ids) engine->kv().free_sequence(id);
+            return true;
+        };
+        std::vector<std::vector<float>> pruned_prefill, pruned_decode, full_prefill, full_decode;
+        QVERIFY(run(true, pruned_prefill, pruned_decode));
+        QVERIFY(run(false, full_prefill, full_decode));
+        // Rows: the first sequence's last prompt token, the third's 4 prompt tokens.
+        QCOMPARE(pruned_prefill.size(), std::size_t{5});
+        QCOMPARE(full_prefill.size(), std::size_t{5});
+
+        // Against the float64 reference: each sequence alone, every position.
+        std::vector<std::vector<std::vector<double>>> ref;
+        for (const auto& s : seqs) ref.push_back(test::reference_forward(path, spec, s).logits);
+        std::vector<std::vector<double>> expected_prefill = {ref[0][10]};
+        for (std::size_t p = 0; p < 4; ++p) expected_prefill.push_back(ref[2][p]);
+        const std::vector<std::vector<double>> expected_decode = {ref[0][11], ref[1][6], ref[2][4]};
+        // matchesReference's bound for f32 weights, quantizedWeightsMatchReference's for the
+        // others.
+        const double bound = type < 0 || type == static_cast<int>(tensor::Type::F16) ? 1e-4 : 5e-2;
+        const double prefill_err = worst_error(pruned_prefill, expected_prefill);
+        const double decode_err = worst_error(pruned_decode, expected_decode);
+        const double against_full = worst_error(pruned_prefill, full_prefill);
+        qInfo("%s: pruned prefill vs reference %.3g, decode after it %.3g, vs unpruned %.3g",
+              qPrintable(name), prefill_err, decode_err, against_full);
+        QVERIFY2(prefill_err <= bound, qPrintable(QString::number(prefill_err)));
+        QVERIFY2(decode_err <= bound, qPrintable(QString::number(decode_err)));
+        QVERIFY2(against_full <= bound, qPrintable(QString::number(against_full)));
+        // Same cache contents, same decode step: the same bits.
+        QVERIFY(pruned_decode == full_decode);
+    }
+
     void incrementalDecodeEqualsFullRecompute() {
         const std::string path = test::tiny_model_path("llama", TinyModelSpec{});
         auto engine = runtime::Engine::load(path, options(kv::ElementType::F16));
