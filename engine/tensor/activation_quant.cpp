@@ -207,10 +207,16 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             }
             const float* xt = x + i * n;
             std::uint8_t* row = data + static_cast<std::size_t>(i) * stride;
+            if (format == ActivationFormat::F32) {
+                // Only the padding past the copied values needs clearing (none when n fills
+                // the aligned stride, as 1024- and 2816-wide rows do).
+                if (un > 0) std::memcpy(row, xt, un * sizeof(float));
+                std::memset(row + un * sizeof(float), 0, stride - un * sizeof(float));
+                continue;
+            }
             std::memset(row, 0, stride);
             switch (format) {
                 case ActivationFormat::F32:
-                    if (un > 0) std::memcpy(row, xt, un * sizeof(float));
                     break;
                 case ActivationFormat::Q8_32:
                     if (simd) {

@@ -1293,8 +1293,11 @@ void TestMatmul::parallelPreparationMatchesSerial() {
     };
     for (SimdLevel level : supported_levels()) {
         set_simd_level(level);  // AVX2 adds the F16 panels
-        for (Type type : {Type::F16, Type::Q8_0, Type::Q4_K}) {
-            const std::int64_t rows = 37, n = 512;
+        // F16 rows 1000 wide: 4000 bytes in a 4032-byte stride, whose padding must come out zero.
+        for (const auto& [type, n] :
+             {std::pair{Type::F16, std::int64_t{512}}, std::pair{Type::F16, std::int64_t{1000}},
+              std::pair{Type::Q8_0, std::int64_t{512}}, std::pair{Type::Q4_K, std::int64_t{512}}}) {
+            const std::int64_t rows = 37;
             const std::vector<float> x = random_activations(rows, n, 21);
             PreparedActivations serial, parallel;
             prepare_activations(type, x.data(), rows, n, serial);
@@ -1304,6 +1307,15 @@ void TestMatmul::parallelPreparationMatchesSerial() {
             QCOMPARE(parallel.row_stride(), serial.row_stride());
             const std::size_t bytes = serial.row_stride() * static_cast<std::size_t>(rows);
             QVERIFY2(std::memcmp(parallel.row(0), serial.row(0), bytes) == 0, type_name(type));
+            if (parallel.format() == ActivationFormat::F32) {
+                const auto used = static_cast<std::size_t>(n) * sizeof(float);
+                for (std::int64_t r = 0; r < rows; ++r) {
+                    const std::uint8_t* row = parallel.row(r);
+                    QVERIFY2(std::all_of(row + used, row + parallel.row_stride(),
+                                         [](std::uint8_t b) { return b == 0; }),
+                             qPrintable(QString("F32 row %1 padding").arg(r)));
+                }
+            }
             QCOMPARE(parallel.panels() != nullptr, serial.panels() != nullptr);
             if (serial.panels() != nullptr) {
                 const std::size_t panel_bytes =
