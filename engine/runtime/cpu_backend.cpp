@@ -150,22 +150,37 @@ bool CpuBackend::plan_last_layer(const Batch& batch) {
     kept_chunks_.clear();
     // A calibration observer is shown every matrix's input for every token.
     if (observer_) return false;
+    const int last = static_cast<int>(config_.layers - 1);
     std::int64_t t = 0;
     for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
         const SeqChunk& chunk = batch.chunks[ci];
+        const AttentionChunk& all = attention_chunks_[ci];
         const auto n = static_cast<std::int64_t>(chunk.tokens.size());
-        // A captured chunk keeps every row: the capture records each query's attention in
-        // every layer.
-        const std::int64_t first = chunk.logits == LogitsWanted::All || chunk.capture != nullptr ? 0
-                                   : chunk.logits == LogitsWanted::Last ? n - 1
-                                                                        : n;
-        if (first < n) {
-            AttentionChunk kept = attention_chunks_[ci];
-            kept.first_row = static_cast<std::int64_t>(kept_rows_.size());
-            kept.tokens = n - first;
-            kept.start_pos += first;  // its slot list still covers [0, start_pos + tokens)
-            kept_chunks_.push_back(kept);
-            for (std::int64_t i = first; i < n; ++i) kept_rows_.push_back(t + i);
+        // Rows [0, captured) are recorded by the chunk's attention capture in the last layer
+        // (it stops at its max_context), rows [wanted, n) return logits.
+        std::int64_t captured = 0;
+        if (chunk.capture != nullptr && chunk.capture->wants_layer(last)) {
+            while (captured < n && chunk.capture->wants_position(chunk.start_pos + captured))
+                ++captured;
+        }
+        const std::int64_t wanted = chunk.logits == LogitsWanted::All    ? 0
+                                    : chunk.logits == LogitsWanted::Last ? n - 1
+                                                                         : n;
+        auto keep = [&](std::int64_t from, std::int64_t to) {
+            if (from >= to) return;
+            AttentionChunk run = all;
+            run.first_row = static_cast<std::int64_t>(kept_rows_.size());
+            run.tokens = to - from;
+            run.start_pos = all.start_pos + from;
+            run.slot_ids = all.slot_ids.first(static_cast<std::size_t>(run.start_pos + run.tokens));
+            kept_chunks_.push_back(run);
+            for (std::int64_t i = from; i < to; ++i) kept_rows_.push_back(t + i);
+        };
+        if (captured >= wanted) {
+            keep(0, n);
+        } else {
+            keep(0, captured);
+            keep(wanted, n);
         }
         t += n;
     }

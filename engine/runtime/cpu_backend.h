@@ -64,9 +64,9 @@ private:
     };
     void matmuls(std::initializer_list<MatmulJob> jobs, const float* x, std::int64_t tokens);
     // Decides which rows of the batch the last layer computes past its keys and values (the
-    // ones whose logits are wanted, and every row of a captured chunk) into kept_rows_ and
-    // kept_chunks_; false when that is every row (decode, verification, perplexity) or an
-    // observer is set. Needs attention_chunks_ filled.
+    // ones whose logits are wanted, and those an attention capture records in that layer) into
+    // kept_rows_ and kept_chunks_; false when that is every row (decode, verification, perplexity)
+    // or an observer is set. Needs attention_chunks_ filled.
     bool plan_last_layer(const Batch& batch);
     void observe(int layer, MatmulSite site, const model::WeightMatrix& w, const float* x, std::int64_t tokens) {
         if (observer_) observer_->on_matmul(layer, site, w, x, tokens);

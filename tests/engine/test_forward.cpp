@@ -412,6 +412,63 @@ private slots:
         QVERIFY(pruned_decode == full_decode);
     }
 
+    // The pruned last layer keeps the rows a capture records there: with max_context 5, a
+    // 12-token prefill that wants its last logits keeps rows 0-4 and 11 (two runs of one
+    // chunk); a capture of layer 0 only leaves the last layer free to keep row 11 alone. The
+    // captured rows and the logits agree with the float64 reference (the bounds of
+    // attentionCaptureMatchesReference and matchesReference); rows the capture does not want
+    // stay zero.
+    void captureKeepsItsRowsInThePrunedLayer() {
+        const TinyModelSpec spec = gemma_spec();
+        const std::string path = test::tiny_model_path("gemma3", spec);
+        auto engine = runtime::Engine::load(path, options());
+        const auto tokens = sample_tokens(12, engine->config().vocab_size, 31);
+        const auto ref = test::reference_forward(path, spec, tokens);
+        for (const bool only_first_layer : {false, true}) {
+            inspect::CaptureSpec cs;
+            cs.enabled = true;
+            cs.max_context = only_first_layer ? 2048 : 5;
+            if (only_first_layer) cs.layers = {0};
+            inspect::AttentionCapture capture(cs, static_cast<int>(spec.layers),
+                                              static_cast<int>(spec.heads));
+            const kv::SeqId seq = engine->new_sequence_id();
+            QVERIFY(engine->kv().allocate_slots(seq, 12));
+            runtime::Batch batch;
+            batch.chunks.push_back(
+                {seq, std::span(tokens), 0, runtime::LogitsWanted::Last, &capture});
+            runtime::ForwardOutputs out;
+            engine->forward(batch, out);
+            const double logit_err =
+                test::relative_error(out.row(out.first_row[0]), ref.logits[11]);
+            double worst = 0.0;
+            bool uncaptured_zero = true;
+            for (int l = 0; l < spec.layers; ++l) {
+                for (int h = 0; h < spec.heads; ++h) {
+                    for (std::int64_t q = 0; q < 12; ++q) {
+                        const auto row = capture.row(l, h, q);
+                        const bool wanted = capture.wants(l, h) && capture.wants_position(q);
+                        const auto& expected =
+                            ref.attention[static_cast<std::size_t>(l)][static_cast<std::size_t>(h)]
+                                         [static_cast<std::size_t>(q)];
+                        for (std::size_t k = 0; k < row.size(); ++k) {
+                            if (wanted) {
+                                worst = std::max(worst, std::abs(row[k] - expected[k]));
+                            } else if (row[k] != 0.0f) {
+                                uncaptured_zero = false;
+                            }
+                        }
+                    }
+                }
+            }
+            engine->kv().free_sequence(seq);
+            qInfo("capture of %s: logits %.3g, captured rows %.3g",
+                  only_first_layer ? "layer 0" : "5 positions", logit_err, worst);
+            QVERIFY2(logit_err <= 1e-4, qPrintable(QString::number(logit_err)));
+            QVERIFY2(worst <= 1e-3, qPrintable(QString::number(worst)));
+            QVERIFY(uncaptured_zero);
+        }
+    }
+
     void incrementalDecodeEqualsFullRecompute() {
         const std::string path = test::tiny_model_path("llama", TinyModelSpec{});
         auto engine = runtime::Engine::load(path, options(kv::ElementType::F16));
