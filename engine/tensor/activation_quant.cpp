@@ -216,7 +216,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             }
             std::memset(row, 0, stride);
             switch (format) {
-                case ActivationFormat::F32:
+                case ActivationFormat::F32:  // copied above
                     break;
                 case ActivationFormat::Q8_32:
                     if (simd) {
