@@ -17,7 +17,9 @@
 // block, and no horizontal sums), and with K stored so, a tile of a block's keys converts
 // straight into that form (or is read in place, F16). Q8 keeps the float
 // scales in their own arrays, one per (slot, head) as if the rows were dense.
-// The memory is allocated zeroed and untouched, so an unused cache costs no resident memory.
+// The memory is allocated zeroed and untouched but for the pages of each (layer, kv head)'s
+// first block of K and V (committed at construction, see the constructor): other unused slots
+// cost no resident memory.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -139,6 +141,10 @@ class KvStorage {
 
     // Capacity in bytes, equal to capacity_bytes(shape) and KvStats::bytes_total.
     std::uint64_t bytes() const;
+    // Bytes of it in memory now (LargePageBuffer::resident_bytes; 0 where unknown). At
+    // construction: the pages of each (layer, kv head)'s first block of K and V, committed so
+    // that a conversation's first prompt does not wait for them.
+    std::uint64_t resident_bytes() const { return memory_.resident_bytes(); }
     const CacheShape& shape() const { return shape_; }
     // "avx2+fma+f16c" or "scalar", for logs and benchmark records.
     const char* kernel_name() const;

@@ -6,11 +6,13 @@
 #include <new>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #ifdef _WIN32
 #include "util/windows_api.h"
 #else
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace tokenscope {
@@ -123,6 +125,20 @@ bool LargePageBuffer::protect(bool writable) {
                           &previous) != 0;
 #else
     return ::mprotect(data_, reserved(), writable ? PROT_READ | PROT_WRITE : PROT_READ) == 0;
+#endif
+}
+
+std::size_t LargePageBuffer::resident_bytes() const {
+#ifdef __linux__
+    if (!data_) return 0;
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in_core((reserved() + page - 1) / page);
+    if (::mincore(data_, reserved(), in_core.data()) != 0) return 0;
+    std::size_t pages = 0;
+    for (const unsigned char c : in_core) pages += c & 1u;
+    return pages * page;
+#else
+    return 0;
 #endif
 }
 

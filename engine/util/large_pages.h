@@ -55,6 +55,9 @@ class LargePageBuffer {
     // 0 elsewhere. For logs and tests: THP may fall back to small pages when memory is
     // fragmented.
     std::size_t huge_page_bytes() const;
+    // Bytes of this buffer in memory now (Linux: mincore, 4 KiB granular; committed pages
+    // count once touched); 0 elsewhere. For logs and tests.
+    std::size_t resident_bytes() const;
 
   private:
     void release() noexcept;

@@ -147,6 +147,7 @@ class TestKvCache : public QObject {
 
     void storageRoundTrip_data();
     void storageRoundTrip();
+    void firstBlocksAreCommittedAtConstruction();
     void halfRowsMatchTheIntegerConversion();
     void dotAndAxpyMatchFloat64Reference_data();
     void dotAndAxpyMatchFloat64Reference();
@@ -374,6 +375,37 @@ void TestKvCache::freeSequenceReturnsAllBlocks() {
 }
 
 // A sequence made after one was freed (or truncated) gets those blocks in ascending order, so
+// KvStorage commits the pages of each (layer, kv head)'s first block of K and V when it is
+// built (a first prompt writes all of them in one pass, and committing 2 MiB pages there cost
+// up to 240 ms), and nothing else: 3 layers x 2 heads x K and V are 12 regions of 16 MiB (F16)
+// or 8 MiB (Q8) here, so between 12 small pages and 12 large ones are in memory.
+// Q8 also commits the first rows' scales.
+void TestKvCache::firstBlocksAreCommittedAtConstruction() {
+#ifndef __linux__
+    QSKIP("resident bytes are measured with Linux's mincore");
+#endif
+    for (const ElementType type : {ElementType::F16, ElementType::Q8}) {
+        const CacheShape shape{.layers = 3,
+                               .kv_heads = 2,
+                               .head_dim = 64,
+                               .num_blocks = 8192,
+                               .block_size = 16,
+                               .type = type};
+        KvStorage storage(shape);
+        const std::uint64_t resident = storage.resident_bytes();
+        const std::uint64_t regions = 2 * 3 * 2;
+        qInfo("%s: %llu of %llu bytes resident after construction", element_type_name(type),
+              static_cast<unsigned long long>(resident),
+              static_cast<unsigned long long>(storage.bytes()));
+        QVERIFY(resident >= regions * 4096);
+        // Q8's K and V scales are 3 MiB arrays each, the first rows of the 6 regions spread
+        // over them: up to two large pages each.
+        QVERIFY(resident <=
+                (regions + (type == ElementType::Q8 ? 4 : 0)) * tokenscope::kLargePageBytes);
+        QVERIFY(resident < storage.bytes() / 2);
+    }
+}
+
 // that attention reads a head's keys forward through memory (KvStorage's layout; the comment in
 // KvCacheManager::free_sequence has the measurement).
 void TestKvCache::freedBlocksComeBackInAscendingOrder() {

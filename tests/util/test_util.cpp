@@ -29,7 +29,17 @@ class TestUtil : public QObject {
                  std::uintptr_t{0});
         QVERIFY(std::all_of(buffer.data(), buffer.data() + bytes,
                             [](std::byte b) { return b == std::byte{0}; }));
+#ifdef __linux__
+        // The zero check above only read: reading anonymous memory maps the shared zero page,
+        // which mincore may count, so residency is checked on a fresh buffer and after writes.
+        const LargePageBuffer untouched(bytes);
+        QCOMPARE(untouched.resident_bytes(), std::size_t{0});
+#endif
         for (std::size_t i = 0; i < bytes; ++i) buffer.data()[i] = static_cast<std::byte>(i % 251);
+#ifdef __linux__
+        QVERIFY2(buffer.resident_bytes() >= bytes,
+                 qPrintable(QString::number(buffer.resident_bytes())));
+#endif
         const std::string mode = transparent_huge_pages_mode();
         qInfo("transparent huge pages: %s; %zu of %zu bytes in huge pages", mode.c_str(),
               buffer.huge_page_bytes(), bytes);
