@@ -3,7 +3,10 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <unordered_set>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -61,9 +64,29 @@ public:
         std::memcpy(&bits, &value, sizeof bits);
         for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
     }
+    // A SentencePiece message {piece, score, type} as field `field`, written in place (the
+    // same bytes as bytes(field, w.str()) for a writer w holding the three fields).
+    void piece(int field, std::string_view piece, float score, std::uint64_t type) {
+        const std::size_t inner =
+            1 + varint_size(piece.size()) + piece.size() + 1 + 4 + 1 + varint_size(type);
+        tag(field, kLengthDelimited);
+        raw_varint(inner);
+        bytes(piece_field::kPiece, piece);
+        float32(piece_field::kScore, score);
+        varint(piece_field::kType, type);
+    }
+    void reserve(std::size_t bytes) { out_.reserve(bytes); }
     const std::string& str() const { return out_; }
 
 private:
+  static std::size_t varint_size(std::uint64_t value) {
+      std::size_t n = 1;
+      while (value >= 0x80) {
+          value >>= 7;
+          ++n;
+      }
+      return n;
+  }
     void tag(int field, int wire_type) {
         raw_varint((static_cast<std::uint64_t>(field) << 3) | static_cast<unsigned>(wire_type));
     }
@@ -90,6 +113,53 @@ int byte_piece_value(std::string_view piece) {
     }
     return value;
 }
+
+// The pieces seen so far, as indices into `pieces`, in an open-addressing table: the
+// node-based std::unordered_set it replaced spent 47 % of building Gemma 3's 262 144-piece
+// model in its inserts (a node allocation and a cache miss each). No erase.
+class PieceSet {
+  public:
+    PieceSet(const std::vector<std::string>& pieces, std::size_t expected) : pieces_(pieces) {
+        std::size_t capacity = 16;
+        while (capacity < 2 * expected) capacity *= 2;
+        slots_.assign(capacity, kEmpty);
+    }
+    // False (and nothing added) when an equal piece is already in the set.
+    bool insert(std::uint32_t index) {
+        const std::string_view piece = pieces_[index];
+        std::size_t at = std::hash<std::string_view>{}(piece) & (slots_.size() - 1);
+        for (;; at = (at + 1) & (slots_.size() - 1)) {
+            if (slots_[at] == kEmpty) break;
+            if (pieces_[slots_[at]] == piece) return false;
+        }
+        slots_[at] = index;
+        if (++count_ * 2 > slots_.size()) grow();
+        return true;
+    }
+    bool contains(std::string_view piece) const {
+        std::size_t at = std::hash<std::string_view>{}(piece) & (slots_.size() - 1);
+        for (; slots_[at] != kEmpty; at = (at + 1) & (slots_.size() - 1)) {
+            if (pieces_[slots_[at]] == piece) return true;
+        }
+        return false;
+    }
+
+  private:
+    static constexpr std::uint32_t kEmpty = 0xFFFFFFFFu;
+    void grow() {
+        std::vector<std::uint32_t> old(slots_.size() * 2, kEmpty);
+        old.swap(slots_);
+        for (const std::uint32_t index : old) {
+            if (index == kEmpty) continue;
+            std::size_t at = std::hash<std::string_view>{}(pieces_[index]) & (slots_.size() - 1);
+            while (slots_[at] != kEmpty) at = (at + 1) & (slots_.size() - 1);
+            slots_[at] = index;
+        }
+    }
+    const std::vector<std::string>& pieces_;
+    std::vector<std::uint32_t> slots_;
+    std::size_t count_ = 0;
+};
 
 std::string escape_spaces(std::string_view piece) {
     std::string out;
@@ -130,11 +200,17 @@ std::string build_model_proto(const Vocabulary& vocabulary, const std::string& o
     for (const bool b : have_byte) byte_fallback = byte_fallback && b;
 
     // sentencepiece keeps matchable pieces (normal, user-defined, unused) and reserved ones
-    // (control, unknown, byte) in two maps and rejects a duplicate within either map.
-    std::unordered_set<std::string> matchable, reserved;
+    // (control, unknown, byte) in two maps and rejects a duplicate within either map. The sets
+    // hold indices into proto_pieces, and the pieces are encoded straight into the model's
+    // buffer: with a string copy, a node-based set entry and a small writer per piece, Gemma
+    // 3's 262 144 pieces took 92-138 ms.
     std::vector<std::string> proto_pieces(n);
+    PieceSet matchable(proto_pieces, n), reserved(proto_pieces, 64);
 
     WireWriter model;
+    std::size_t piece_bytes = 0;
+    for (const auto& t : vocabulary.tokens) piece_bytes += t.size() + 16;
+    model.reserve(piece_bytes + 1024);
     for (std::size_t i = 0; i < n; ++i) {
         TokenType type = vocabulary.types[i];
         if (static_cast<std::int64_t>(i) == unk) type = TokenType::Unknown;
@@ -143,34 +219,31 @@ std::string build_model_proto(const Vocabulary& vocabulary, const std::string& o
                  (!byte_fallback || byte_piece_value(vocabulary.tokens[i]) < 0))
             type = TokenType::Unused;
 
-        std::string piece = vocabulary.tokens[i];
+        std::string& piece = proto_pieces[i];
         // sentencepiece matches pieces against the whitespace-escaped text ("▁" for ' '),
         // but GGUF files store some user-defined pieces (Gemma's runs of spaces) with
         // literal spaces; escape them so they match again.
-        if (type == TokenType::Normal || type == TokenType::UserDefined)
-            piece = escape_spaces(piece);
+        if (type == TokenType::Normal || type == TokenType::UserDefined) {
+            piece = escape_spaces(vocabulary.tokens[i]);
+        } else {
+            piece = vocabulary.tokens[i];
+        }
 
         const bool is_matchable = type == TokenType::Normal || type == TokenType::UserDefined ||
                                   type == TokenType::Unused;
         auto& seen = is_matchable ? matchable : reserved;
-        if (piece.empty() || seen.count(piece) != 0) {
+        const auto index = static_cast<std::uint32_t>(i);
+        if (piece.empty() || !seen.insert(index)) {
             // An empty or repeated piece would make sentencepiece refuse the whole model.
             // Give the id a piece no text produces and keep it out of segmentation; decoding
             // by id still uses the original piece.
             type = TokenType::Unused;
             piece = fmt::format("<tokenscope:unreachable:{}>", i);
-            while (matchable.count(piece) != 0) piece += '#';
-            matchable.insert(piece);
-        } else {
-            seen.insert(piece);
+            while (matchable.contains(piece)) piece += '#';
+            matchable.insert(index);
         }
-
-        WireWriter sp;
-        sp.bytes(piece_field::kPiece, piece);
-        sp.float32(piece_field::kScore, vocabulary.scores[i]);
-        sp.varint(piece_field::kType, static_cast<std::uint64_t>(type));
-        model.bytes(model_field::kPieces, sp.str());
-        proto_pieces[i] = std::move(piece);
+        model.piece(model_field::kPieces, piece, vocabulary.scores[i],
+                    static_cast<std::uint64_t>(type));
     }
 
     WireWriter trainer;
