@@ -207,16 +207,13 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             }
             const float* xt = x + i * n;
             std::uint8_t* row = data + static_cast<std::size_t>(i) * stride;
-            if (format == ActivationFormat::F32) {
-                // Only the padding past the copied values needs clearing (none when n fills
-                // the aligned stride, as 1024- and 2816-wide rows do).
-                if (un > 0) std::memcpy(row, xt, un * sizeof(float));
-                std::memset(row + un * sizeof(float), 0, stride - un * sizeof(float));
-                continue;
-            }
-            std::memset(row, 0, stride);
+            // An F32 row is cleared only past the values copied into it (nothing, where n fills
+            // the aligned stride, as 1024- and 2816-wide rows do); the quantizers leave gaps.
+            const std::size_t copied = format == ActivationFormat::F32 ? un * sizeof(float) : 0;
+            std::memset(row + copied, 0, stride - copied);
             switch (format) {
-                case ActivationFormat::F32:  // copied above
+                case ActivationFormat::F32:
+                    if (un > 0) std::memcpy(row, xt, copied);
                     break;
                 case ActivationFormat::Q8_32:
                     if (simd) {

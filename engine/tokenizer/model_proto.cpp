@@ -126,34 +126,29 @@ class PieceSet {
     }
     // False (and nothing added) when an equal piece is already in the set.
     bool insert(std::uint32_t index) {
-        const std::string_view piece = pieces_[index];
-        std::size_t at = std::hash<std::string_view>{}(piece) & (slots_.size() - 1);
-        for (;; at = (at + 1) & (slots_.size() - 1)) {
-            if (slots_[at] == kEmpty) break;
-            if (pieces_[slots_[at]] == piece) return false;
-        }
+        const std::size_t at = slot_of(pieces_[index]);
+        if (slots_[at] != kEmpty) return false;
         slots_[at] = index;
         if (++count_ * 2 > slots_.size()) grow();
         return true;
     }
-    bool contains(std::string_view piece) const {
-        std::size_t at = std::hash<std::string_view>{}(piece) & (slots_.size() - 1);
-        for (; slots_[at] != kEmpty; at = (at + 1) & (slots_.size() - 1)) {
-            if (pieces_[slots_[at]] == piece) return true;
-        }
-        return false;
-    }
+    bool contains(std::string_view piece) const { return slots_[slot_of(piece)] != kEmpty; }
 
   private:
     static constexpr std::uint32_t kEmpty = 0xFFFFFFFFu;
+    // The slot holding `piece`, or the empty slot where it would go (linear probing; the table
+    // is at most half full).
+    std::size_t slot_of(std::string_view piece) const {
+        const std::size_t mask = slots_.size() - 1;
+        std::size_t at = std::hash<std::string_view>{}(piece)&mask;
+        while (slots_[at] != kEmpty && pieces_[slots_[at]] != piece) at = (at + 1) & mask;
+        return at;
+    }
     void grow() {
         std::vector<std::uint32_t> old(slots_.size() * 2, kEmpty);
         old.swap(slots_);
         for (const std::uint32_t index : old) {
-            if (index == kEmpty) continue;
-            std::size_t at = std::hash<std::string_view>{}(pieces_[index]) & (slots_.size() - 1);
-            while (slots_[at] != kEmpty) at = (at + 1) & (slots_.size() - 1);
-            slots_[at] = index;
+            if (index != kEmpty) slots_[slot_of(pieces_[index])] = index;  // pieces are distinct
         }
     }
     const std::vector<std::string>& pieces_;
