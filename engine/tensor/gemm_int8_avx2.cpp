@@ -63,11 +63,27 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
         for (int t = 0; t < T; ++t) f[h][t] = _mm256_setzero_ps();
     }
     for (std::int64_t b = 0; b < p.nb; ++b) {
+        const auto bi = static_cast<std::size_t>(b);
+        // The offset terms come first in f's order (kquant_offset_update). Sixteen of them are
+        // issued before the products, while the 12 integer sums are not live yet: after the
+        // products, with f and the sums wanting 24 of the 16 registers, they spilled (Q2_K, 128
+        // tokens, one thread: 194 -> 165 GFLOP/s). Q4_K/Q5_K's eight paired terms need the pair
+        // sums and lost 2 % before the products, so they stay after them.
+        const float* c = p.coef + bi * (InterleavedRows::kCoef / 4);
+        const auto offsets = [&]() __attribute__((always_inline)) {
+            kquant_offset_update<kPairedOffsets>(
+                acts, b,
+                [&](int j, int h) {
+                    const int sub = kPairedOffsets ? 2 * j : j;  // the 16-element sub-block's term
+                    return _mm256_load_ps(c + kLanes * h + kGroupRows * sub);
+                },
+                f);
+        };
+        if constexpr (!kPairedOffsets) offsets();
         __m256i acc[H][T];
         for (int h = 0; h < H; ++h) {
             for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
         }
-        const auto bi = static_cast<std::size_t>(b);
         const std::uint8_t* ub = p.u + bi * InterleavedRows::kU;
         const std::int16_t* sb = p.sc + bi * (InterleavedRows::kSc / 2);
 #pragma GCC unroll 1
@@ -108,13 +124,9 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                 }
             }
         }
-        const float* c = p.coef + bi * (InterleavedRows::kCoef / 4);
-        kquant_float_update<kPairedOffsets>(
+        if constexpr (kPairedOffsets) offsets();
+        kquant_scale_update(
             acts, b, acc, [&](int h) { return _mm256_load_ps(p.d + bi * kGroupRows + kLanes * h); },
-            [&](int j, int h) {
-                const int sub = kPairedOffsets ? 2 * j : j;  // the 16-element sub-block's term
-                return _mm256_load_ps(c + kLanes * h + kGroupRows * sub);
-            },
             f);
     }
     store_tile_rows(a, f, r0, rows, t0);

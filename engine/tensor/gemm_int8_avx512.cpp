@@ -103,13 +103,11 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
         if constexpr (kPairedOffsets) {
             for (int t = 0; t < T; ++t) sums_of_pairs16(acts.s[t] + 16 * b, pair_sums[t]);
         }
+        // The offset terms first, then the integer sums: the order of kquant_offset_update and
+        // kquant_scale_update (int8_lanes_avx2.h), which the interleaved tiles share.
         for (int h = 0; h < H; ++h) {
             const __m512 dw = _mm512_load_ps(p.d + bi * kGroupRows + kLanes512 * h);
             const float* c = p.coef + bi * (InterleavedRows::kCoef / 4) + kLanes512 * h;
-            for (int t = 0; t < T; ++t) {
-                const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d[t][b]));
-                f[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
-            }
             // Tokens innermost: T independent chains (see gemm_int8_avx2.cpp).
             for (int j = 0; j < kSums; ++j) {
                 const int sub = kPairedOffsets ? 2 * j : j;
@@ -118,6 +116,10 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                     const float sum = kPairedOffsets ? pair_sums[t][j] : acts.s[t][16 * b + j];
                     f[h][t] = _mm512_fmadd_ps(cj, _mm512_set1_ps(sum), f[h][t]);
                 }
+            }
+            for (int t = 0; t < T; ++t) {
+                const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(acts.d[t][b]));
+                f[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[h][t]), scale, f[h][t]);
             }
         }
     }

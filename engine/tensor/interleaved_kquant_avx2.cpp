@@ -7,8 +7,8 @@
 // same bits, and those of the GEMM over the file's rows (test_matmul). Per super-block b, row r
 // (a lane) and token t:
 //   acc     = sum over sub-blocks j of pmaddwd(sum of pmaddubsw(u, x) over j's words, (sc, sc))
-//   f[r][t] = fma(float(acc), d_r * d_t, f[r][t])
 //   f[r][t] = fma(coef_r[j], s_t[j], f[r][t])                 for every offset term j in order
+//   f[r][t] = fma(float(acc), d_r * d_t, f[r][t])
 // Q4_K and Q5_K: u the nibbles (with Q5_K's fifth bit), four words per pmaddwd (pairs add up to
 // at most 4 * 2 * 31 * 127 in int16), coef = -dmin * m per 32-element sub-block against the
 // sums of 32 activations.
@@ -166,16 +166,20 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     for (std::size_t b = 0; b < nb; ++b) {
         const std::uint8_t* block = group + b * kLayout.bytes;
         __m256i acc[H][T] = {};
+        const auto bi = static_cast<std::int64_t>(b);
+        const auto coef = [&](int j, int h) { return s.coef[j][h]; };
+        // The offset terms before the products (int8_lanes_avx2.h says why).
         if constexpr (kQ4) {
             unpack_q4_k_group_scales<W>(block, s);
+            kquant_offset_update<kQ4>(acts, bi, coef, f);
             q4_k_products<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
         } else {
             unpack_k16_group_scales<W>(block, s);
+            kquant_offset_update<kQ4>(acts, bi, coef, f);
             k16_products<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
         }
-        kquant_float_update<kQ4>(
-            acts, static_cast<std::int64_t>(b), acc, [&](int h) { return s.d[h]; },
-            [&](int j, int h) { return s.coef[j][h]; }, f);
+        kquant_scale_update(
+            acts, bi, acc, [&](int h) { return s.d[h]; }, f);
     }
     store_tile_rows(a, f, r0, kGroupRows, t0);
 }
