@@ -329,9 +329,11 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         __m512i acc[T];
         for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
         if constexpr (kQ4) {
+            // Q4_K/Q5_K's eight offset terms are cheaper after the products: before them they
+            // cost 3 % at 8-15 tokens and gained nothing at one.
             unpack_q4_k_scales<W>(block, s);
-            offset_update(acts, b, s, f[0]);
             q4_k_super_block<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
+            offset_update(acts, b, s, f[0]);
         } else {
             unpack_k16_scales<W>(block, s);
             offset_update(acts, b, s, f[0]);
