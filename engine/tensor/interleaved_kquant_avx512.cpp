@@ -158,12 +158,13 @@ template <Type W>  // Q2_K, Q3_K or Q6_K
 
 // The float update of a super-block, the lane GEMM's (gemm_int8_avx512.cpp) for one register of
 // rows, in two halves: first f = fma(coef_j, s_j, f) for each offset term j in order (Q4_K/Q5_K:
-// 8 terms against the activation sums of 32 elements, sums_of_pairs16), which the tile issues
-// before the super-block's products because it needs only the scales, then
-// f = fma(float(acc), d_r * d_t, f). At one token the 16 dependent FMAs of the offset terms had
+// 8 terms against the activation sums of 32 elements, sums_of_pairs16), then
+// f = fma(float(acc), d_r * d_t, f). The first half needs only the scales, so the Q2_K, Q3_K and
+// Q6_K tiles issue it before the super-block's products: at one token its 16 dependent FMAs had
 // waited for the products and then stalled the next super-block (perf put 28 % of a Q2_K decode
 // tile's samples on them); beside the products they cost nothing: one thread, 2816 x 1024 in
-// cache, Q2_K 21.4 -> 25.5 GB/s, Q3_K 19.2 -> 21.5, Q6_K 41.1 -> 44.5, Q4_K 44 either way.
+// cache, Q2_K 21.4 -> 25.5 GB/s, Q3_K 19.2 -> 21.5, Q6_K 41.1 -> 44.5. Q4_K/Q5_K's eight terms
+// gained nothing there and cost 3 % at 8-15 tokens, so they follow the products.
 template <int kSubBlocks, int T>
 [[gnu::always_inline]] inline void offset_update(const TokenRows<T>& acts, std::size_t b,
                                                  const GroupScales<kSubBlocks>& s, __m512 (&f)[T]) {
