@@ -403,8 +403,12 @@ inline __m256i k16_scale_word(const std::uint8_t* sub, int i, __m256i* mins) {
     }
 }
 
-template <Type W>  // Q2_K, Q3_K or Q6_K
-inline void unpack_k16_group_scales(const std::uint8_t* block, K16GroupScales& out) {
+// offset(j, h, coef) receives offset term j of register h as it is made, in order of j within
+// each h; the form without it stores the terms in out.coef.
+template <Type W, class Offset>  // Q2_K, Q3_K or Q6_K
+[[gnu::always_inline]] inline void unpack_k16_group_scales(const std::uint8_t* block,
+                                                           K16GroupScales& out,
+                                                           const Offset& offset) {
     constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     for (int h = 0; h < 2; ++h) {
         const __m256 d = _mm256_cvtph_ps(
@@ -427,13 +431,22 @@ inline void unpack_k16_group_scales(const std::uint8_t* block, K16GroupScales& o
             for (int k = 0; k < 4; ++k) {
                 out.sc[4 * i + k][h] =
                     _mm256_srai_epi16(_mm256_shuffle_epi8(v, load_mask(kK16PairMasks.of[k])), 8);
-                out.coef[4 * i + k][h] = _mm256_mul_ps(
-                    _mm256_cvtepi32_ps(_mm256_srai_epi32(
-                        _mm256_shuffle_epi8(terms, load_mask(kK16SingleMasks.of[k])), 24)),
-                    factor);
+                offset(4 * i + k, h,
+                       _mm256_mul_ps(
+                           _mm256_cvtepi32_ps(_mm256_srai_epi32(
+                               _mm256_shuffle_epi8(terms, load_mask(kK16SingleMasks.of[k])), 24)),
+                           factor));
             }
         }
     }
+}
+
+template <Type W>
+inline void unpack_k16_group_scales(const std::uint8_t* block, K16GroupScales& out) {
+    unpack_k16_group_scales<W>(
+        block, out, [&](int j, int h, __m256 coef) __attribute__((always_inline)) {
+            out.coef[j][h] = coef;
+        });
 }
 
 // Codes of 8 interleaved rows, 4 elements each: kind k (0-3) of word v (0-7) of half n (0-1) of
