@@ -88,16 +88,24 @@ void quantize_row_q8_256(const float* x, std::int64_t n, std::uint8_t* row, std:
 }
 
 // Group g of the transposed 16-token groups of the prefill panels (layout in matmul.h), tokens
-// past the last row zero. Written one token at a time: the destination group (n * 64 bytes)
-// stays in L2 while its 16 rows are spread.
+// past the last row zero. Written 16 elements at a time, every token's 16 in turn: the 1 KiB of
+// destination stays in L1 and each source read is one 64-byte line. Token by token over the
+// whole row instead, every store touched another line of the n * 64-byte group: 128 tokens,
+// one thread, 1024 wide 106 -> 56 us, 2816 wide 288 -> 146 us per prepare_activations (F16).
 void write_panel_group(const float* x, std::int64_t rows, std::int64_t n, std::int64_t g,
                        float* panels) {
     float* group = panels + g * n * 16;
-    std::memset(group, 0, static_cast<std::size_t>(n) * 16 * sizeof(float));
     const std::int64_t tokens = std::min<std::int64_t>(16, rows - 16 * g);
-    for (std::int64_t j = 0; j < tokens; ++j) {
-        const float* src = x + (16 * g + j) * n;
-        for (std::int64_t k = 0; k < n; ++k) group[16 * k + j] = src[k];
+    // Only a partial last group has lanes to clear: a full one is written whole below.
+    if (tokens < 16) std::memset(group, 0, static_cast<std::size_t>(n) * 16 * sizeof(float));
+    const float* src = x + 16 * g * n;
+    for (std::int64_t k0 = 0; k0 < n; k0 += 16) {
+        const std::int64_t kn = std::min<std::int64_t>(16, n - k0);
+        float* dst = group + 16 * k0;
+        for (std::int64_t j = 0; j < tokens; ++j) {
+            const float* s = src + j * n + k0;
+            for (std::int64_t kk = 0; kk < kn; ++kk) dst[16 * kk + j] = s[kk];
+        }
     }
 }
 

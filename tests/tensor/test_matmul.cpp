@@ -1321,6 +1321,30 @@ void TestMatmul::parallelPreparationMatchesSerial() {
                 const std::size_t panel_bytes =
                     static_cast<std::size_t>((rows + 15) / 16 * n * 16) * sizeof(float);
                 QVERIFY(std::memcmp(parallel.panels(), serial.panels(), panel_bytes) == 0);
+                // The layout (matmul.h): group g holds element k of token 16 g + j at
+                // 16 k + j, and zeros for the tokens past the last row (here 5 real of 16).
+                const float* p = parallel.panels();
+                for (std::int64_t g = 0; g < (rows + 15) / 16; ++g) {
+                    for (std::int64_t k = 0; k < n; ++k) {
+                        for (std::int64_t j = 0; j < 16; ++j) {
+                            const std::int64_t t = 16 * g + j;
+                            const float want =
+                                t < rows ? x[static_cast<std::size_t>(t * n + k)] : 0.0f;
+                            const float got = p[g * n * 16 + 16 * k + j];
+                            if (got != want) {
+                                QFAIL(qPrintable(QString("%1 n=%2 panel group %3 element %4 token "
+                                                         "%5: %6, expected %7")
+                                                     .arg(type_name(type))
+                                                     .arg(n)
+                                                     .arg(g)
+                                                     .arg(k)
+                                                     .arg(j)
+                                                     .arg(got)
+                                                     .arg(want)));
+                            }
+                        }
+                    }
+                }
             }
         }
     }
