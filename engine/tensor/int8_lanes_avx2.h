@@ -178,10 +178,11 @@ inline void interleave_rows32(const std::uint8_t* src, std::size_t stride, std::
 //   for each offset term j in order f = fma(coef_j, s_j, f), then f = fma(float(acc), d_r * d_t, f)
 // with s the activation sums of 16 elements, or of 32 (kPairedOffsets: Q4_K and Q5_K keep one min
 // per 32). d(h) gives the rows' d of register h, coef(j, h) their offset term j. The offset terms
-// come first because they need only the scales: the tile issues them before the super-block's
-// integer products, so their chain of FMAs (16 x 4 cycles at one token) runs beside the products
-// instead of after them (Q2_K decode tile +20 %, Q3_K +12 %, Q6_K +8 % on Zen 4, one thread in
-// cache). Always inlined: GCC left the update out of line in the lane GEMM's Q4_K/Q5_K tiles,
+// come first because they need only the scales: the Q2_K, Q3_K and Q6_K tiles issue them before
+// the super-block's integer products, so their chain of FMAs (16 x 4 cycles at one token) runs
+// beside the products instead of after them (AVX-512 decode tile, one thread in cache, Zen 4:
+// Q2_K +19 %, Q3_K +12 %, Q6_K +9 %); Q4_K/Q5_K's eight terms are cheaper after the products.
+// Always inlined: GCC left the update out of line in the lane GEMM's Q4_K/Q5_K tiles,
 // which then ran at 1.65 cycles per (token, row, 32 elements) against 1.10 (64 tokens, one thread,
 // Zen 3).
 template <bool kPairedOffsets, int H, int T, class Acts, class Coef>
