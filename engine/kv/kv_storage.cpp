@@ -96,7 +96,8 @@ KvStorage::KvStorage(const CacheShape& shape, KernelChoice kernels)
     // every (layer, kv head). In 2 MiB pages each first write zeroes a whole page, and a first
     // prompt writes all of these regions in one forward pass: `run --n-predict 1` measured
     // prefill_ms 12-20 ms, and on a host whose THP defrag is "madvise" (such a fault may first
-    // compact memory) 100-240 ms in a third of the runs; 4-12 ms with the pages committed here. The owner loads the model off the interface thread, so the wait moves there.
+    // compact memory) 100-240 ms in a third of the runs; 4-12 ms with the pages committed here.
+    // The owner loads the model off the interface thread, so the wait moves there.
     // Where a region is under 2 MiB several share a page: at 4096 tokens these pages are the
     // whole cache of both default models (SmolLM2 90 MiB, Gemma 3 270M 72 MiB), which their
     // first prompt would commit anyway; at 32768 tokens half and an eighth of it. llama.cpp

@@ -67,6 +67,9 @@ public:
     // A SentencePiece message {piece, score, type} as field `field`, written in place (the
     // same bytes as bytes(field, w.str()) for a writer w holding the three fields).
     void piece(int field, std::string_view piece, float score, std::uint64_t type) {
+        // One tag byte per field (field numbers under 16), 4 bytes of float.
+        static_assert(piece_field::kPiece < 16 && piece_field::kScore < 16 &&
+                      piece_field::kType < 16);
         const std::size_t inner =
             1 + varint_size(piece.size()) + piece.size() + 1 + 4 + 1 + varint_size(type);
         tag(field, kLengthDelimited);
@@ -79,14 +82,14 @@ public:
     const std::string& str() const { return out_; }
 
 private:
-  static std::size_t varint_size(std::uint64_t value) {
-      std::size_t n = 1;
-      while (value >= 0x80) {
-          value >>= 7;
-          ++n;
-      }
-      return n;
-  }
+    static std::size_t varint_size(std::uint64_t value) {
+        std::size_t n = 1;
+        while (value >= 0x80) {
+            value >>= 7;
+            ++n;
+        }
+        return n;
+    }
     void tag(int field, int wire_type) {
         raw_varint((static_cast<std::uint64_t>(field) << 3) | static_cast<unsigned>(wire_type));
     }

@@ -374,7 +374,6 @@ void TestKvCache::freeSequenceReturnsAllBlocks() {
     EXPECT_ERROR_MENTIONS(m.free_sequence(2), "sequence 2");
 }
 
-// A sequence made after one was freed (or truncated) gets those blocks in ascending order, so
 // KvStorage commits the pages of each (layer, kv head)'s first block of K and V when it is
 // built (a first prompt writes all of them in one pass, and committing 2 MiB pages there cost
 // up to 240 ms), and nothing else: 3 layers x 2 heads x K and V are 12 regions of 16 MiB (F16)
@@ -406,6 +405,7 @@ void TestKvCache::firstBlocksAreCommittedAtConstruction() {
     }
 }
 
+// A sequence made after one was freed (or truncated) gets those blocks in ascending order, so
 // that attention reads a head's keys forward through memory (KvStorage's layout; the comment in
 // KvCacheManager::free_sequence has the measurement).
 void TestKvCache::freedBlocksComeBackInAscendingOrder() {
