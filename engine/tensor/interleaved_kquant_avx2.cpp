@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "tensor/int8_lanes_avx2.h"
 #include "tensor/interleaved_rows.h"
@@ -39,6 +40,9 @@ constexpr int H = 2;  // registers of 8 rows: a group of 16
 constexpr int kGroupRows = kLanes * H;
 // 2 x 6 = 12 accumulators, as the lane GEMM.
 constexpr int kTileTokens = 6;
+// Q2_K and Q3_K tiles of up to this many tokens go one half (8 rows) at a time with every kind
+// unrolled (k16_products_by_halves); more tokens take k16_products.
+constexpr int kHalvesApartMaxT = 4;
 
 // The products of one sub-block run of words for every token: w[v][h] holds word v's codes of
 // half h (8 rows), x the tokens' 4 activation bytes of each word at `at`; the int16 sums of the
@@ -62,6 +66,27 @@ inline void multiply_words(const __m256i (&w)[kWords][H], const TokenRows<T>& ac
             keep_in_order(sum);
             acc[h][t] = sum;
         }
+    }
+}
+
+template <Type W, int T>
+constexpr bool kHalvesApart = (W == Type::Q2_K || W == Type::Q3_K) && T <= kHalvesApartMaxT;
+
+// multiply_words for half h alone: its kWords code words, its scales, its accumulators.
+template <int T, int kWords>
+inline void multiply_words_of_half(const __m256i (&w)[kWords], const TokenRows<T>& acts,
+                                   std::size_t at, const __m256i& sc, __m256i (&acc)[T]) {
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) {
+        __m256i pairs = _mm256_maddubs_epi16(w[0], broadcast4<__m256i>(acts.q[t] + at));
+        for (int v = 1; v < kWords; ++v) {
+            const __m256i x =
+                broadcast4<__m256i>(acts.q[t] + at + 4 * static_cast<std::size_t>(v));
+            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[v], x));
+        }
+        __m256i sum = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pairs, sc));
+        keep_in_order(sum);
+        acc[t] = sum;
     }
 }
 
@@ -149,6 +174,43 @@ inline void k16_products(const std::uint8_t* block, const TokenRows<T>& acts, st
     }
 }
 
+// Q2_K and Q3_K at 1-4 tokens (kHalvesApart): kind k of half n, one 8-row half of the group at
+// a time, with n and k known at compile time (k16_products_by_halves unrolls all eight). The
+// same integer operations in the same order as k16_products, so the same bits. Why: with both
+// halves' 8 code words, 4 broadcasts and the accumulators live at once, and the kinds a loop
+// (shift counts and bit_to's direction in registers, the qs and hmask words kept on the stack
+// across it), GCC spilled, and `perf annotate` of the one-token Q3_K tile put 17 % of its samples
+// on vmovdqa. One thread, 2816 x 1024 in cache, GB/s, k16_products -> this: Q3_K 1 token
+// 12.0-12.4 -> 15.0-15.3, 2 tokens 9.7-9.8 -> 10.9, 3 tokens 8.2-8.3 -> 8.7; Q2_K 1 token
+// 14.6-14.9 -> 16.2-16.6, 2 tokens 9.8 -> 11.0, 3 tokens 8.0 -> 8.5; 4 tokens +1 %. At 5 and 6
+// tokens it was 15-25 % slower (each half broadcasts the activations again, and the bodies grow).
+template <Type W, int T, int n, int k>
+inline void k16_kind_by_halves(const std::uint8_t* block, const TokenRows<T>& acts, std::size_t b,
+                               const K16GroupScales& s, __m256i (&acc)[H][T],
+                               const std::uint8_t* end, WeightPrefetch level) {
+    constexpr std::size_t kPiece = kInterleavedBlock<W>.bytes / 8;
+    prefetch_ahead(block + static_cast<std::size_t>(4 * n + k) * kPiece, kPiece, end, level);
+#pragma GCC unroll 2
+    for (int v = 0; v < 8; v += 4) {
+        const int j = 8 * n + 2 * k + v / 4;
+        const std::size_t at = 256 * b + static_cast<std::size_t>(128 * n + 32 * k + 4 * v);
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) {
+            __m256i w[4];
+            for (int i = 0; i < 4; ++i) w[i] = k16_code_word<W>(block, h, n, k, v + i);
+            multiply_words_of_half<T, 4>(w, acts, at, s.sc[j][h], acc[h]);
+        }
+    }
+}
+
+template <Type W, int T, int... c>
+inline void k16_products_by_halves(const std::uint8_t* block, const TokenRows<T>& acts,
+                                   std::size_t b, const K16GroupScales& s, __m256i (&acc)[H][T],
+                                   const std::uint8_t* end, WeightPrefetch level,
+                                   std::integer_sequence<int, c...>) {
+    (k16_kind_by_halves<W, T, c / 4, c % 4>(block, acts, b, s, acc, end, level), ...);
+}
+
 // The group of rows r0..r0+15 (stored from row r0's address) times tokens t0..t0+T-1, asking for
 // the stream ahead as the row kernels do.
 template <Type W, int T>
@@ -185,7 +247,11 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
                                                   f[h][t]);
                     }
                 });
-            k16_products<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
+            if constexpr (kHalvesApart<W, T>)
+                k16_products_by_halves<W, T>(block, acts, b, s, acc, end, a.prefetch_level,
+                                             std::make_integer_sequence<int, 8>{});
+            else
+                k16_products<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
         }
         kquant_scale_update(
             acts, bi, acc, [&](int h) { return s.d[h]; }, f);
