@@ -40,9 +40,11 @@ constexpr int H = 2;  // registers of 8 rows: a group of 16
 constexpr int kGroupRows = kLanes * H;
 // 2 x 6 = 12 accumulators, as the lane GEMM.
 constexpr int kTileTokens = 6;
-// Q2_K and Q3_K tiles of up to this many tokens go one half (8 rows) at a time with every kind
-// unrolled (k16_products_by_halves); more tokens take k16_products.
+// Q2_K, Q3_K and Q6_K tiles of up to this many tokens go one half (8 rows) at a time with every
+// kind unrolled (k16_products_by_halves); more tokens take k16_products. Q4_K and Q5_K tiles of
+// up to kQ4HalvesApartMaxT tokens go one half at a time in q4_k_chunks.
 constexpr int kHalvesApartMaxT = 4;
+constexpr int kQ4HalvesApartMaxT = 2;
 
 // The products of one sub-block run of words for every token: w[v][h] holds word v's codes of
 // half h (8 rows), x the tokens' 4 activation bytes of each word at `at`; the int16 sums of the
@@ -70,7 +72,7 @@ inline void multiply_words(const __m256i (&w)[kWords][H], const TokenRows<T>& ac
 }
 
 template <Type W, int T>
-constexpr bool kHalvesApart = (W == Type::Q2_K || W == Type::Q3_K) && T <= kHalvesApartMaxT;
+constexpr bool kHalvesApart = !(W == Type::Q4_K || W == Type::Q5_K) && T <= kHalvesApartMaxT;
 
 // multiply_words for half h alone: its kWords code words, its scales, its accumulators.
 template <int T, int kWords>
@@ -115,13 +117,27 @@ inline void q4_k_chunks(const std::uint8_t* block, const TokenRows<T>& acts, std
             const int sb = 2 * c + high;
 #pragma GCC unroll 2
             for (int gg = 0; gg < 8; gg += 4) {
-                __m256i w[4][H];
-                for (int v = 0; v < 4; ++v) {
-                    for (int h = 0; h < H; ++h)
-                        w[v][h] = q4_k_code_word<W, kFifth>(block, h, 8 * c + gg + v, high);
+                const std::size_t at = 256 * b + static_cast<std::size_t>(32 * sb + 4 * gg);
+                if constexpr (T <= kQ4HalvesApartMaxT) {
+                    // One half at a time, as k16_kind_by_halves and for the same reason. One
+                    // thread, 2816 x 1024 in cache, GB/s: Q5_K 1 token 23.2-23.3 -> 26.1-26.7,
+                    // 2 tokens 17.8 -> 18.3-18.6; Q4_K 2 tokens 20.6-20.9 -> 21.6-22.2, 1 token
+                    // the same. At 3-4 tokens it was up to 10 % slower.
+#pragma GCC unroll 2
+                    for (int h = 0; h < H; ++h) {
+                        __m256i w[4];
+                        for (int v = 0; v < 4; ++v)
+                            w[v] = q4_k_code_word<W, kFifth>(block, h, 8 * c + gg + v, high);
+                        multiply_words_of_half<T, 4>(w, acts, at, s.sc[sb][h], acc[h]);
+                    }
+                } else {
+                    __m256i w[4][H];
+                    for (int v = 0; v < 4; ++v) {
+                        for (int h = 0; h < H; ++h)
+                            w[v][h] = q4_k_code_word<W, kFifth>(block, h, 8 * c + gg + v, high);
+                    }
+                    multiply_words<T, 4>(w, acts, at, s.sc[sb], acc);
                 }
-                multiply_words<T, 4>(w, acts, 256 * b + static_cast<std::size_t>(32 * sb + 4 * gg),
-                                     s.sc[sb], acc);
             }
         }
     }
@@ -174,31 +190,34 @@ inline void k16_products(const std::uint8_t* block, const TokenRows<T>& acts, st
     }
 }
 
-// Q2_K and Q3_K at 1-4 tokens (kHalvesApart): kind k of half n, one 8-row half of the group at
-// a time, with n and k known at compile time (k16_products_by_halves unrolls all eight). The
-// same integer operations in the same order as k16_products, so the same bits. Why: with both
-// halves' 8 code words, 4 broadcasts and the accumulators live at once, and the kinds a loop
-// (shift counts and bit_to's direction in registers, the qs and hmask words kept on the stack
-// across it), GCC spilled, and `perf annotate` of the one-token Q3_K tile put 17 % of its samples
-// on vmovdqa. One thread, 2816 x 1024 in cache, GB/s, k16_products -> this: Q3_K 1 token
-// 12.0-12.4 -> 15.0-15.3, 2 tokens 9.7-9.8 -> 10.9, 3 tokens 8.2-8.3 -> 8.7; Q2_K 1 token
-// 14.6-14.9 -> 16.2-16.6, 2 tokens 9.8 -> 11.0, 3 tokens 8.0 -> 8.5; 4 tokens +1 %. At 5 and 6
-// tokens it was 15-25 % slower (each half broadcasts the activations again, and the bodies grow).
+// Q2_K, Q3_K and Q6_K at 1-4 tokens (kHalvesApart): kind k of half n, one 8-row half of the
+// group at a time, with n and k known at compile time (k16_products_by_halves unrolls all
+// eight). The same integer operations in the same order as k16_products, so the same bits. Why:
+// with both halves' code words, the broadcasts and the accumulators live at once, and the kinds
+// a loop (shift counts and bit_to's direction in registers, the qs and hmask words kept on the
+// stack across it), GCC spilled: `perf annotate` of the one-token Q3_K tile put 17 % of its
+// samples on vmovdqa. One thread, 2816 x 1024 in cache, GB/s, k16_products -> this:
+// - Q3_K 1 token 12.0-12.4 -> 15.0-15.3, 2 tokens 9.7-9.8 -> 10.9, 3 tokens 8.2-8.3 -> 8.7;
+// - Q2_K 1 token 14.6-14.9 -> 16.2-16.6, 2 tokens 9.8 -> 11.0, 3 tokens 8.0 -> 8.5;
+// - Q6_K 1 token 24.8 -> 26.2-26.6, 2 tokens 19.1-19.2 -> 20.3-20.5, 3 tokens 14.9-15.6
+// -> 16.8-16.9; 4 tokens +1-2 %. At 5 and 6 tokens Q2_K/Q3_K were 15-25 % slower (each half
+// broadcasts the activations again, and the bodies grow).
 template <Type W, int T, int n, int k>
 inline void k16_kind_by_halves(const std::uint8_t* block, const TokenRows<T>& acts, std::size_t b,
                                const K16GroupScales& s, __m256i (&acc)[H][T],
                                const std::uint8_t* end, WeightPrefetch level) {
     constexpr std::size_t kPiece = kInterleavedBlock<W>.bytes / 8;
     prefetch_ahead(block + static_cast<std::size_t>(4 * n + k) * kPiece, kPiece, end, level);
-#pragma GCC unroll 2
-    for (int v = 0; v < 8; v += 4) {
+    constexpr int kWords = W == Type::Q6_K ? 2 : 4;
+#pragma GCC unroll 4
+    for (int v = 0; v < 8; v += kWords) {
         const int j = 8 * n + 2 * k + v / 4;
         const std::size_t at = 256 * b + static_cast<std::size_t>(128 * n + 32 * k + 4 * v);
 #pragma GCC unroll 2
         for (int h = 0; h < H; ++h) {
-            __m256i w[4];
-            for (int i = 0; i < 4; ++i) w[i] = k16_code_word<W>(block, h, n, k, v + i);
-            multiply_words_of_half<T, 4>(w, acts, at, s.sc[j][h], acc[h]);
+            __m256i w[kWords];
+            for (int i = 0; i < kWords; ++i) w[i] = k16_code_word<W>(block, h, n, k, v + i);
+            multiply_words_of_half<T, kWords>(w, acts, at, s.sc[j][h], acc[h]);
         }
     }
 }
