@@ -89,8 +89,10 @@ BackendMemory CpuBackend::memory() const {
 
 void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                         bool same_input) {
+    // Activations prepared as panels only serve the weight type they were prepared for.
     if (!same_input || prepared_.format() != tensor::activation_format_for(w.type) ||
-        prepared_.n() != w.cols || prepared_.rows() != tokens) {
+        prepared_.n() != w.cols || prepared_.rows() != tokens ||
+        (!prepared_.has_rows() && prepared_.weight_type() != w.type)) {
         // Rows in chunks of 8: a decode step's single row stays on this thread.
         tensor::prepare_activations(
             w.type, x, tokens, w.cols, prepared_,
@@ -109,8 +111,11 @@ void CpuBackend::matmuls(std::initializer_list<MatmulJob> jobs, const float* x,
                          std::int64_t tokens) {
     const MatmulJob* first = jobs.begin();
     const tensor::ActivationFormat format = tensor::activation_format_for(first->w->type);
+    // One preparation for all only where it serves all: the same format and width, and for
+    // F32-format activations the same weight type (with panels they hold no rows, matmul.h).
     for (const MatmulJob& j : jobs) {
-        if (tensor::activation_format_for(j.w->type) != format || j.w->cols != first->w->cols) {
+        if (tensor::activation_format_for(j.w->type) != format || j.w->cols != first->w->cols ||
+            (format == tensor::ActivationFormat::F32 && j.w->type != first->w->type)) {
             bool same = false;
             for (const MatmulJob& k : jobs) {
                 matmul(*k.w, x, tokens, k.y, same);

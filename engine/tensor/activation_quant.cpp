@@ -179,7 +179,9 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
         rows >= kPanelMinTokens && ((level == SimdLevel::Avx2 && weight_type != Type::F32 &&
                                      !detail::uses_int8_gemm(weight_type)) ||
                                     (level == SimdLevel::Avx512 && half));
-    const std::size_t rows_bytes = stride * static_cast<std::size_t>(rows);
+    // F32 rows beside panels would be a copy no kernel reads (matmul.h).
+    const bool write_rows = !(panels && format == ActivationFormat::F32);
+    const std::size_t rows_bytes = write_rows ? stride * static_cast<std::size_t>(rows) : 0;
     const std::size_t panel_bytes =
         panels ? static_cast<std::size_t>((rows + 15) / 16) * un * 16 * sizeof(float) : 0;
     const std::size_t need = rows_bytes + panel_bytes;
@@ -197,6 +199,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     out.sum_offset_ = sum_off;
     out.interleaved_offset_ = inter_off;
     out.has_panels_ = panels;
+    out.has_rows_ = write_rows;
     out.panel_offset_ = rows_bytes;  // a multiple of 64: every row stride is
     if (need == 0) return;
 
@@ -206,10 +209,11 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     std::uint8_t* data = out.data_.get();
     const bool simd = detail::quantize_rows_avx2_active();
     const std::int64_t groups = panels ? (rows + 15) / 16 : 0;
+    const std::int64_t row_items = write_rows ? rows : 0;
     auto prepare = [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) {
-            if (i >= rows) {
-                write_panel_group(x, rows, n, i - rows,
+            if (i >= row_items) {
+                write_panel_group(x, rows, n, i - row_items,
                                   reinterpret_cast<float*>(data + rows_bytes));
                 continue;
             }
@@ -241,10 +245,10 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             }
         }
     };
-    if (parallel && rows + groups > 1) {
-        parallel(rows + groups, prepare);
+    if (parallel && row_items + groups > 1) {
+        parallel(row_items + groups, prepare);
     } else {
-        prepare(0, rows + groups);
+        prepare(0, row_items + groups);
     }
 }
 

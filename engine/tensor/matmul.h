@@ -82,7 +82,10 @@ using ParallelRows = std::function<void(
 // 16 tokens' values of one k as two vectors and multiplies them by one broadcast weight, a
 // register tile that needs no horizontal sums and keeps the activations streaming from L2 at a
 // fraction of its bandwidth (gemm_panels_avx2.cpp). The quantized rows are prepared as well,
-// so any kernel level can still run these activations.
+// so any kernel level can still run these activations; the F32 rows are not (has_rows() is
+// false): with panels the F16/BF16 kernels read only those, and copying every row beside them
+// cost 1.1-1.3 % of an AVX2 F16 prefill (memmove in `perf`). matmul_rows refuses such
+// activations for any kernel that would read the rows (F32 weights, a level without panels).
 class PreparedActivations {
   public:
     PreparedActivations() = default;
@@ -104,6 +107,8 @@ class PreparedActivations {
     const std::uint8_t* row(std::int64_t r) const {
         return data_.get() + static_cast<std::size_t>(r) * row_stride_;
     }
+    // Whether row(r) holds the rows: false for F32-format activations prepared as panels only.
+    bool has_rows() const { return has_rows_; }
     // The prefill panels (see above), or null when they were not built.
     const float* panels() const {
         return has_panels_ ? reinterpret_cast<const float*>(data_.get() + panel_offset_) : nullptr;
@@ -128,6 +133,7 @@ class PreparedActivations {
     std::size_t sum_offset_ = 0;
     std::size_t interleaved_offset_ = 0;
     bool has_panels_ = false;
+    bool has_rows_ = true;
     std::size_t panel_offset_ = 0;
 };
 

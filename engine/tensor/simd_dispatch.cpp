@@ -373,6 +373,13 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                       : false))
         return;
 #endif
+    if (!acts.has_rows()) {
+        throw InvalidArgument(std::string("activations prepared for ") +
+                              type_name(acts.weight_type()) +
+                              " weights hold only the prefill panels, which the " +
+                              simd_level_name(level) + " kernels for " + type_name(weight_type) +
+                              " weights do not read: prepare them for these weights");
+    }
     // The kernels walk weight rows outermost and, for each group of rows, every token: each
     // group re-reads all the activations. Once those outgrow the core's L2 (512 tokens of F32
     // activations for a 1024-wide layer are 2 MiB) every group fetches them from L3 again, and

@@ -1305,9 +1305,15 @@ void TestMatmul::parallelPreparationMatchesSerial() {
             prepare_activations(type, garbage.data(), rows * 8, n, parallel);
             prepare_activations(type, x.data(), rows, n, parallel, threads);
             QCOMPARE(parallel.row_stride(), serial.row_stride());
+            // F32 rows are not written beside panels (no kernel reads both); the others are.
+            const bool panels_only =
+                serial.panels() != nullptr && serial.format() == ActivationFormat::F32;
+            QCOMPARE(serial.has_rows(), !panels_only);
+            QCOMPARE(parallel.has_rows(), serial.has_rows());
             const std::size_t bytes = serial.row_stride() * static_cast<std::size_t>(rows);
-            QVERIFY2(std::memcmp(parallel.row(0), serial.row(0), bytes) == 0, type_name(type));
-            if (parallel.format() == ActivationFormat::F32) {
+            if (serial.has_rows())
+                QVERIFY2(std::memcmp(parallel.row(0), serial.row(0), bytes) == 0, type_name(type));
+            if (parallel.format() == ActivationFormat::F32 && parallel.has_rows()) {
                 const auto used = static_cast<std::size_t>(n) * sizeof(float);
                 for (std::int64_t r = 0; r < rows; ++r) {
                     const std::uint8_t* row = parallel.row(r);
@@ -1424,6 +1430,28 @@ void TestMatmul::rejectsMismatchedArguments() {
     QVERIFY_THROWS_EXCEPTION(InvalidArgument,
                              matmul_rows(Type::Q4_K, w.data(), 512, 0, 2, acts, out.data(), 1));
     matmul_rows(Type::Q4_K, w.data(), 512, 0, 2, acts, out.data(), 2);
+
+    // Activations prepared for F16 weights as panels only (no rows) serve F16 weights, and F32
+    // weights (the same format, read from rows) get an error instead of unwritten rows.
+    LevelGuard guard;
+    for (SimdLevel level : supported_levels()) {
+        if (level == SimdLevel::Scalar) continue;  // no panels at the scalar level
+        set_simd_level(level);
+        const std::int64_t tokens = kPanelMinTokens, n = 64, rows = 16;
+        const std::vector<float> xs = random_activations(tokens, n, 5);
+        const Bytes w16 = random_weights(Type::F16, rows, n, 6);
+        const Bytes w32 = random_weights(Type::F32, rows, n, 7);
+        std::vector<float> y(static_cast<std::size_t>(tokens * rows));
+        prepare_activations(Type::F16, xs.data(), tokens, n, acts);
+        QVERIFY(acts.panels() != nullptr);
+        QVERIFY(!acts.has_rows());
+        matmul_rows(Type::F16, w16.data(), n, 0, rows, acts, y.data(), rows);
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument, matmul_rows(Type::F32, w32.data(), n, 0, rows, acts, y.data(), rows));
+        set_simd_level(SimdLevel::Scalar);  // its kernels read rows too
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument, matmul_rows(Type::F16, w16.data(), n, 0, rows, acts, y.data(), rows));
+    }
 }
 
 QTEST_APPLESS_MAIN(TestMatmul)
