@@ -72,7 +72,8 @@ inline void multiply_words(const __m256i (&w)[kWords][H], const TokenRows<T>& ac
 }
 
 template <Type W, int T>
-constexpr bool kHalvesApart = !(W == Type::Q4_K || W == Type::Q5_K) && T <= kHalvesApartMaxT;
+constexpr bool kHalvesApart =
+    (W == Type::Q2_K || W == Type::Q3_K || W == Type::Q6_K) && T <= kHalvesApartMaxT;
 
 // multiply_words for half h alone: its kWords code words, its scales, its accumulators.
 template <int T, int kWords>

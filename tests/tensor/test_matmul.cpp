@@ -31,6 +31,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -1446,6 +1447,23 @@ void TestMatmul::rejectsMismatchedArguments() {
         QVERIFY(acts.panels() != nullptr);
         QVERIFY(!acts.has_rows());
         matmul_rows(Type::F16, w16.data(), n, 0, rows, acts, y.data(), rows);
+        // Against the float64 dot product of the dequantized weights, within the rounding bound
+        // of an n-term f32 sum (n * eps * sum of |terms|, doubled).
+        std::vector<float> wrow(static_cast<std::size_t>(n));
+        for (std::int64_t r = 0; r < rows; ++r) {
+            dequantize_row(Type::F16, w16.data() + r * row_bytes(Type::F16, n), wrow.data(), n);
+            for (std::int64_t t = 0; t < tokens; ++t) {
+                double want = 0.0, magnitude = 0.0;
+                for (std::int64_t k = 0; k < n; ++k) {
+                    const double term = static_cast<double>(wrow[static_cast<std::size_t>(k)]) *
+                                        xs[static_cast<std::size_t>(t * n + k)];
+                    want += term;
+                    magnitude += std::abs(term);
+                }
+                const double bound = 2.0 * static_cast<double>(n) * FLT_EPSILON * magnitude;
+                QVERIFY(std::abs(y[static_cast<std::size_t>(t * rows + r)] - want) <= bound);
+            }
+        }
         QVERIFY_THROWS_EXCEPTION(
             InvalidArgument, matmul_rows(Type::F32, w32.data(), n, 0, rows, acts, y.data(), rows));
         set_simd_level(SimdLevel::Scalar);  // its kernels read rows too
