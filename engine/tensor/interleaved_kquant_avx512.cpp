@@ -286,10 +286,14 @@ template <Type W, int T>
                     if constexpr (W == Type::Q3_K) {
                         const __m512i hm =
                             both_halves(block + kLayout.high_bits + 32 * v, 8 * kLayout.high_bytes);
+                        // The high bit as 4, added where set (bit 2 of the code is clear, so
+                        // the same as an or): one byte-masked add where an or and a byte-masked
+                        // move took two. One thread, 2816 x 1024 in cache, one token: 20.9-21.1
+                        // -> 23.0-23.4 GB/s; 2-8 tokens within 2 %.
                         for (int k = 0; k < 4; ++k) {
-                            code[k] = _mm512_mask_mov_epi8(
+                            code[k] = _mm512_mask_add_epi8(
                                 code[k], _mm512_test_epi8_mask(hm, bytes(1 << (4 * n + k))),
-                                _mm512_or_si512(code[k], bytes(4)));
+                                code[k], bytes(4));
                         }
                     }
                 }
