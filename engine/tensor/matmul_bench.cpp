@@ -2,12 +2,18 @@
 #include "tensor/matmul_bench.h"
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
@@ -114,6 +120,71 @@ void run_threads(int threads, const F& work) {
     for (auto& t : pool) t.join();
 }
 
+// The benchmark's threads, started once and woken for every call: work(t) on thread t (the
+// caller is 0) at each run(). benchmark_matmul started new threads for every call before, and
+// with them every thread's thread_local packing buffers, so its two-thread times of 1-3 ms calls
+// jumped with the token count (Q4_K 2816 x 1024, GFLOP/s: 64 tokens 472-481, 128 tokens
+// 267-303, 256 tokens 507-515) and 128 tokens on two threads ran no faster than on one.
+class ThreadTeam {
+  public:
+    ThreadTeam(int threads, std::function<void(int)> work)
+        : sync_(threads), work_(std::move(work)) {
+        try {
+            for (int i = 1; i < threads; ++i) {
+                workers_.emplace_back([this, i] {
+                    for (;;) {
+                        sync_.arrive_and_wait();
+                        if (stop_.load()) return;
+                        call(i);
+                        sync_.arrive_and_wait();
+                    }
+                });
+            }
+        } catch (...) {
+            // A thread that could not start: the barrier stops counting it, and the ones
+            // that did start are released and joined before the error goes on.
+            for (auto i = workers_.size() + 1; i < static_cast<std::size_t>(threads); ++i)
+                (void)sync_.arrive_and_drop();
+            stop_.store(true);
+            sync_.arrive_and_wait();
+            for (std::thread& t : workers_) t.join();
+            throw;
+        }
+    }
+    ThreadTeam(const ThreadTeam&) = delete;
+    ThreadTeam& operator=(const ThreadTeam&) = delete;
+    ~ThreadTeam() {
+        stop_.store(true);
+        sync_.arrive_and_wait();  // the workers wait at the start of a run
+        for (std::thread& t : workers_) t.join();
+    }
+
+    // work(t) on every thread once; rethrows the first exception any of them threw.
+    void run() {
+        sync_.arrive_and_wait();
+        call(0);
+        sync_.arrive_and_wait();
+        if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    }
+
+  private:
+    void call(int t) {
+        try {
+            work_(t);
+        } catch (...) {
+            std::lock_guard lock(error_mutex_);
+            if (!error_) error_ = std::current_exception();
+        }
+    }
+
+    std::barrier<> sync_;
+    std::function<void(int)> work_;
+    std::atomic<bool> stop_{false};
+    std::mutex error_mutex_;
+    std::exception_ptr error_;
+    std::vector<std::thread> workers_;  // last: they use everything above
+};
+
 double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -142,14 +213,17 @@ MatmulBenchResult benchmark_matmul(const MatmulBenchConfig& c) {
     PreparedActivations acts;
     std::vector<float> out(static_cast<std::size_t>(c.tokens * c.rows));
 
-    const auto one_call = [&](std::size_t copy) {
+    std::size_t copy = 0;  // the weights of the current call
+    ThreadTeam team(c.threads, [&](int t) {
+        const std::int64_t begin = c.rows * t / c.threads;
+        const std::int64_t end = c.rows * (t + 1) / c.threads;
+        matmul_rows(c.type, reinterpret_cast<const std::uint8_t*>(weights[copy].data()), c.n, begin,
+                    end, acts, out.data(), c.rows);
+    });
+    const auto one_call = [&](std::size_t which) {
         prepare_activations(c.type, x.data(), c.tokens, c.n, acts);
-        run_threads(c.threads, [&](int t) {
-            const std::int64_t begin = c.rows * t / c.threads;
-            const std::int64_t end = c.rows * (t + 1) / c.threads;
-            matmul_rows(c.type, reinterpret_cast<const std::uint8_t*>(weights[copy].data()), c.n,
-                        begin, end, acts, out.data(), c.rows);
-        });
+        copy = which;
+        team.run();
     };
     one_call(0);  // warm-up: page faults, buffers
     std::vector<double> times;
