@@ -430,13 +430,17 @@ template <Type W, class Offset>  // Q2_K, Q3_K or Q6_K
             const __m256i v = k16_scale_word<W>(sub, i, &mins);
             const __m256i terms = W == Type::Q2_K ? mins : v;
             for (int k = 0; k < 4; ++k) {
-                out.sc[4 * i + k][h] =
+                const __m256i sc =
                     _mm256_srai_epi16(_mm256_shuffle_epi8(v, load_mask(kK16PairMasks.of[k])), 8);
-                offset(4 * i + k, h,
-                       _mm256_mul_ps(
-                           _mm256_cvtepi32_ps(_mm256_srai_epi32(
-                               _mm256_shuffle_epi8(terms, load_mask(kK16SingleMasks.of[k])), 24)),
-                           factor));
+                out.sc[4 * i + k][h] = sc;
+                // Q6_K's and Q3_K's terms multiply the scale itself, which the pair's high half
+                // already holds sign-extended: one shift instead of a shuffle and a shift.
+                const __m256i term =
+                    W == Type::Q2_K
+                        ? _mm256_srai_epi32(
+                              _mm256_shuffle_epi8(terms, load_mask(kK16SingleMasks.of[k])), 24)
+                        : _mm256_srai_epi32(sc, 16);
+                offset(4 * i + k, h, _mm256_mul_ps(_mm256_cvtepi32_ps(term), factor));
             }
         }
     }
