@@ -111,16 +111,7 @@ void fill_weights(Type type, std::span<std::uint8_t> bytes, std::uint32_t seed) 
     }
 }
 
-// Calls work(thread_index) on `threads` threads (the calling thread is index 0).
-template <class F>
-void run_threads(int threads, const F& work) {
-    std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) pool.emplace_back([&work, i] { work(i); });
-    work(0);
-    for (auto& t : pool) t.join();
-}
-
-// The benchmark's threads, started once and woken for every call: work(t) on thread t (the
+// The benchmarks' threads, started once and woken for every call: work(t) on thread t (the
 // caller is 0) at each run(). benchmark_matmul started new threads for every call before, and
 // with them every thread's thread_local packing buffers, so its two-thread times of 1-3 ms calls
 // jumped with the token count (Q4_K 2816 x 1024, GFLOP/s: 64 tokens 472-481, 128 tokens
@@ -266,48 +257,49 @@ double measure_read_bandwidth(std::size_t bytes, int threads, double min_seconds
     // faster than the hardware prefetchers alone, and a ceiling the kernels can beat is none.
     const WeightPrefetch level = weight_prefetch();
     bool prefetch = false;
+    ThreadTeam team(threads, [&](int t) {
+        const std::size_t begin =
+            words * static_cast<std::size_t>(t) / static_cast<std::size_t>(threads);
+        const std::size_t end =
+            words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(threads);
+        // Four streams at once, like a kernel walking four weight rows: one sequential
+        // stream leaves the prefetchers (and so the bandwidth) underused on server parts.
+        // Independent sums keep the loop limited by loads; it vectorizes with SSE2.
+        const std::size_t quarter = (end - begin) / 4;
+        const std::uint64_t* p0 = buffer.data() + begin;
+        const std::uint64_t* p1 = p0 + quarter;
+        const std::uint64_t* p2 = p1 + quarter;
+        const std::uint64_t* p3 = p2 + quarter;
+        std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        constexpr std::size_t kLine = 8, kAhead = 1024;  // words: 64 B, 8 KiB
+        std::size_t i = 0;
+        if (prefetch) {
+            for (; i + kLine + kAhead <= quarter; i += kLine) {
+                prefetch_line(p0 + i + kAhead, level);
+                prefetch_line(p1 + i + kAhead, level);
+                prefetch_line(p2 + i + kAhead, level);
+                prefetch_line(p3 + i + kAhead, level);
+                for (std::size_t j = i; j < i + kLine; ++j) {
+                    s0 += p0[j];
+                    s1 += p1[j];
+                    s2 += p2[j];
+                    s3 += p3[j];
+                }
+            }
+        }
+        for (; i < quarter; ++i) {
+            s0 += p0[i];
+            s1 += p1[i];
+            s2 += p2[i];
+            s3 += p3[i];
+        }
+        for (std::size_t k = begin + 4 * quarter; k < end; ++k) s0 += buffer[k];
+        sinks[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
+    });
     const auto start = Clock::now();
     do {
         const auto t0 = Clock::now();
-        run_threads(threads, [&](int t) {
-            const std::size_t begin =
-                words * static_cast<std::size_t>(t) / static_cast<std::size_t>(threads);
-            const std::size_t end =
-                words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(threads);
-            // Four streams at once, like a kernel walking four weight rows: one sequential
-            // stream leaves the prefetchers (and so the bandwidth) underused on server parts.
-            // Independent sums keep the loop limited by loads; it vectorizes with SSE2.
-            const std::size_t quarter = (end - begin) / 4;
-            const std::uint64_t* p0 = buffer.data() + begin;
-            const std::uint64_t* p1 = p0 + quarter;
-            const std::uint64_t* p2 = p1 + quarter;
-            const std::uint64_t* p3 = p2 + quarter;
-            std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            constexpr std::size_t kLine = 8, kAhead = 1024;  // words: 64 B, 8 KiB
-            std::size_t i = 0;
-            if (prefetch) {
-                for (; i + kLine + kAhead <= quarter; i += kLine) {
-                    prefetch_line(p0 + i + kAhead, level);
-                    prefetch_line(p1 + i + kAhead, level);
-                    prefetch_line(p2 + i + kAhead, level);
-                    prefetch_line(p3 + i + kAhead, level);
-                    for (std::size_t j = i; j < i + kLine; ++j) {
-                        s0 += p0[j];
-                        s1 += p1[j];
-                        s2 += p2[j];
-                        s3 += p3[j];
-                    }
-                }
-            }
-            for (; i < quarter; ++i) {
-                s0 += p0[i];
-                s1 += p1[i];
-                s2 += p2[i];
-                s3 += p3[i];
-            }
-            for (std::size_t k = begin + 4 * quarter; k < end; ++k) s0 += buffer[k];
-            sinks[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
-        });
+        team.run();
         best =
             std::max(best, static_cast<double>(words * 8) / seconds_since(t0) / 1e9);  // all read
         prefetch = !prefetch && level != WeightPrefetch::None;
