@@ -87,20 +87,18 @@ BackendMemory CpuBackend::memory() const {
     return m;
 }
 
+void CpuBackend::prepare_input(const model::WeightMatrix& w, const float* x, std::int64_t tokens) {
+    // Rows in chunks of 8: a decode step's single row stays on this thread.
+    tensor::prepare_activations(
+        w.type, x, tokens, w.cols, prepared_,
+        [this](std::int64_t count, const std::function<void(std::int64_t, std::int64_t)>& body) {
+            pool_.parallel_for(count, 8, body);
+        });
+}
+
 void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                         bool same_input) {
-    // Activations prepared as panels only serve the weight type they were prepared for.
-    if (!same_input || prepared_.format() != tensor::activation_format_for(w.type) ||
-        prepared_.n() != w.cols || prepared_.rows() != tokens ||
-        (!prepared_.has_rows() && prepared_.weight_type() != w.type)) {
-        // Rows in chunks of 8: a decode step's single row stays on this thread.
-        tensor::prepare_activations(
-            w.type, x, tokens, w.cols, prepared_,
-            [this](std::int64_t count,
-                   const std::function<void(std::int64_t, std::int64_t)>& body) {
-                pool_.parallel_for(count, 8, body);
-            });
-    }
+    if (!same_input || !prepared_.serves(w.type, w.cols, tokens)) prepare_input(w, x, tokens);
     const std::int64_t grain = row_grain(w, pool_.size(), tokens);
     pool_.parallel_for(w.rows, grain, [&](std::int64_t begin, std::int64_t end) {
         tensor::matmul_rows(w.type, w.data, w.cols, begin, end, prepared_, y, w.rows, w.layout);
@@ -110,26 +108,16 @@ void CpuBackend::matmul(const model::WeightMatrix& w, const float* x, std::int64
 void CpuBackend::matmuls(std::initializer_list<MatmulJob> jobs, const float* x,
                          std::int64_t tokens) {
     const MatmulJob* first = jobs.begin();
-    const tensor::ActivationFormat format = tensor::activation_format_for(first->w->type);
-    // One preparation for all only where it serves all: the same format and width, and for
-    // F32-format activations the same weight type (with panels they hold no rows, matmul.h).
+    // The first matrix prepares; one hand-out for all where that preparation serves them all
+    // (tensor::PreparedActivations::serves), else one matmul() each, which prepares again
+    // where it must.
+    prepare_input(*first->w, x, tokens);
     for (const MatmulJob& j : jobs) {
-        if (tensor::activation_format_for(j.w->type) != format || j.w->cols != first->w->cols ||
-            (format == tensor::ActivationFormat::F32 && j.w->type != first->w->type)) {
-            bool same = false;
-            for (const MatmulJob& k : jobs) {
-                matmul(*k.w, x, tokens, k.y, same);
-                same = true;
-            }
+        if (!prepared_.serves(j.w->type, j.w->cols, tokens)) {
+            for (const MatmulJob& k : jobs) matmul(*k.w, x, tokens, k.y, true);
             return;
         }
     }
-    // The first matrix prepares; the others would reuse it in matmul() as well.
-    tensor::prepare_activations(
-        first->w->type, x, tokens, first->w->cols, prepared_,
-        [this](std::int64_t count, const std::function<void(std::int64_t, std::int64_t)>& body) {
-            pool_.parallel_for(count, 8, body);
-        });
     // The chunks each matrix would get from matmul(), all in one hand-out.
     row_chunks_.clear();
     int index = 0;

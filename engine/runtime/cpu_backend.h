@@ -50,14 +50,16 @@ public:
     void set_matmul_observer(MatmulObserver* observer) { observer_ = observer; }
 
 private:
+    // prepared_ = x's `tokens` rows prepared for w's type and width, split over the pool.
+    void prepare_input(const model::WeightMatrix& w, const float* x, std::int64_t tokens);
     // y[t * w.rows + r] = W[r] · x[t] for t < tokens. same_input: x is the previous call's
-    // input, unchanged, so its prepared activations are reused when the weight type takes the
-    // same format (q/k/v and gate/up share their input; preparing runs on one thread).
+    // input, unchanged, so its prepared activations are reused where they serve this weight
+    // type (tensor::PreparedActivations::serves; q/k/v and gate/up share their input).
     void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                 bool same_input = false);
     // Several matrices over the same input (q/k/v, gate/up), each y = W x as matmul() computes
     // it, in one parallel_for: one wait for the slowest thread instead of one per matrix. Falls
-    // back to one matmul() per matrix when their weight types take different activation formats.
+    // back to one matmul() per matrix when the first one's preparation does not serve them all.
     struct MatmulJob {
         const model::WeightMatrix* w;
         float* y;

@@ -138,6 +138,11 @@ ActivationFormat activation_format_for(Type weight_type) {
                           std::to_string(static_cast<std::uint32_t>(weight_type)));
 }
 
+bool PreparedActivations::serves(Type weight_type, std::int64_t n, std::int64_t rows) const {
+    return format_ == activation_format_for(weight_type) && n_ == n && rows_ == rows &&
+           (has_rows_ || weight_type_ == weight_type);
+}
+
 void prepare_activations(Type weight_type, const float* x, std::int64_t rows, std::int64_t n,
                          PreparedActivations& out, const ParallelRows& parallel) {
     const ActivationFormat format = activation_format_for(weight_type);

@@ -109,6 +109,10 @@ class PreparedActivations {
     }
     // Whether row(r) holds the rows: false for F32-format activations prepared as panels only.
     bool has_rows() const { return has_rows_; }
+    // Whether a matmul of `weight_type` rows of n elements over `rows` tokens can take these
+    // activations: the same format and shape, and where only the panels were written the same
+    // weight type.
+    bool serves(Type weight_type, std::int64_t n, std::int64_t rows) const;
     // The prefill panels (see above), or null when they were not built.
     const float* panels() const {
         return has_panels_ ? reinterpret_cast<const float*>(data_.get() + panel_offset_) : nullptr;

@@ -1420,6 +1420,10 @@ void TestMatmul::rejectsMismatchedArguments() {
     QVERIFY_THROWS_EXCEPTION(InvalidArgument,
                              prepare_activations(Type::Q8_0, x.data(), -1, 64, acts));
     prepare_activations(Type::Q8_0, x.data(), 2, 512, acts);
+    // Rows of one format serve every weight type of that format, and only those.
+    QVERIFY(acts.serves(Type::Q4_0, 512, 2));
+    QVERIFY(!acts.serves(Type::Q4_K, 512, 2));
+    QVERIFY(!acts.serves(Type::Q8_0, 256, 2));
     // Prepared for 32-blocks, used with K-quant weights.
     QVERIFY_THROWS_EXCEPTION(InvalidArgument,
                              matmul_rows(Type::Q4_K, w.data(), 512, 0, 2, acts, out.data(), 2));
@@ -1446,6 +1450,9 @@ void TestMatmul::rejectsMismatchedArguments() {
         prepare_activations(Type::F16, xs.data(), tokens, n, acts);
         QVERIFY(acts.panels() != nullptr);
         QVERIFY(!acts.has_rows());
+        QVERIFY(acts.serves(Type::F16, n, tokens));
+        QVERIFY(!acts.serves(Type::F32, n, tokens));  // the same format, but it reads rows
+        QVERIFY(!acts.serves(Type::F16, n, tokens - 1));
         matmul_rows(Type::F16, w16.data(), n, 0, rows, acts, y.data(), rows);
         // Against the float64 dot product of the dequantized weights, within the rounding bound
         // of an n-term f32 sum (n * eps * sum of |terms|, doubled).
