@@ -65,6 +65,9 @@ private:
         float* y;
     };
     void matmuls(std::initializer_list<MatmulJob> jobs, const float* x, std::int64_t tokens);
+    void stream_matmuls(std::initializer_list<MatmulJob> jobs, std::int64_t tokens);
+    // Bytes of weights per piece of stream_matmuls.
+    static constexpr std::int64_t kStreamPieceBytes = 128 << 10;
     // Decides which rows of the batch the last layer computes past its keys and values (the
     // ones whose logits are wanted, and those an attention capture records in that layer) into
     // kept_rows_ and kept_chunks_; false when that is every row (decode, verification, perplexity)
@@ -91,6 +94,11 @@ private:
         std::int64_t begin, end;
     };
     std::vector<RowChunk> row_chunks_;
+    // stream_matmuls: matrix j's rows are units [first, next one's first), `multiple` rows each.
+    struct StreamUnits {
+        std::int64_t first, multiple;
+    };
+    std::vector<StreamUnits> stream_units_;
     std::vector<std::uint8_t> embedding_row_;  // one row of an interleaved embedding
     // Per token of the current batch.
     std::vector<std::int64_t> token_pos_, token_slot_;

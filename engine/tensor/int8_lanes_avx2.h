@@ -796,7 +796,7 @@ int pass_groups(const MatmulArgs& a, int group_rows) {
 template <int T, class Packed, class Tile>
 void for_lane_groups(const MatmulArgs& a, int group_rows, Packed (&packed)[kMaxPassGroups],
                      const Tile& tile) {
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* w_end = prefetch_end(a);
     const int groups = pass_groups<Packed>(a, group_rows);
     const std::int64_t pass_rows = static_cast<std::int64_t>(groups) * group_rows;
     const std::int64_t block = kTokenBlock / T * T;

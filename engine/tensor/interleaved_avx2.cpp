@@ -48,7 +48,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     const __m256i ones = _mm256_set1_epi16(1);
     const std::uint8_t* group = a.weights + static_cast<std::size_t>(r0) * a.row_bytes;
-    const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* end = prefetch_end(a);
     __m256 f[H][T] = {};
 #pragma GCC unroll 1
     for (std::size_t b = 0; b < nb; ++b) {

@@ -248,7 +248,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     using Scales = std::conditional_t<kQ4, Q4KGroupScales, K16GroupScales>;
     const auto nb = static_cast<std::size_t>(a.n / 256);
     const TokenRows<T> acts(a, t0);
-    const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* end = prefetch_end(a);
     Scales s;
     __m256 f[H][T] = {};
 #pragma GCC unroll 1

@@ -324,7 +324,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     constexpr InterleavedBlock kLayout = kInterleavedBlock<W>;
     const auto nb = static_cast<std::size_t>(a.n / 256);
     const TokenRows<T> acts(a, t0);
-    const std::uint8_t* end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* end = prefetch_end(a);
     GroupScales<kQ4 ? 8 : 16> s;
     __m512 f[1][T];
     for (int t = 0; t < T; ++t) f[0][t] = _mm512_setzero_ps();

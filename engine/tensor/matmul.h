@@ -174,8 +174,14 @@ std::int64_t matmul_row_multiple(Type weight_type, std::int64_t tokens,
 // of row r still starts at weights + r * row_bytes); row_begin and row_end must then be
 // multiples of kInterleavedGroupRows. Levels without kernels for that layout copy each group
 // back to the file's order first (slower, same tolerance, other bits).
+//
+// stream_end: the caller will go on with the rows after row_end up to stream_end (of the same
+// matrix) on this thread, so the kernels may ask for their memory ahead as they do within the
+// range (decode cuts a thread's rows into pieces: runtime::ThreadPool::parallel_for_shares).
+// Speed only; at most row_end means none.
 void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int64_t row_begin,
                  std::int64_t row_end, const PreparedActivations& acts, float* out,
-                 std::int64_t out_stride, RowLayout layout = RowLayout::Rows);
+                 std::int64_t out_stride, RowLayout layout = RowLayout::Rows,
+                 std::int64_t stream_end = 0);
 
 }  // namespace tokenscope::tensor

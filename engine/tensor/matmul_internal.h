@@ -40,7 +40,16 @@ struct MatmulArgs {
     // row_begin and row_end are multiples of 16 and the group of row r starts at
     // weights + r * row_bytes.
     bool interleaved = false;
+    // The caller goes on with rows up to here (matmul_rows' stream_end): prefetching may run on
+    // to it. At least row_end.
+    std::int64_t prefetch_row_end = 0;
 };
+
+// Where asking for weights ahead stops: the end of the rows the caller streams through.
+inline const std::uint8_t* prefetch_end(const MatmulArgs& a) {
+    const std::int64_t end = a.prefetch_row_end > a.row_end ? a.prefetch_row_end : a.row_end;
+    return a.weights + static_cast<std::size_t>(end) * a.row_bytes;
+}
 
 // Fewest tokens that take the AVX2 prefill panels (the public kPanelMinTokens in matmul.h;
 // simd_dispatch.cpp checks they agree). Kept here as well because the AVX2 files must not

@@ -190,7 +190,7 @@ class RowPrefetch {
   public:
     RowPrefetch(const MatmulArgs& a, std::int64_t r, std::int64_t t0)
         : row_(a.weights + static_cast<std::size_t>(r) * a.row_bytes),
-          end_(a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes),
+          end_(prefetch_end(a)),
           next_(t0 == 0 ? 0 : a.row_bytes),
           level_(a.prefetch_level) {}
     // The loop is about to read the row's bytes from `at` on (at < row_bytes).
@@ -249,7 +249,7 @@ inline void last_token_group(std::int64_t r, std::int64_t t0, std::int64_t left,
 // (kPieces false) or in pieces by the row kernels (RowPrefetch<true>).
 template <int Max, bool kPieces, class Row>
 void rows_in_token_groups(const MatmulArgs& a, Row&& row) {
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* w_end = prefetch_end(a);
     for (std::int64_t r = a.row_begin; r < a.row_end; ++r) {
         if constexpr (!kPieces) {
             prefetch_ahead(a.weights + static_cast<std::size_t>(r) * a.row_bytes, a.row_bytes,
@@ -338,7 +338,7 @@ void run_q32(const MatmulArgs& a) {
     alignas(64) float d[MR * kScales];
     alignas(64) float c[MR * kScales];
     const std::size_t block_bytes = a.row_bytes / static_cast<std::size_t>(a.n / 32);
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* w_end = prefetch_end(a);
     Q32Tile<MR, MT> t;
     for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
         const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
@@ -390,7 +390,7 @@ void run_k(const MatmulArgs& a) {
     alignas(64) float d[MR * kPackChunk / 256];
     alignas(64) float c[MR * kPackChunk / 16];
     const std::size_t block_bytes = a.row_bytes / static_cast<std::size_t>(a.n / 256);
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* w_end = prefetch_end(a);
     KTile<MR, MT> t;
     for (std::int64_t r0 = a.row_begin; r0 < a.row_end; r0 += MR) {
         const int rows = static_cast<int>(min_of(MR, a.row_end - r0));
@@ -452,7 +452,7 @@ void run_f_rows(const MatmulArgs& a, SetRows&& set_rows) {
 // row is already what the kernel multiplies, and F16/BF16 convert in a register.
 template <class K>
 void run_f(const MatmulArgs& a) {
-    const std::uint8_t* w_end = a.weights + static_cast<std::size_t>(a.row_end) * a.row_bytes;
+    const std::uint8_t* w_end = prefetch_end(a);
     const WeightPrefetch level = a.prefetch_level;
     run_f_rows<K>(a, [&](std::int64_t r0, int rows, FTile<K::kRows, K::kTokens>& t) {
         for (int i = 0; i < rows; ++i) {

@@ -303,7 +303,7 @@ void matmul_interleaved_by_copy(Type weight_type, const std::uint8_t* weights, s
 
 void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int64_t row_begin,
                  std::int64_t row_end, const PreparedActivations& acts, float* out,
-                 std::int64_t out_stride, RowLayout layout) {
+                 std::int64_t out_stride, RowLayout layout, std::int64_t stream_end) {
     const std::size_t rbytes = row_bytes(weight_type, n);  // checks n
     if (acts.format() != activation_format_for(weight_type) || acts.n() != n) {
         throw InvalidArgument(std::string("activations prepared for ") +
@@ -363,7 +363,8 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                  weight_type == Type::F16 || weight_type == Type::BF16
                                      ? half_row_prefetch()
                                      : weight_prefetch(),
-                                 interleaved};
+                                 interleaved,
+                                 std::max(row_end, stream_end)};
     const SimdLevel level = active_simd_level();
 #if defined(TOKENSCOPE_X86_KERNELS)
     // Prefill with panels: one call for every token; the kernel blocks tokens and k itself.

@@ -557,9 +557,10 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
                 PreparedActivations acts;
                 prepare_activations(type, x.data(), tokens, n, acts);
                 std::vector<float> batch(static_cast<std::size_t>(tokens * rows));
-                // Two row ranges, as two threads would take them: [0, 32) and [32, 48).
+                // Two row ranges, as two threads would take them: [0, 32) and [32, 48), the
+                // first as a piece of decode's stream (prefetching on to row 48).
                 matmul_rows(type, wi.data(), n, 0, 32, acts, batch.data(), rows,
-                            RowLayout::Interleaved);
+                            RowLayout::Interleaved, rows);
                 matmul_rows(type, wi.data(), n, 32, rows, acts, batch.data(), rows,
                             RowLayout::Interleaved);
                 const std::string failure = first_token_unlike_alone(
@@ -1213,7 +1214,8 @@ void TestMatmul::activationsServeEveryTypeOfTheirFormat() {
 // a sub-range of rows long enough that the prefetch runs into the range's end, where it is
 // clipped. (A prefetch never faults, so no test can see a stray one; this checks results.)
 // And the default follows the CPU (AMD family 0x19 prefetches into L2; F16/BF16 rows on Zen 3,
-// family 0x19 without AVX-512, not at all) unless the environment overrides it.
+// family 0x19 without AVX-512, not at all) unless the environment overrides it. matmul_rows'
+// stream_end (prefetch on past the range) is a speed choice too: pieces give one call's bits.
 void TestMatmul::prefetchLevelsChangeNoResult() {
     LevelGuard guard;
     struct PrefetchGuard {
@@ -1259,6 +1261,23 @@ void TestMatmul::prefetchLevelsChangeNoResult() {
                                              simd_level_name(level) + " " + std::to_string(tokens) +
                                              " tokens, prefetch " + weight_prefetch_name(p);
                     QVERIFY2(same, (what + ": differs from prefetch l1").c_str());
+                }
+                // The same rows in three pieces whose prefetch runs on past each piece
+                // (stream_end, as decode's shares), the last to the matrix's end.
+                set_weight_prefetch(WeightPrefetch::L1);
+                std::vector<float> pieces(base.size());
+                matmul_rows(type, w.data(), n, 10, 32, acts, pieces.data(), rows, RowLayout::Rows,
+                            90);
+                matmul_rows(type, w.data(), n, 32, 64, acts, pieces.data(), rows, RowLayout::Rows,
+                            90);
+                matmul_rows(type, w.data(), n, 64, 90, acts, pieces.data(), rows, RowLayout::Rows,
+                            rows);
+                for (std::int64_t t = 0; t < tokens; ++t) {
+                    QVERIFY2(std::memcmp(pieces.data() + t * rows + 10, base.data() + t * rows + 10,
+                                         80 * sizeof(float)) == 0,
+                             (std::string(type_name(type)) + " " + simd_level_name(level) + " " +
+                              std::to_string(tokens) + " tokens: pieces with stream_end differ")
+                                 .c_str());
                 }
             }
         }
