@@ -71,32 +71,51 @@ ThreadPool::~ThreadPool() {
 }
 
 namespace {
-// The body of one claimed piece, its exception kept for the caller; then counted as done.
+// The body of one claimed piece, its exception kept for the caller.
 template <class Call>
-void run_piece(std::int64_t begin, std::int64_t end, std::atomic<std::int64_t>& done,
-               std::mutex& error_mutex, std::exception_ptr& error, const Call& call) {
+void run_piece(std::mutex& error_mutex, std::exception_ptr& error, const Call& call) {
     try {
         call();
     } catch (...) {
         std::lock_guard lock(error_mutex);
         if (!error) error = std::current_exception();
     }
-    done.fetch_add(end - begin, std::memory_order_acq_rel);
 }
+
+// Counts a thread's finished items into the job once, as it leaves: the caller's wait reads
+// `done`, so an atomic add per piece moved its cache line between the cores every piece (perf
+// of a decode: 61 % of run_shares' own samples on the instruction after that add, about 1 % of
+// the step).
+class FinishedItems {
+  public:
+    explicit FinishedItems(std::atomic<std::int64_t>& done) : done_(done) {}
+    FinishedItems(const FinishedItems&) = delete;
+    FinishedItems& operator=(const FinishedItems&) = delete;
+    ~FinishedItems() {
+        if (count_ > 0) done_.fetch_add(count_, std::memory_order_acq_rel);
+    }
+    void add(std::int64_t n) { count_ += n; }
+
+  private:
+    std::atomic<std::int64_t>& done_;
+    std::int64_t count_ = 0;
+};
 }  // namespace
 
 void ThreadPool::run_chunks(Job& job, int index) {
+    FinishedItems finished(job.done);
     for (;;) {
         const std::int64_t begin = job.next.fetch_add(job.grain, std::memory_order_relaxed);
         if (begin >= job.count) break;
         const std::int64_t end = std::min(job.count, begin + job.grain);
-        run_piece(begin, end, job.done, job.error_mutex, job.error,
-                  [&] { (*job.body)(begin, end, index); });
+        run_piece(job.error_mutex, job.error, [&] { (*job.body)(begin, end, index); });
+        finished.add(end - begin);
     }
 }
 
 void ThreadPool::run_shares(Job& job, int index) {
     const auto& body = *job.share_body;
+    FinishedItems finished(job.done);
     // The thread's own share, front to back.
     if (index < job.share_count) {
         Share& own = job.shares[index];
@@ -111,8 +130,8 @@ void ThreadPool::run_shares(Job& job, int index) {
             } while (!own.bounds.compare_exchange_weak(cur, pack_bounds(end, back),
                                                        std::memory_order_acq_rel));
             if (front >= back) break;
-            run_piece(front, end, job.done, job.error_mutex, job.error,
-                      [&] { body(front, end, back, index); });
+            run_piece(job.error_mutex, job.error, [&] { body(front, end, back, index); });
+            finished.add(end - front);
         }
     }
     // Then pieces from the back of whichever share has the most left.
@@ -135,8 +154,8 @@ void ThreadPool::run_shares(Job& job, int index) {
         if (!other.bounds.compare_exchange_strong(cur, pack_bounds(front, begin),
                                                   std::memory_order_acq_rel))
             continue;
-        run_piece(begin, back, job.done, job.error_mutex, job.error,
-                  [&] { body(begin, back, back, index); });
+        run_piece(job.error_mutex, job.error, [&] { body(begin, back, back, index); });
+        finished.add(back - begin);
     }
 }
 
