@@ -219,10 +219,12 @@ class RowPrefetch<false> {
 
 // The first kPrefetchAhead bytes of a call's rows, asked for at once. The kernels prefetch
 // kPrefetchAhead ahead of the row they read, so without this the head of every call is read
-// by demand misses and the hardware prefetcher alone. A decode step makes one call per row
-// chunk (CpuBackend's row_grain: 2 per thread and matrix; it was 8 when this was added), and
-// for the small matrices of a 135M model a chunk is a few tens of KiB, so that head was a
-// large share of it.
+// by demand misses and the hardware prefetcher alone. Decode made one call per row chunk when
+// this was added (8 chunks per thread and matrix, then 2), and for the small matrices of a 135M
+// model a chunk is a few tens of KiB, so that head was a large share of it. Decode now makes one
+// call per piece of a thread's share (CpuBackend::stream_matmuls), and a piece after the first
+// finds its head already asked for by the one before (MatmulArgs::prefetch_row_end), so there
+// this asks again for lines in flight: not measured, left as is.
 inline void prefetch_call_head(const MatmulArgs& a) {
     const std::uint8_t* begin = a.weights + static_cast<std::size_t>(a.row_begin) * a.row_bytes;
     const auto bytes = static_cast<std::size_t>(a.row_end - a.row_begin) * a.row_bytes;
