@@ -58,13 +58,16 @@ private:
     void matmul(const model::WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
                 bool same_input = false);
     // Several matrices over the same input (q/k/v, gate/up), each y = W x as matmul() computes
-    // it, in one parallel_for: one wait for the slowest thread instead of one per matrix. Falls
-    // back to one matmul() per matrix when the first one's preparation does not serve them all.
+    // it, in one hand-out (prefill's row chunks, or decode's shares: stream_matmuls): one wait
+    // for the slowest thread instead of one per matrix. Falls back to one matmul() per matrix
+    // when the first one's preparation does not serve them all.
     struct MatmulJob {
         const model::WeightMatrix* w;
         float* y;
     };
     void matmuls(std::initializer_list<MatmulJob> jobs, const float* x, std::int64_t tokens);
+    // Decode's hand-out of the jobs' rows (tokens under tensor::kPanelMinTokens; prepared_
+    // already serves them all): one share per thread, read in pieces (the .cpp says why).
     void stream_matmuls(std::initializer_list<MatmulJob> jobs, std::int64_t tokens);
     // Bytes of weights per piece of stream_matmuls.
     static constexpr std::int64_t kStreamPieceBytes = 128 << 10;

@@ -42,7 +42,8 @@ constexpr std::int64_t back_of(std::uint64_t b) {
 
 struct ThreadPool::Job {
     const std::function<void(std::int64_t, std::int64_t, int)>* body = nullptr;
-    // parallel_for_shares: its body and the threads' shares (then `body` is null).
+    // parallel_for_shares: its body and the threads' shares, one per thread of the pool (then
+    // `body` is null).
     const std::function<void(std::int64_t, std::int64_t, std::int64_t, int)>* share_body = nullptr;
     Share* shares = nullptr;
     int share_count = 0;
@@ -116,23 +117,21 @@ void ThreadPool::run_chunks(Job& job, int index) {
 void ThreadPool::run_shares(Job& job, int index) {
     const auto& body = *job.share_body;
     FinishedItems finished(job.done);
-    // The thread's own share, front to back.
-    if (index < job.share_count) {
-        Share& own = job.shares[index];
-        for (;;) {
-            std::uint64_t cur = own.bounds.load(std::memory_order_acquire);
-            std::int64_t front = 0, end = 0, back = 0;
-            do {
-                front = front_of(cur);
-                back = back_of(cur);
-                if (front >= back) break;
-                end = std::min(front + job.grain, back);
-            } while (!own.bounds.compare_exchange_weak(cur, pack_bounds(end, back),
-                                                       std::memory_order_acq_rel));
+    // The thread's own share (every thread has one), front to back.
+    Share& own = job.shares[index];
+    for (;;) {
+        std::uint64_t cur = own.bounds.load(std::memory_order_acquire);
+        std::int64_t front = 0, end = 0, back = 0;
+        do {
+            front = front_of(cur);
+            back = back_of(cur);
             if (front >= back) break;
-            run_piece(job.error_mutex, job.error, [&] { body(front, end, back, index); });
-            finished.add(end - front);
-        }
+            end = std::min(front + job.grain, back);
+        } while (!own.bounds.compare_exchange_weak(cur, pack_bounds(end, back),
+                                                   std::memory_order_acq_rel));
+        if (front >= back) break;
+        run_piece(job.error_mutex, job.error, [&] { body(front, end, back, index); });
+        finished.add(end - front);
     }
     // Then pieces from the back of whichever share has the most left.
     for (;;) {

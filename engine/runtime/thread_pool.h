@@ -40,13 +40,12 @@ public:
                               const std::function<void(std::int64_t, std::int64_t, int)>& body);
     // Calls body(begin, end, stream_end, thread) over [0, count) in pieces of at most `piece`
     // items (one call for everything without workers, as parallel_for), for work that streams
-    // memory (decode's weight rows). Thread i owns the i-th of
-    // size() contiguous shares and runs it front to back, so each thread reads one forward
-    // stream; a thread done with its own share takes pieces from the back of the share with the
-    // most left. stream_end is where the caller's stream may continue after this piece (the
-    // owner's share end as far as it knows, else the piece's end), for prefetching ahead.
-    // Unlike parallel_for's shared counter, a thread's pieces are adjacent and a late thread's
-    // share is still finished by the others.
+    // memory (decode's weight rows). Thread i owns the i-th of size() contiguous shares and runs
+    // it front to back, so each thread reads one forward stream; a thread done with its own
+    // share takes pieces from the back of the share with the most left. stream_end is where the
+    // caller's stream may continue after this piece (the owner's share end as far as it knows,
+    // else the piece's end), for prefetching ahead. Unlike parallel_for's shared counter, a
+    // thread's pieces are adjacent, and a late thread's share is still finished by the others.
     void parallel_for_shares(
         std::int64_t count, std::int64_t piece,
         const std::function<void(std::int64_t, std::int64_t, std::int64_t, int)>& body);
