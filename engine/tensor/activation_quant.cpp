@@ -72,10 +72,11 @@ void interleave_row_q8_32(const std::uint8_t* qs, std::int64_t n, std::uint8_t* 
 }
 
 void quantize_row_q8_256(const float* x, std::int64_t n, std::uint8_t* row, std::size_t scale_off,
-                         std::size_t sum_off) {
+                         std::size_t sum_off, std::size_t int_sum_off) {
     auto* qs = reinterpret_cast<std::int8_t*>(row);
     auto* d = reinterpret_cast<float*>(row + scale_off);
     auto* s16 = reinterpret_cast<float*>(row + sum_off);
+    auto* offset16 = reinterpret_cast<std::int32_t*>(row + int_sum_off);
     for (std::int64_t b = 0; b < n / 256; ++b) {
         std::int8_t* q = qs + 256 * b;
         d[b] = quantize_block(x + 256 * b, 256, q);
@@ -83,6 +84,8 @@ void quantize_row_q8_256(const float* x, std::int64_t n, std::uint8_t* row, std:
             int sum = 0;
             for (int i = 0; i < 16; ++i) sum += q[16 * j + i];
             s16[16 * b + j] = d[b] * static_cast<float>(sum);
+            offset16[16 * b + j] = -4 * sum;
+            offset16[n / 16 + 16 * b + j] = detail::low_int16(-4 * sum);
         }
     }
 }
@@ -153,6 +156,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     std::size_t stride = 0;
     std::size_t scale_off = 0;
     std::size_t sum_off = 0;
+    std::size_t int_sum_off = 0;
     std::size_t inter_off = 0;
     switch (format) {
         case ActivationFormat::F32:
@@ -170,7 +174,8 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             const std::size_t n_pad = round_up(std::max<std::size_t>(un, 1), 256);
             scale_off = n_pad;
             sum_off = scale_off + round_up(n_pad / 256 * sizeof(float), kAlign);
-            stride = sum_off + round_up(n_pad / 16 * sizeof(float), kAlign);
+            int_sum_off = sum_off + round_up(n_pad / 16 * sizeof(float), kAlign);
+            stride = int_sum_off + round_up(2 * n_pad / 16 * sizeof(std::int32_t), kAlign);
             break;
         }
     }
@@ -202,6 +207,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     out.row_stride_ = stride;
     out.scale_offset_ = scale_off;
     out.sum_offset_ = sum_off;
+    out.int_sum_offset_ = int_sum_off;
     out.interleaved_offset_ = inter_off;
     out.has_panels_ = panels;
     out.has_rows_ = write_rows;
@@ -242,9 +248,10 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
                     break;
                 case ActivationFormat::Q8_256:
                     if (simd) {
-                        detail::quantize_row_q8_256_simd(xt, n, row, scale_off, sum_off);
+                        detail::quantize_row_q8_256_simd(xt, n, row, scale_off, sum_off,
+                                                         int_sum_off);
                     } else {
-                        quantize_row_q8_256(xt, n, row, scale_off, sum_off);
+                        quantize_row_q8_256(xt, n, row, scale_off, sum_off, int_sum_off);
                     }
                     break;
             }

@@ -210,9 +210,11 @@ void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
 }
 
 void quantize_row_q8_256_avx2(const float* x, std::int64_t n, std::uint8_t* row,
-                              std::size_t scale_offset, std::size_t sum_offset) {
+                              std::size_t scale_offset, std::size_t sum_offset,
+                              std::size_t int_sum_offset) {
     auto* d = reinterpret_cast<float*>(row + scale_offset);
     auto* s16 = reinterpret_cast<float*>(row + sum_offset);
+    auto* offset16 = reinterpret_cast<std::int32_t*>(row + int_sum_offset);
     for (std::int64_t b = 0; b < n / 256; ++b) {
         const float* xb = x + 256 * b;
         __m256 id;
@@ -223,10 +225,14 @@ void quantize_row_q8_256_avx2(const float* x, std::int64_t n, std::uint8_t* row,
             const __m256i q1 = quantize8(_mm256_loadu_ps(xg + 8), id);
             const __m256i q2 = quantize8(_mm256_loadu_ps(xg + 16), id);
             const __m256i q3 = quantize8(_mm256_loadu_ps(xg + 24), id);
-            s16[16 * b + 2 * g] =
-                d[b] * static_cast<float>(horizontal_sum(_mm256_add_epi32(q0, q1)));
-            s16[16 * b + 2 * g + 1] =
-                d[b] * static_cast<float>(horizontal_sum(_mm256_add_epi32(q2, q3)));
+            const int sum0 = horizontal_sum(_mm256_add_epi32(q0, q1));
+            const int sum1 = horizontal_sum(_mm256_add_epi32(q2, q3));
+            s16[16 * b + 2 * g] = d[b] * static_cast<float>(sum0);
+            s16[16 * b + 2 * g + 1] = d[b] * static_cast<float>(sum1);
+            offset16[16 * b + 2 * g] = -4 * sum0;
+            offset16[16 * b + 2 * g + 1] = -4 * sum1;
+            offset16[n / 16 + 16 * b + 2 * g] = low_int16(-4 * sum0);
+            offset16[n / 16 + 16 * b + 2 * g + 1] = low_int16(-4 * sum1);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 256 * b + 32 * g),
                                 pack32(q0, q1, q2, q3));
         }

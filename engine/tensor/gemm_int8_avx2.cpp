@@ -21,6 +21,8 @@
 //
 // Per super-block b, row r and token t, in pack_k_row's terms (matmul_internal.h):
 //   dot = d_r * d_a(t) * sum_j sc_r[j] * sum_k u_r[k] * q_a(t)[k] + sum_j coef_r[j] * s16_a(t)[j]
+// (Q3_K: dot = d_r * d_a(t) * sum_j sc_r[j] * (sum_k u_r[k] * q_a(t)[k] - 4 isum_a(t)[j]), the
+// offset in the integers; int8_lanes_avx2.h, q3_k_offset_pairs.)
 // Each int32 lane adds, over the super-block, 64 groups of 4 products times the sub-block scale:
 // at most 64 * 4 * 63 * 127 * 128 < 2^31 (Q6_K's u <= 63, |sc| <= 128), and pmaddubsw's pairs
 // stay within 2 * 63 * 127 < 2^15. Every output is computed in its own lane by the same
@@ -52,8 +54,9 @@ using InterleavedRows = InterleavedKRows<kGroupRows>;
 // kRowRegs x 8 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
 // kPairedOffsets (Q4_K, Q5_K): the offset terms come in equal pairs (one min per 32-element
 // sub-block, stored for each half), so they are applied to the activation sums of 32 elements,
-// 8 multiply-adds per super-block and output instead of 16.
-template <int T, bool kPairedOffsets, int kWords>
+// 8 multiply-adds per super-block and output instead of 16. kIntegerOffsets (Q3_K): no offset
+// terms, each sub-block's pairs gain q3_k_offset_pairs instead (int8_lanes_avx2.h).
+template <int T, bool kPairedOffsets, int kWords, bool kIntegerOffsets>
 void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
           std::int64_t t0) {
     constexpr int H = kRowRegs;
@@ -79,7 +82,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                 },
                 f);
         };
-        if constexpr (!kPairedOffsets) offsets();
+        if constexpr (!kPairedOffsets && !kIntegerOffsets) offsets();
         __m256i acc[H][T];
         for (int h = 0; h < H; ++h) {
             for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
@@ -116,6 +119,11 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                         __m256i pairs = _mm256_maddubs_epi16(w[0][h], x[0]);
                         for (int v = 1; v < kWords; ++v)
                             pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[v][h], x[v]));
+                        if constexpr (kIntegerOffsets) {
+                            static_assert(kWords == 4);  // the whole sub-block's pairs
+                            pairs = _mm256_add_epi16(
+                                pairs, q3_k_offset_pairs(acts.offset16_low[t] + 16 * b + j));
+                        }
                         __m256i sum = _mm256_add_epi32(
                             acc[h][t], _mm256_madd_epi16(pairs, _mm256_load_si256(s)));
                         keep_in_order(sum);
@@ -132,13 +140,14 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
     store_tile_rows(a, f, r0, rows, t0);
 }
 
-template <bool kPairedOffsets, int kWords>
+template <bool kPairedOffsets, int kWords, bool kIntegerOffsets = false>
 void k_gemm(const MatmulArgs& a) {
     thread_local InterleavedRows packed[kMaxPassGroups];
     for_lane_groups<kTileTokens>(
         a, kGroupRows, packed,
         [&](auto tokens, const InterleavedRows& p, std::int64_t r, int rows, std::int64_t t0) {
-            tile<decltype(tokens)::value, kPairedOffsets, kWords>(a, p, r, rows, t0);
+            tile<decltype(tokens)::value, kPairedOffsets, kWords, kIntegerOffsets>(a, p, r, rows,
+                                                                                   t0);
         });
 }
 
@@ -151,8 +160,10 @@ bool gemm_int8_avx2(const MatmulArgs& args) {
             k_gemm<true, 4>(args);
             return true;
         case Type::Q2_K:
-        case Type::Q3_K:
             k_gemm<false, 4>(args);
+            return true;
+        case Type::Q3_K:
+            k_gemm<false, 4, kQ3KIntegerOffsets<Type::Q3_K>>(args);
             return true;
         case Type::Q6_K:
             k_gemm<false, 2>(args);

@@ -44,8 +44,9 @@ using InterleavedRows = InterleavedKRows<kGroupRows>;
 // kRowRegs x 16 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
 // kPairedOffsets (Q4_K, Q5_K): the offset terms come in equal pairs (one min per 32-element
 // sub-block), applied to the activation sums of 32 elements: 8 multiply-adds per super-block
-// and output instead of 16 (gemm_int8_avx2.cpp).
-template <int T, bool kPairedOffsets>
+// and output instead of 16 (gemm_int8_avx2.cpp). kIntegerOffsets (Q3_K): no offset terms, each
+// sub-block's sum starts at its offset16 entry, -4 isum, instead (int8_lanes_avx2.h).
+template <int T, bool kPairedOffsets, bool kIntegerOffsets>
 void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
           std::int64_t t0) {
     constexpr int H = kRowRegs;
@@ -69,7 +70,11 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
             // took 8.
             __m512i part[H][T];
             for (int h = 0; h < H; ++h) {
-                for (int t = 0; t < T; ++t) part[h][t] = _mm512_setzero_si512();
+                for (int t = 0; t < T; ++t) {
+                    // Q3_K's sums start at -4 isum (kQ3KIntegerOffsets, int8_lanes_avx2.h).
+                    part[h][t] = kIntegerOffsets ? _mm512_set1_epi32(acts.offset16[t][16 * b + j])
+                                                 : _mm512_setzero_si512();
+                }
             }
 #pragma GCC unroll 4
             for (int gg = 0; gg < 4; ++gg) {
@@ -98,7 +103,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                     acc[h][t] = _mm512_add_epi32(acc[h][t], _mm512_mullo_epi32(part[h][t], sc));
             }
         }
-        constexpr int kSums = kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
+        constexpr int kSums = kIntegerOffsets ? 0 : kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
         alignas(32) float pair_sums[kPairedOffsets ? T : 1][8];
         if constexpr (kPairedOffsets) {
             for (int t = 0; t < T; ++t) sums_of_pairs16(acts.s[t] + 16 * b, pair_sums[t]);
@@ -140,17 +145,19 @@ bool gemm_int8_avx512(const MatmulArgs& a) {
             return false;
     }
     thread_local InterleavedRows packed[kMaxPassGroups];
-    auto run = [&]<bool kPaired>() {
+    auto run = [&]<bool kPaired, bool kIntegerOffsets>() {
         for_lane_groups<kTileTokens>(
             a, kGroupRows, packed,
             [&](auto tokens, const InterleavedRows& p, std::int64_t r, int rows, std::int64_t t0) {
-                tile<decltype(tokens)::value, kPaired>(a, p, r, rows, t0);
+                tile<decltype(tokens)::value, kPaired, kIntegerOffsets>(a, p, r, rows, t0);
             });
     };
     if (a.type == Type::Q4_K || a.type == Type::Q5_K) {
-        run.template operator()<true>();
+        run.template operator()<true, false>();
+    } else if (a.type == Type::Q3_K) {
+        run.template operator()<false, kQ3KIntegerOffsets<Type::Q3_K>>();
     } else {
-        run.template operator()<false>();
+        run.template operator()<false, false>();
     }
     return true;
 }

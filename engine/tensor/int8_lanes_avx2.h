@@ -358,10 +358,37 @@ inline constexpr int kK16SubBlocks = 16;
 inline constexpr LaneByteMasks kK16PairMasks = make_lane_byte_masks(false, true, false, true);
 inline constexpr LaneByteMasks kK16SingleMasks = make_lane_byte_masks(false, false, false, true);
 
+// Q3_K's offset in the integers. Its codes are stored as q + 4 (u, 0..7, pmaddubsw's unsigned
+// operand), so sum_j sc_j sum_k q_k x_k = sum_j sc_j (sum_k u_k x_k - 4 isum_j), isum_j the
+// activations' integer sum of sub-block j, and PreparedActivations' offset16 holds -4 isum_j.
+// Every Q3_K kernel (the AVX2 and AVX-512 decode tiles and lane GEMMs) adds it to each
+// sub-block's products before the scale and has no float offset terms: 16 multiply-adds per
+// super-block, row register and token fewer, with their chain of FMA latencies (the numbers are
+// in interleaved_kquant_avx2.cpp). On AVX-512 the sub-block's int32 sum starts at -4 isum_j (a
+// broadcast load). On AVX2 the products are two int16 pair sums per row lane, and the low one
+// takes it (q3_k_offset_pairs, from offset16_low): what it holds then, sum_{its 8} q x - 4 sum_{the
+// other 8} x, is at most 8 * 4 * 127 + 4 * 8 * 127 = 8128 in magnitude, within int16, so the
+// wrapping addition gives it exactly, and pmaddwd then the sub-block's sum times its scale.
+template <Type W>
+inline constexpr bool kQ3KIntegerOffsets = W == Type::Q3_K;
+
+// What a Q3_K sub-block's int16 pair sums gain on AVX2: -4 isum in the low int16 of each lane
+// and 0 in the high one (its offset16_low entry, broadcast).
+inline __m256i q3_k_offset_pairs(const std::int32_t* offset_low) {
+    return _mm256_set1_epi32(*offset_low);
+}
+
+// Passed where a kernel's type has no integer offset (every type but Q3_K).
+struct NoOffset {};
+struct NoOffsets {
+    NoOffset operator()(int) const { return {}; }
+};
+
 // One super-block's scales of an interleaved Q2_K, Q3_K or Q6_K group, its 16 rows unpacked as
 // the K-quant lane GEMM's packer makes them (pack_k_row): sc as int16 pairs, coef the offset
 // term of each sub-block (Q6_K: -32 d sc, Q3_K: -4 d sc, Q2_K: -dmin m), exact in float (an
-// f16 times a small integer, times a power of two).
+// f16 times a small integer, times a power of two). Q3_K's kernels leave its coef unused (its
+// offset is in the integers, kQ3KIntegerOffsets).
 struct K16GroupScales {
     __m256i sc[kK16SubBlocks][2];
     __m256 coef[kK16SubBlocks][2];

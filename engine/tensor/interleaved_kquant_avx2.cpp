@@ -50,12 +50,16 @@ constexpr int kQ4HalvesApartMaxT = 2;
 // (pmaddubsw of w[v] and x(v), added) scaled by sc (pmaddwd) into acc. x(v) gives word v's
 // broadcast activation bytes: already loaded (multiply_words) or loaded as needed
 // (multiply_words_of_half; loaded all first there, Q3_K at 4 tokens ran 2-4 % slower).
-template <int kWords, class X>
+// Q3_K adds its offset to the pairs first (offset: q3_k_offset_pairs); the others pass
+// NoOffset.
+template <int kWords, class X, class Offset>
 [[gnu::always_inline]] inline void add_word_products(const __m256i (&w)[kWords], const X& x,
-                                                     const __m256i& sc, __m256i& acc) {
+                                                     const __m256i& sc, __m256i& acc,
+                                                     const Offset offset) {
     __m256i pairs = _mm256_maddubs_epi16(w[0], x(0));
     for (int v = 1; v < kWords; ++v)
         pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[v], x(v)));
+    if constexpr (!std::is_same_v<Offset, NoOffset>) pairs = _mm256_add_epi16(pairs, offset);
     __m256i sum = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, sc));
     keep_in_order(sum);
     acc = sum;
@@ -64,9 +68,9 @@ template <int kWords, class X>
 // The products of one sub-block run of words for every token: w[h][v] holds word v's codes of
 // half h (8 rows), each token's activation words (4 bytes each, from `at`) broadcast once for
 // both halves.
-template <int T, int kWords>
+template <int T, int kWords, class Offset>
 inline void multiply_words(const __m256i (&w)[H][kWords], const TokenRows<T>& acts, std::size_t at,
-                           const __m256i (&sc)[H], __m256i (&acc)[H][T]) {
+                           const __m256i (&sc)[H], __m256i (&acc)[H][T], const Offset& offset) {
 #pragma GCC unroll 6
     for (int t = 0; t < T; ++t) {
         __m256i x[kWords];
@@ -77,7 +81,7 @@ inline void multiply_words(const __m256i (&w)[H][kWords], const TokenRows<T>& ac
 #pragma GCC unroll 2
         for (int h = 0; h < H; ++h)
             add_word_products(
-                w[h], [&](int v) { return x[v]; }, sc[h], acc[h][t]);
+                w[h], [&](int v) { return x[v]; }, sc[h], acc[h][t], offset(t));
     }
 }
 
@@ -86,9 +90,10 @@ constexpr bool kHalvesApart =
     (W == Type::Q2_K || W == Type::Q3_K || W == Type::Q6_K) && T <= kHalvesApartMaxT;
 
 // multiply_words for one half alone: its kWords code words, its scales, its accumulators.
-template <int T, int kWords>
+template <int T, int kWords, class Offset>
 inline void multiply_words_of_half(const __m256i (&w)[kWords], const TokenRows<T>& acts,
-                                   std::size_t at, const __m256i& sc, __m256i (&acc)[T]) {
+                                   std::size_t at, const __m256i& sc, __m256i (&acc)[T],
+                                   const Offset& offset) {
 #pragma GCC unroll 6
     for (int t = 0; t < T; ++t) {
         add_word_products(
@@ -96,8 +101,20 @@ inline void multiply_words_of_half(const __m256i (&w)[kWords], const TokenRows<T
             [&](int v) {
                 return broadcast4<__m256i>(acts.q[t] + at + 4 * static_cast<std::size_t>(v));
             },
-            sc, acc[t]);
+            sc, acc[t], offset(t));
     }
+}
+
+// What the products of sub-block j add to their pairs for token t: Q3_K's offset
+// (q3_k_offset_pairs, int8_lanes_avx2.h), nothing for the others.
+template <Type W, int T>
+inline auto offset_pairs(const TokenRows<T>& acts, std::size_t b, int j) {
+    return [&acts, b, j](int t) {
+        if constexpr (kQ3KIntegerOffsets<W>)
+            return q3_k_offset_pairs(acts.offset16_low[t] + 16 * b + static_cast<std::size_t>(j));
+        else
+            return NoOffset{};
+    };
 }
 
 // Both product loops ask for the memory ahead (prefetch_ahead) one piece per pass over the
@@ -136,7 +153,7 @@ inline void q4_k_chunks(const std::uint8_t* block, const TokenRows<T>& acts, std
                         __m256i w[4];
                         for (int v = 0; v < 4; ++v)
                             w[v] = q4_k_code_word<W, kFifth>(block, h, 8 * c + gg + v, high);
-                        multiply_words_of_half<T, 4>(w, acts, at, s.sc[sb][h], acc[h]);
+                        multiply_words_of_half<T, 4>(w, acts, at, s.sc[sb][h], acc[h], NoOffsets{});
                     }
                 } else {
                     __m256i w[H][4];
@@ -144,7 +161,7 @@ inline void q4_k_chunks(const std::uint8_t* block, const TokenRows<T>& acts, std
                         for (int h = 0; h < H; ++h)
                             w[h][v] = q4_k_code_word<W, kFifth>(block, h, 8 * c + gg + v, high);
                     }
-                    multiply_words<T, 4>(w, acts, at, s.sc[sb], acc);
+                    multiply_words<T, 4>(w, acts, at, s.sc[sb], acc, NoOffsets{});
                 }
             }
         }
@@ -192,7 +209,7 @@ inline void k16_products(const std::uint8_t* block, const TokenRows<T>& acts, st
                 const int j = 8 * n + 2 * k + v / 4;
                 multiply_words<T, kWords>(
                     w, acts, 256 * b + static_cast<std::size_t>(128 * n + 32 * k + 4 * v), s.sc[j],
-                    acc);
+                    acc, offset_pairs<W, T>(acts, b, j));
             }
         }
     }
@@ -225,7 +242,8 @@ inline void k16_kind_by_halves(const std::uint8_t* block, const TokenRows<T>& ac
         for (int h = 0; h < H; ++h) {
             __m256i w[kWords];
             for (int i = 0; i < kWords; ++i) w[i] = k16_code_word<W>(block, h, n, k, v + i);
-            multiply_words_of_half<T, kWords>(w, acts, at, s.sc[j][h], acc[h]);
+            multiply_words_of_half<T, kWords>(w, acts, at, s.sc[j][h], acc[h],
+                                              offset_pairs<W, T>(acts, b, j));
         }
     }
 }
@@ -267,11 +285,14 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         } else {
             // Each offset term goes into f as the unpacking makes it (kquant_offset_update's
             // order, so the same bits) instead of through 32 vectors stored and loaded again.
+            // Q3_K has none: its offset is in the integer sums (q3_k_offset_pairs).
             unpack_k16_group_scales<W>(
                 block, s, [&](int j, int h, __m256 c) __attribute__((always_inline)) {
-                    for (int t = 0; t < T; ++t) {
-                        f[h][t] = _mm256_fmadd_ps(c, _mm256_broadcast_ss(acts.s[t] + 16 * b + j),
-                                                  f[h][t]);
+                    if constexpr (!kQ3KIntegerOffsets<W>) {
+                        for (int t = 0; t < T; ++t) {
+                            f[h][t] = _mm256_fmadd_ps(
+                                c, _mm256_broadcast_ss(acts.s[t] + 16 * b + j), f[h][t]);
+                        }
                     }
                 });
             if constexpr (kHalvesApart<W, T>)

@@ -59,14 +59,14 @@ inline __m512i lane_byte_signed(__m512i v, int k) {
 }
 
 // One super-block's scales of a group, per lane (row): sc the integer scale of each sub-block,
-// coef its offset term (Q4_K/Q5_K: one per 32 elements, -dmin * m; Q2_K: -dmin * m, Q3_K:
-// -4 d sc, Q6_K: -32 d sc, one per 16), d the super-block scale. The values (and the float
-// operations that make coef) are those of unpack_q4_k_group_scales / unpack_k16_group_scales
-// (int8_lanes_avx2.h), which the lane GEMM's packer stores (interleavedEqualsTheLaneGemmOfRows
-// compares the two bit for bit). Written again in 512-bit registers rather than joining those
-// functions' two 8-row halves: joined, one token times 2816 x 1024 in cache took 0.043 / 0.060 /
-// 0.079 / 0.082 ms (Q4_K, Q2_K, Q6_K, Q3_K) against 0.037 / 0.044 / 0.057 / 0.064 (Zen 4, four
-// alternated runs each).
+// coef its offset term (Q4_K/Q5_K: one per 32 elements, -dmin * m; Q2_K: -dmin * m, Q6_K:
+// -32 d sc, one per 16; Q3_K none, its offset is in the integers), d the super-block scale. The
+// values (and the float operations that make coef) are those of unpack_q4_k_group_scales /
+// unpack_k16_group_scales (int8_lanes_avx2.h), which the lane GEMM's packer stores
+// (interleavedEqualsTheLaneGemmOfRows compares the two bit for bit). Written again in 512-bit
+// registers rather than joining those functions' two 8-row halves: joined, one token times 2816 x
+// 1024 in cache took 0.043 / 0.060 / 0.079 / 0.082 ms (Q4_K, Q2_K, Q6_K, Q3_K) against 0.037 /
+// 0.044 / 0.057 / 0.064 (Zen 4, four alternated runs each).
 template <int kSubBlocks>
 struct GroupScales {
     __m512i sc[kSubBlocks];
@@ -121,6 +121,7 @@ template <Type W>  // Q2_K, Q3_K or Q6_K
     } else {
         factor = _mm512_mul_ps(_mm512_set1_ps(W == Type::Q6_K ? -32.0f : -4.0f), d);
     }
+    (void)factor;  // Q3_K has no offset terms
     for (int i = 0; i < 4; ++i) {
         // Word i: the scales of sub-blocks 4i..4i+3 in bytes 0-3 of a lane.
         if constexpr (W == Type::Q2_K) {
@@ -151,7 +152,9 @@ template <Type W>  // Q2_K, Q3_K or Q6_K
         }
         for (int k = 0; k < 4; ++k) {
             out.sc[4 * i + k] = lane_byte_signed(v, k);
-            out.coef[4 * i + k] = _mm512_mul_ps(_mm512_cvtepi32_ps(out.sc[4 * i + k]), factor);
+            // Q3_K's offset is in the integer sums (k16_super_block).
+            if constexpr (!kQ3KIntegerOffsets<W>)
+                out.coef[4 * i + k] = _mm512_mul_ps(_mm512_cvtepi32_ps(out.sc[4 * i + k]), factor);
         }
     }
 }
@@ -253,9 +256,15 @@ template <Type W, int T>
         for (int vh = 0; vh < 2; ++vh) {
             prefetch_ahead(block + static_cast<std::size_t>(2 * n + vh) * kPiece, kPiece, end,
                            level);
+            // Q3_K's sums start at -4 isum, its offset in the integers (kQ3KIntegerOffsets).
             __m512i part[4][T];
             for (int k = 0; k < 4; ++k) {
-                for (int t = 0; t < T; ++t) part[k][t] = _mm512_setzero_si512();
+                for (int t = 0; t < T; ++t) {
+                    part[k][t] =
+                        kQ3KIntegerOffsets<W>
+                            ? _mm512_set1_epi32(acts.offset16[t][16 * b + 8 * n + 2 * k + vh])
+                            : _mm512_setzero_si512();
+                }
             }
 #pragma GCC unroll 4
             for (int v4 = 0; v4 < 4; ++v4) {
@@ -341,7 +350,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
             offset_update(acts, b, s, f[0]);
         } else {
             unpack_k16_scales<W>(block, s);
-            offset_update(acts, b, s, f[0]);
+            if constexpr (!kQ3KIntegerOffsets<W>) offset_update(acts, b, s, f[0]);
             k16_super_block<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
         }
         scale_update(acts, b, s, acc, f[0]);

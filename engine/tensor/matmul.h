@@ -71,7 +71,11 @@ using ParallelRows = std::function<void(
 //           kernel accumulates whole blocks in integer lanes (lane = block) and applies the
 //           per-block scales once per 16 blocks instead of once per 2.
 //   Q8_256: qs: int8[n_pad] (n multiple of 256), d: float[n / 256], then
-//           sum16: float[n / 16] = d_block * (sum of each 16 qs).
+//           sum16: float[n / 16] = d_block * (sum of each 16 qs), then the same sums as
+//           integers times -4, offset16: int32[n / 16], and right after it the same values in
+//           the low int16 of a uint32 with a zero high one, offset16_low: uint32[n / 16] (Q3_K's
+//           offset, which its AVX-512 and AVX2 kernels add to their integer products with one
+//           broadcast load each; int8_lanes_avx2.h, kQ3KIntegerOffsets).
 // Element k of a row is approximately qs[k] * d[block of k]; qs is in [-127, 127].
 //
 // Prefill panels (optional, after all rows): when at least kPanelMinTokens rows are prepared
@@ -102,6 +106,8 @@ class PreparedActivations {
     // Byte offsets inside a row of the scale and sum arrays (0 for F32).
     std::size_t scale_offset() const { return scale_offset_; }
     std::size_t sum_offset() const { return sum_offset_; }
+    // Byte offset inside a row of offset16 and offset16_low (Q8_256 only, else 0).
+    std::size_t int_sum_offset() const { return int_sum_offset_; }
     // Byte offset inside a row of the interleaved qs (Q8_32 only, else 0).
     std::size_t interleaved_offset() const { return interleaved_offset_; }
     const std::uint8_t* row(std::int64_t r) const {
@@ -135,6 +141,7 @@ class PreparedActivations {
     std::size_t row_stride_ = 0;
     std::size_t scale_offset_ = 0;
     std::size_t sum_offset_ = 0;
+    std::size_t int_sum_offset_ = 0;
     std::size_t interleaved_offset_ = 0;
     bool has_panels_ = false;
     bool has_rows_ = true;

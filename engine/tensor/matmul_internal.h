@@ -23,6 +23,7 @@ struct MatmulArgs {
     std::size_t act_stride;
     std::size_t act_scale_offset;
     std::size_t act_sum_offset;
+    std::size_t act_int_sum_offset;      // Q8_256 only
     std::size_t act_interleaved_offset;  // Q8_32 only
     std::int64_t tokens;
     float* out;
@@ -163,14 +164,23 @@ void pack_q32_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, s
 void pack_k_row(Type type, const std::uint8_t* blocks, std::int64_t nblocks, std::uint8_t* u,
                 std::int16_t* sc16, float* d, float* coef16);
 
+// offset16_low's entry of an offset16 value v (|v| < 2^15): v in the low int16, zero above, as
+// the int32 a Q8_256 row stores. static: each file its own copy, compiled for its own
+// instruction set (the AVX2 quantizer calls it too, and shared inline code must not be).
+static constexpr std::int32_t low_int16(int v) {
+    return static_cast<std::int32_t>(static_cast<std::uint16_t>(static_cast<std::int16_t>(v)));
+}
+
 // Activation rows to int8, the AVX2 forms of activation_quant.cpp's quantizers with the same
-// bytes (activation_quant_avx2.cpp): Q8_32's qs, d, sum and interleaved copy; Q8_256's qs, d and
-// sum16. Offsets are PreparedActivations' (matmul.h). The row's padding must be zero already.
+// bytes (activation_quant_avx2.cpp): Q8_32's qs, d, sum and interleaved copy; Q8_256's qs, d,
+// sum16 and offset16. Offsets are PreparedActivations' (matmul.h). The row's padding must be
+// zero already.
 void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
                              std::size_t scale_offset, std::size_t sum_offset,
                              std::size_t interleaved_offset);
 void quantize_row_q8_256_avx2(const float* x, std::int64_t n, std::uint8_t* row,
-                              std::size_t scale_offset, std::size_t sum_offset);
+                              std::size_t scale_offset, std::size_t sum_offset,
+                              std::size_t int_sum_offset);
 // Whether the active level (AVX2 or AVX-512) may run them (simd_dispatch.cpp; false in builds
 // without the x86 kernels, where they are not compiled).
 bool quantize_rows_avx2_active();
@@ -179,6 +189,7 @@ void quantize_row_q8_32_simd(const float* x, std::int64_t n, std::uint8_t* row,
                              std::size_t scale_offset, std::size_t sum_offset,
                              std::size_t interleaved_offset);
 void quantize_row_q8_256_simd(const float* x, std::int64_t n, std::uint8_t* row,
-                              std::size_t scale_offset, std::size_t sum_offset);
+                              std::size_t scale_offset, std::size_t sum_offset,
+                              std::size_t int_sum_offset);
 
 }  // namespace tokenscope::tensor::detail

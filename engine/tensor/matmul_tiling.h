@@ -308,11 +308,15 @@ struct TokenRows {
     const std::uint8_t* q[T];
     const float* d[T];
     const float* s[T];
+    const std::int32_t* offset16[T];      // Q8_256: -4 times the integer sums of 16 (matmul.h)
+    const std::int32_t* offset16_low[T];  // the same in the low int16 of each
     TokenRows(const MatmulArgs& a, std::int64_t t0) {
         for (int t = 0; t < T; ++t) {
             q[t] = act_row(a, t0 + t);
             d[t] = reinterpret_cast<const float*>(q[t] + a.act_scale_offset);
             s[t] = reinterpret_cast<const float*>(q[t] + a.act_sum_offset);
+            offset16[t] = reinterpret_cast<const std::int32_t*>(q[t] + a.act_int_sum_offset);
+            offset16_low[t] = offset16[t] + a.n / 16;
         }
     }
 };

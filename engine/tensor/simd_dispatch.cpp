@@ -223,11 +223,12 @@ void detail::quantize_row_q8_32_simd(const float* x, std::int64_t n, std::uint8_
 }
 
 void detail::quantize_row_q8_256_simd(const float* x, std::int64_t n, std::uint8_t* row,
-                                      std::size_t scale_offset, std::size_t sum_offset) {
+                                      std::size_t scale_offset, std::size_t sum_offset,
+                                      std::size_t int_sum_offset) {
 #if defined(TOKENSCOPE_X86_KERNELS)
-    quantize_row_q8_256_avx2(x, n, row, scale_offset, sum_offset);
+    quantize_row_q8_256_avx2(x, n, row, scale_offset, sum_offset, int_sum_offset);
 #else
-    (void)x, (void)n, (void)row, (void)scale_offset, (void)sum_offset;
+    (void)x, (void)n, (void)row, (void)scale_offset, (void)sum_offset, (void)int_sum_offset;
     throw InvalidArgument("no AVX2 activation quantizer in this build");
 #endif
 }
@@ -352,6 +353,7 @@ void matmul_rows(Type weight_type, const void* weights, std::int64_t n, std::int
                                  acts.row_stride(),
                                  acts.scale_offset(),
                                  acts.sum_offset(),
+                                 acts.int_sum_offset(),
                                  acts.interleaved_offset(),
                                  acts.rows(),
                                  out,

@@ -267,6 +267,9 @@ struct Case {
     // The weights multiplied in the interleaved layout (interleaved_rows.h); the references
     // stay those of the rows in file order.
     bool interleaved = false;
+    // Given weights and activations instead of the generated ones (when not null).
+    const Bytes* weights = nullptr;
+    const std::vector<float>* activations = nullptr;
 };
 
 std::string describe(const Case& c, SimdLevel level) {
@@ -279,12 +282,14 @@ std::string describe(const Case& c, SimdLevel level) {
 std::string check_case(const Case& c, double* worst_vector_rel_error) {
     const std::uint32_t seed =
         static_cast<std::uint32_t>(c.n * 131 + c.tokens * 7 + static_cast<int>(c.type));
-    const Bytes w = c.saturated               ? saturated_weights(c.type, c.rows, c.n)
+    const Bytes w = c.weights                 ? *c.weights
+                    : c.saturated             ? saturated_weights(c.type, c.rows, c.n)
                     : c.quantized_from_floats ? quantized_weights(c.type, c.rows, c.n, seed)
                                               : random_weights(c.type, c.rows, c.n, seed);
     const std::vector<float> x =
-        c.saturated ? std::vector<float>(static_cast<std::size_t>(c.tokens * c.n), 1.0f)
-                    : random_activations(c.tokens, c.n, seed + 1);
+        c.activations ? *c.activations
+        : c.saturated ? std::vector<float>(static_cast<std::size_t>(c.tokens * c.n), 1.0f)
+                      : random_activations(c.tokens, c.n, seed + 1);
     const std::size_t rb = row_bytes(c.type, c.n);
     Bytes interleaved;
     if (c.interleaved) {
@@ -456,6 +461,7 @@ class TestMatmul : public QObject {
     void matchesFloat64Reference();
     void quantizedFromFloatsMatchesReference();
     void saturatedCodesMatchReference();
+    void q3kOffsetsAtTheirIntegerBounds();
     void manyRowGroupsMatchReference();
     void passesOfRowGroupsInTokenBlocksMatchReference();
     void subRangeWritesOnlyItsRowsAtTheStride();
@@ -788,6 +794,53 @@ void TestMatmul::saturatedCodesMatchReference() {
         for (std::int64_t tokens : {1, 7, 37}) {
             double worst = 0;
             const std::string failure = check_case({type, 13, n, tokens, false, true}, &worst);
+            QVERIFY2(failure.empty(), failure.c_str());
+        }
+    }
+}
+
+// Q3_K's kernels add the offset -4 * (sum of a sub-block's 16 int8 activations) to the
+// products in the integers (int8_lanes_avx2.h, kQ3KIntegerOffsets); on AVX2 one int16 of each
+// row lane takes it beside the products of 8 of the 16 elements, and the claim is that this
+// stays within int16: at most 8 * 4 * 127 + 4 * 8 * 127 = 8128. Hand-made blocks reach that
+// bound: codes q = -4 everywhere (hmask and qs zero) times activations all -1 (int8 -127) give
+// 8 * 4 * 127 in the products and 4 * 8 * 127 in the offset, same sign; q = +3 (every bit set)
+// with +1 on the elements the int16 covers and -1 on the others give 3048 + 4064. Sub-block
+// scales at both ends (all six bits set: +31; none: -32), d = 1. The references are the float64
+// ones of every case; tokens 1, 2 and 5 take the decode tiles, 33 the lane GEMMs, interleaved
+// and in file order.
+void TestMatmul::q3kOffsetsAtTheirIntegerBounds() {
+    const std::int64_t rows = 16, n = 512;
+    Bytes w(static_cast<std::size_t>(rows) * row_bytes(Type::Q3_K, n));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t b = 0; b < n / 256; ++b) {
+            BlockQ3_K block{};
+            const std::uint8_t codes = r % 2 ? 0xFF : 0x00;  // q = +3 or -4
+            std::memset(block.hmask, codes, sizeof block.hmask);
+            std::memset(block.qs, codes, sizeof block.qs);
+            std::memset(block.scales, r % 4 < 2 ? 0xFF : 0x00, sizeof block.scales);
+            const std::uint16_t one = f32_to_f16(1.0f);
+            std::memcpy(block.d, &one, sizeof block.d);
+            std::memcpy(w.data() + (static_cast<std::size_t>(r) * n / 256 + b) * sizeof block,
+                        &block, sizeof block);
+        }
+    }
+    for (std::int64_t tokens : {1, 2, 5, 33}) {
+        std::vector<float> x(static_cast<std::size_t>(tokens * n));
+        for (std::int64_t t = 0; t < tokens; ++t) {
+            for (std::int64_t e = 0; e < n; ++e) {
+                x[static_cast<std::size_t>(t * n + e)] = t % 2 == 0  ? -1.0f
+                                                         : e % 4 < 2 ? 1.0f
+                                                                     : -1.0f;
+            }
+        }
+        for (bool interleaved : {false, true}) {
+            Case c{Type::Q3_K, rows, n, tokens, false};
+            c.interleaved = interleaved;
+            c.weights = &w;
+            c.activations = &x;
+            double worst = 0;
+            const std::string failure = check_case(c, &worst);
             QVERIFY2(failure.empty(), failure.c_str());
         }
     }
