@@ -360,14 +360,14 @@ inline constexpr LaneByteMasks kK16SingleMasks = make_lane_byte_masks(false, fal
 
 // Q3_K's offset in the integers. Its codes are stored as q + 4 (u, 0..7, pmaddubsw's unsigned
 // operand), so sum_j sc_j sum_k q_k x_k = sum_j sc_j (sum_k u_k x_k - 4 isum_j), isum_j the
-// activations' integer sum of sub-block j, and PreparedActivations' offset16 holds -4 isum_j.
-// Every Q3_K kernel (the AVX2 and AVX-512 decode tiles and lane GEMMs) adds it to each
-// sub-block's products before the scale and has no float offset terms: 16 multiply-adds per
-// super-block, row register and token fewer, with their chain of FMA latencies, which took a
-// third of the AVX2 decode tile's samples (one thread, 2816 x 1024 in cache, one token, median
-// GB/s: AVX2 14.7 -> 16.4, AVX-512 21.6 -> 21.4 (best 22.3 -> 24.9); 128 tokens, lane GEMMs,
-// +17 % and +15 %; docs/benchmarks.md, thirty-fifth pass). On AVX-512 the sub-block's int32 sum starts at -4 isum_j (a
-// broadcast load). On AVX2 the products are two int16 pair sums per row lane, and the low one
+// activations' integer sum of sub-block j, and PreparedActivations' offset16 holds -4 isum_j. Every
+// Q3_K kernel (the AVX2 and AVX-512 decode tiles and lane GEMMs) adds it to each sub-block's
+// products before the scale and has no float offset terms: 16 multiply-adds per super-block, row
+// register and token fewer, with their chain of FMA latencies, which took a third of the AVX2
+// decode tile's samples (one thread, 2816 x 1024 in cache, one token, median GB/s: AVX2 14.7 ->
+// 16.4, AVX-512 21.6 -> 21.4 (best 22.3 -> 24.9); 128 tokens, lane GEMMs, +17 % and +15 %;
+// docs/benchmarks.md, thirty-fifth pass). On AVX-512 the sub-block's int32 sum starts at -4 isum_j
+// (a broadcast load). On AVX2 the products are two int16 pair sums per row lane, and the low one
 // takes it (q3_k_offset_pairs, from offset16_low): what it holds then, sum_{its 8} q x - 4 sum_{the
 // other 8} x, is at most 8 * 4 * 127 + 4 * 8 * 127 = 8128 in magnitude, within int16, so the
 // wrapping addition gives it exactly, and pmaddwd then the sub-block's sum times its scale.
