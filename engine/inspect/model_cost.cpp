@@ -1,6 +1,7 @@
 #include "inspect/model_cost.h"
 
 #include "gguf/file.h"
+#include "model/model_config.h"
 
 namespace tokenscope::inspect {
 
@@ -26,6 +27,31 @@ ModelCost model_cost(const gguf::File& file) {
         }
     }
     return cost;
+}
+
+double attention_flops(const model::ModelConfig& config, std::int64_t cached, std::int64_t tokens) {
+    if (tokens <= 0) return 0.0;
+    // Query p (0-based position) sees p + 1 keys, at most `window` of them. Over the queries
+    // these counts run a = cached + 1 .. b = cached + tokens: an arithmetic series up to the
+    // window, then `window` each.
+    const double a = static_cast<double>(cached) + 1.0;
+    const double b = static_cast<double>(cached + tokens);
+    auto series = [](double from, double to) { return (from + to) * (to - from + 1.0) / 2.0; };
+    double keys_all = 0.0;  // key visits of all layers' queries, one head each
+    for (std::int64_t layer = 0; layer < config.layers; ++layer) {
+        const double w = static_cast<double>(config.sliding_window);
+        if (!config.uses_window(layer) || b <= w) {
+            keys_all += series(a, b);
+        } else if (a > w) {
+            keys_all += w * static_cast<double>(tokens);
+        } else {
+            keys_all += series(a, w) + w * (b - w);
+        }
+    }
+    // Per key and query head: a score (head_dim multiply-adds) and its share of the weighted
+    // sum (value_dim multiply-adds).
+    return keys_all * static_cast<double>(config.heads) * 2.0 *
+           static_cast<double>(config.head_dim + config.value_dim);
 }
 
 }  // namespace tokenscope::inspect

@@ -1,11 +1,15 @@
 #pragma once
 // What one token costs a model, from its tensor list: the bytes decode streams (every layer
 // matrix and the output projection; one embedding row when the output matrix is separate)
-// and the FLOPs prefill computes. Shared by `tokenscope-cli bench` and the GUI's metrics.
+// and the FLOPs prefill computes, in its matrices and in attention. Shared by `tokenscope-cli
+// bench` and the GUI's metrics.
 #include <cstdint>
 
 namespace tokenscope::gguf {
 class File;
+}
+namespace tokenscope::model {
+struct ModelConfig;
 }
 
 namespace tokenscope::inspect {
@@ -18,5 +22,14 @@ struct ModelCost {
 };
 
 ModelCost model_cost(const gguf::File& file);
+
+// Floating-point operations (2 per multiply-add) of causal attention for `tokens` queries that
+// follow `cached` tokens already in the cache, over every layer and query head: each query's
+// scores against the keys it sees (its own position and those before it, at most the sliding
+// window on the layers that use one) and the weighted sum of those keys' values. Softmax, RoPE
+// and the projections are not counted (the projections are layer_flops_per_token). Unlike the
+// matrix products, this grows with the context: a 512-token prompt does four times the
+// attention per token of a 128-token one, in f32 on the CPU (the bench reports its share).
+double attention_flops(const model::ModelConfig& config, std::int64_t cached, std::int64_t tokens);
 
 }  // namespace tokenscope::inspect

@@ -1,14 +1,16 @@
 // The generating commands as a user runs them: run (text and JSON), chat over stdin with the
 // second turn reusing the cache, bench's JSON fields, perplexity, make-model, and their
 // argument errors. A tiny model (test-trained tokenizer) keeps them fast.
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
-#include <QTemporaryDir>
-#include <QFile>
 #include <QRegularExpression>
+#include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
+#include <cmath>
 
 #include "reference/tiny_model.h"
 #include "util/cli_process.h"
@@ -82,13 +84,28 @@ private slots:
         const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
         QCOMPARE(o["prefill"].toArray().size(), 2);
         QCOMPARE(o["prefill"].toArray()[1].toObject()["tokens"].toInt(), 16);
-        // Each length: the mean of --repeats runs (default 3) after a warm-up, and the best run.
-        for (const auto& v : o["prefill"].toArray()) {
-            const QJsonObject p = v.toObject();
+        // Each length: the mean of --repeats runs (default 3) after a warm-up, the best run and
+        // every round's run; attention's FLOPs grow with the prompt, faster than its length.
+        double attention_per_token[2] = {};
+        for (int i = 0; i < 2; ++i) {
+            const QJsonObject p = o["prefill"].toArray()[i].toObject();
             QCOMPARE(p["repeats"].toInt(), 3);
             QVERIFY2(p["best_seconds"].toDouble() > 0, qPrintable(r.out));
             QVERIFY2(p["best_seconds"].toDouble() <= p["seconds"].toDouble(), qPrintable(r.out));
+            const QJsonArray rounds = p["round_seconds"].toArray();
+            QCOMPARE(rounds.size(), 3);
+            double sum = 0, best = rounds[0].toDouble();
+            for (const auto& x : rounds) {
+                sum += x.toDouble();
+                best = std::min(best, x.toDouble());
+            }
+            QCOMPARE(best, p["best_seconds"].toDouble());
+            QVERIFY2(std::fabs(sum / 3 - p["seconds"].toDouble()) <= 1e-9 * sum, qPrintable(r.out));
+            const double share = p["attention_share"].toDouble();
+            QVERIFY2(share > 0 && share < 1, qPrintable(r.out));
+            attention_per_token[i] = p["attention_flops"].toDouble() / p["tokens"].toDouble();
         }
+        QVERIFY2(attention_per_token[1] > attention_per_token[0], qPrintable(r.out));
         for (const char* key : {"decode_tokens_per_s", "ttft_ms", "effective_gbps", "machine_read_gbps", "bandwidth_fraction"}) {
             QVERIFY2(o[key].toDouble() > 0, key);
         }
