@@ -329,18 +329,17 @@ int run_bench(int argc, char** argv, int first) {
     auto achieved_gbps = [](const DecodeResult& d) {
         return d.bytes_per_step * static_cast<double>(d.steps) / d.seconds / 1e9;
     };
-    // The matrix products' FLOPs per second (attention's are reported as a share beside them).
-    auto prefill_gflops = [&](const PrefillResult& p) {
-        return (cost.layer_flops_per_token * static_cast<double>(p.tokens) + cost.output_flops) /
-               p.seconds / 1e9;
+    // The matrix products' FLOPs of a prefill (the output rows for its last token only).
+    auto matrix_flops = [&](const PrefillResult& p) {
+        return cost.layer_flops_per_token * static_cast<double>(p.tokens) + cost.output_flops;
     };
+    // The matrix products' FLOPs per second (attention's are reported as a share beside them).
+    auto prefill_gflops = [&](const PrefillResult& p) { return matrix_flops(p) / p.seconds / 1e9; };
     // Attention's share of the prefill's arithmetic: it grows with the prompt while the
     // matrices' stays per token, and on the CPU it runs in f32 where the quantized matrices run
     // int8 products, so it is what makes a long prompt slower per token.
     auto attention_share = [&](const PrefillResult& p) {
-        const double matrices =
-            cost.layer_flops_per_token * static_cast<double>(p.tokens) + cost.output_flops;
-        return p.attention_flops / (matrices + p.attention_flops);
+        return p.attention_flops / (matrix_flops(p) + p.attention_flops);
     };
     const DecodeResult& first_decode = decodes.front();
     const double ttft_ms = prefills.front().seconds * 1000.0;
