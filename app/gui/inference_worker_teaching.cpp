@@ -52,13 +52,10 @@ void InferenceWorker::stepOnce() {
             step.step_ms = step_ms;
             // Cost from the model's numbers: every layer matrix once per input token (2 FLOPs per
             // weight), the output projection for the one sampled position, and attention: for
-            // each query, QK^T and weights x V over its keys (2 x head_dim FLOPs per key each),
-            // in every head and layer. Weights are streamed once per step whatever n is.
-            const auto& c = engine_->config();
-            double keys = 0;
-            for (qint64 q = rows_before; q < rows_after; ++q) keys += double(q + 1);
-            step.attention_flops =
-                4.0 * double(c.head_dim) * double(c.heads) * double(c.layers) * keys;
+            // each query, QK^T and weights x V over the keys it sees (its sliding window on the
+            // layers that have one), in every head and layer (inspect::attention_flops, which the
+            // bench reports too). Weights are streamed once per step whatever n is.
+            step.attention_flops = inspect::attention_flops(engine_->config(), rows_before, n);
             step.flops =
                 double(n) * cost_.layer_flops_per_token + cost_.output_flops + step.attention_flops;
             step.weight_bytes = double(cost_.decode_bytes_per_token);

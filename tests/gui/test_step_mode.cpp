@@ -96,6 +96,13 @@ class TestStepMode : public QObject {
             QCOMPARE(step.token.id, tokens.last()[1].value<ui::TokenData>().id);
             QCOMPARE(step.attention.heads.size(), qsizetype(spec_.heads));
             QVERIFY(step.flops > 0 && step.weight_bytes > 0 && step.kv_write_bytes > 0);
+            // Attention's FLOPs, counted by hand for this model (no sliding window): per query
+            // row and key it sees, 2 x head_dim for the score and 2 x head_dim for the weighted
+            // sum, in every head and layer. The prefill's rows see 1..n keys, a decode row all.
+            const double per_key = 4.0 * double(spec_.head_dim * spec_.heads * spec_.layers);
+            const double keys = i == 1 ? double(prompt_tokens) * double(prompt_tokens + 1) / 2
+                                       : double(prompt_tokens + i - 1);
+            QCOMPARE(step.attention_flops, per_key * keys);
             QVERIFY(!step.token.before.isEmpty());
             // The KV view's highlight: the step's write ends at the position the step reports
             // (counted from the attention rows, not from the cache), in the slot that position
