@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <limits>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -266,10 +265,16 @@ int run_bench(int argc, char** argv, int first) {
     }
     struct PrefillResult {
         std::int64_t tokens = 0;
-        double seconds = 0;  // mean of the timed runs
-        double best_seconds = std::numeric_limits<double>::infinity();
         std::vector<double> round_seconds;  // each timed run, in order
-        double attention_flops = 0;         // causal attention of the prompt (model_cost.h)
+
+        double seconds() const {  // mean of the timed runs
+            double total = 0;
+            for (const double s : round_seconds) total += s;
+            return total / static_cast<double>(round_seconds.size());
+        }
+        double best_seconds() const {
+            return *std::min_element(round_seconds.begin(), round_seconds.end());
+        }
     };
     // Each length: one untimed run (the engine's buffers grow to the length's size there, as
     // llama-bench's warm-up run lets llama.cpp's), then `prefill_repeats` rounds of fresh random
@@ -288,18 +293,10 @@ int run_bench(int argc, char** argv, int first) {
     };
     for (std::int64_t n : lengths) {
         prefill_once(n);
-        PrefillResult p;
-        p.tokens = n;
-        p.attention_flops = inspect::attention_flops(config, 0, n);
-        prefills.push_back(p);
+        prefills.push_back({n, {}});
     }
     for (int r = 0; r < prefill_repeats; ++r) {
-        for (PrefillResult& p : prefills) {
-            const double seconds = prefill_once(p.tokens);
-            p.round_seconds.push_back(seconds);
-            p.seconds += seconds / prefill_repeats;
-            p.best_seconds = std::min(p.best_seconds, seconds);
-        }
+        for (PrefillResult& p : prefills) p.round_seconds.push_back(prefill_once(p.tokens));
     }
     std::vector<DecodeResult> decodes;
     std::vector<float> decode_logits;  // a real decode row, for timing the sampler on
@@ -334,15 +331,22 @@ int run_bench(int argc, char** argv, int first) {
         return cost.layer_flops_per_token * static_cast<double>(p.tokens) + cost.output_flops;
     };
     // The matrix products' FLOPs per second (attention's are reported as a share beside them).
-    auto prefill_gflops = [&](const PrefillResult& p) { return matrix_flops(p) / p.seconds / 1e9; };
+    auto prefill_gflops = [&](const PrefillResult& p) {
+        return matrix_flops(p) / p.seconds() / 1e9;
+    };
+    // Causal attention of the prompt (model_cost.h): it grows with the prompt, the matrices' per
+    // token does not.
+    auto attention_flops = [&](const PrefillResult& p) {
+        return inspect::attention_flops(config, 0, p.tokens);
+    };
     // Attention's share of the prefill's arithmetic: it grows with the prompt while the
     // matrices' stays per token, and on the CPU it runs in f32 where the quantized matrices run
     // int8 products, so it is what makes a long prompt slower per token.
     auto attention_share = [&](const PrefillResult& p) {
-        return p.attention_flops / (matrix_flops(p) + p.attention_flops);
+        return attention_flops(p) / (matrix_flops(p) + attention_flops(p));
     };
     const DecodeResult& first_decode = decodes.front();
-    const double ttft_ms = prefills.front().seconds * 1000.0;
+    const double ttft_ms = prefills.front().seconds() * 1000.0;
 
     if (args.flag("json")) {
         JsonWriter w;
@@ -369,13 +373,13 @@ int run_bench(int argc, char** argv, int first) {
         for (const auto& p : prefills) {
             w.begin_object();
             w.key("tokens").value(p.tokens);
-            w.key("seconds").value(p.seconds);
-            w.key("best_seconds").value(p.best_seconds);
+            w.key("seconds").value(p.seconds());
+            w.key("best_seconds").value(p.best_seconds());
             w.key("repeats").value(prefill_repeats);
-            w.key("tokens_per_s").value(static_cast<double>(p.tokens) / p.seconds);
+            w.key("tokens_per_s").value(static_cast<double>(p.tokens) / p.seconds());
             w.key("gflops").value(prefill_gflops(p));
             w.key("peak_fraction").value(prefill_gflops(p) / ceiling.gflops);
-            w.key("attention_flops").value(p.attention_flops);
+            w.key("attention_flops").value(attention_flops(p));
             w.key("attention_share").value(attention_share(p));
             w.key("round_seconds").begin_array();
             for (const double seconds : p.round_seconds) w.value(seconds);
@@ -451,9 +455,9 @@ int run_bench(int argc, char** argv, int first) {
         {false, true, true, true, true, true, true, true});
     char a[64], b[64], c[64], d[64], e[64];
     for (const auto& p : prefills) {
-        std::snprintf(a, sizeof a, "%.0f ms", p.seconds * 1000);
-        std::snprintf(b, sizeof b, "%.1f", static_cast<double>(p.tokens) / p.seconds);
-        std::snprintf(e, sizeof e, "%.1f", p.seconds * 1e6 / static_cast<double>(p.tokens));
+        std::snprintf(a, sizeof a, "%.0f ms", p.seconds() * 1000);
+        std::snprintf(b, sizeof b, "%.1f", static_cast<double>(p.tokens) / p.seconds());
+        std::snprintf(e, sizeof e, "%.1f", p.seconds() * 1e6 / static_cast<double>(p.tokens));
         std::snprintf(c, sizeof c, "%.1f GFLOP/s", prefill_gflops(p));
         std::snprintf(d, sizeof d, "%.1f%%", 100.0 * prefill_gflops(p) / ceiling.gflops);
         char f[64];
