@@ -1,8 +1,9 @@
 // `tokenscope-cli bench`: prefill and decode speed on this machine, each next to the machine's
-// ceiling measured by the bench itself. CPU: read bandwidth (decode) and the f32 FMA peak
-// (prefill). CUDA: the device-to-device copy bandwidth (decode) and the rate of the cuBLAS bf16
-// GEMM the prefill path calls, at the prefill's own shape (prefill). Decode is measured at each
-// requested context length and, with --concurrency, for several sequences decoding together.
+// ceiling measured by the bench itself. CPU: read bandwidth (decode), and for prefill the f32
+// FMA peak and the int8 dot-product peak, each for the products that run on it. CUDA: the
+// device-to-device copy bandwidth (decode) and the rate of the cuBLAS bf16 GEMM the prefill path
+// calls, at the prefill's own shape (prefill). Decode is measured at each requested context length
+// and, with --concurrency, for several sequences decoding together.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,8 +60,10 @@ struct Ceiling {
     std::string device;  // "cpu (2 threads, AVX-512)" or the GPU's name
     double gbps = 0;     // decode: memory the machine can stream per second
     const char* gbps_what = "";
-    double gflops = 0;  // prefill
+    double gflops = 0;  // prefill: f32 products on the CPU, every product on a GPU
     const char* gflops_what = "";
+    double int8_gops = 0;  // prefill, CPU: the products of quantized weights (0 on a GPU)
+    std::string int8_what;
 };
 
 struct DecodeResult {
@@ -248,11 +251,14 @@ int run_bench(int argc, char** argv, int first) {
     } else {
         const double read_gbps = tensor::measure_read_bandwidth(std::size_t{1} << 30, threads, 1.0);
         const inspect::ComputePeak peak = inspect::measure_f32_peak(threads);
+        const inspect::ComputePeak int8 = inspect::measure_int8_peak(threads);
         ceiling.device = "cpu (" + std::to_string(threads) + " threads, " + peak.isa + ")";
         ceiling.gbps = read_gbps;
         ceiling.gbps_what = "read bandwidth";
         ceiling.gflops = peak.gflops;
         ceiling.gflops_what = "f32 FMA peak";
+        ceiling.int8_gops = int8.gflops;
+        ceiling.int8_what = std::string("int8 dot-product peak (") + int8.isa + ")";
     }
 
     // Warm-up: one short prompt pulls every weight page in from the file (and, on a GPU,
@@ -316,9 +322,14 @@ int run_bench(int argc, char** argv, int first) {
     // The read bandwidth once more, after the runs: on a shared VM it moves by 1.5x from one
     // minute to the next, and one measurement taken in a slow minute put decode at 122 % of
     // it. The ceiling is the machine's best, so the larger of the two counts.
-    if (!on_gpu)
+    if (!on_gpu) {
         ceiling.gbps = std::max(ceiling.gbps,
                                 tensor::measure_read_bandwidth(std::size_t{1} << 30, threads, 1.0));
+        // The arithmetic peaks too: a neighbour on the host's other hyperthread halved one
+        // f32 measurement here (105 against 219-221 GFLOP/s in the same minutes).
+        ceiling.gflops = std::max(ceiling.gflops, inspect::measure_f32_peak(threads).gflops);
+        ceiling.int8_gops = std::max(ceiling.int8_gops, inspect::measure_int8_peak(threads).gflops);
+    }
 
     auto tokens_per_s = [](const DecodeResult& d) {
         return static_cast<double>(d.steps * d.sequences) / d.seconds;
@@ -333,6 +344,22 @@ int run_bench(int argc, char** argv, int first) {
     // The matrix products' FLOPs per second (attention's are reported as a share beside them).
     auto prefill_gflops = [&](const PrefillResult& p) {
         return matrix_flops(p) / p.seconds() / 1e9;
+    };
+    // The part of those FLOPs that multiplies int8 (quantized weights, CPU): they run at the
+    // int8 dot-product peak, not the f32 one (with an f32 ceiling alone, a quantized model's
+    // prefill read 100-250 % "of ceiling"). A GPU's products all count against its GEMM rate.
+    auto int8_flops = [&](const PrefillResult& p) {
+        if (on_gpu) return 0.0;
+        return cost.layer_int8_flops_per_token * static_cast<double>(p.tokens) +
+               cost.output_int8_flops;
+    };
+    // The prefill's fraction of its ceiling: the seconds its matrix products would take at the
+    // peaks (each product at the peak of the arithmetic it runs) over the seconds they took.
+    auto peak_fraction = [&](const PrefillResult& p) {
+        const double int8 = int8_flops(p);
+        const double at_peaks = (matrix_flops(p) - int8) / (ceiling.gflops * 1e9) +
+                                (int8 > 0 ? int8 / (ceiling.int8_gops * 1e9) : 0.0);
+        return at_peaks / p.seconds();
     };
     // Causal attention of the prompt (model_cost.h): it grows with the prompt, the matrices' per
     // token does not.
@@ -363,6 +390,10 @@ int run_bench(int argc, char** argv, int first) {
         w.key("gbps_source").value(ceiling.gbps_what);
         w.key("gflops").value(ceiling.gflops);
         w.key("gflops_source").value(ceiling.gflops_what);
+        if (!on_gpu) {
+            w.key("int8_gops").value(ceiling.int8_gops);
+            w.key("int8_source").value(ceiling.int8_what);
+        }
         if (on_gpu) {
             w.key("gemm_shape")
                 .value(std::to_string(gpu_peaks.gemm_m) + "x" + std::to_string(gpu_peaks.gemm_n) +
@@ -378,7 +409,8 @@ int run_bench(int argc, char** argv, int first) {
             w.key("repeats").value(prefill_repeats);
             w.key("tokens_per_s").value(static_cast<double>(p.tokens) / p.seconds());
             w.key("gflops").value(prefill_gflops(p));
-            w.key("peak_fraction").value(prefill_gflops(p) / ceiling.gflops);
+            w.key("peak_fraction").value(peak_fraction(p));
+            w.key("int8_share").value(int8_flops(p) / matrix_flops(p));
             w.key("attention_flops").value(attention_flops(p));
             w.key("attention_share").value(attention_share(p));
             w.key("round_seconds").begin_array();
@@ -433,6 +465,7 @@ int run_bench(int argc, char** argv, int first) {
         w.key("machine_read_gbps").value(ceiling.gbps);
         w.key("bandwidth_fraction").value(achieved_gbps(first_decode) / ceiling.gbps);
         w.key("machine_f32_gflops").value(ceiling.gflops);
+        if (!on_gpu) w.key("machine_int8_gops").value(ceiling.int8_gops);
         w.end_object();
         std::printf("%s\n", w.str().c_str());
         return 0;
@@ -446,10 +479,21 @@ int run_bench(int argc, char** argv, int first) {
                     engine->interleaved().matrices,
                     static_cast<double>(engine->interleaved().bytes) / (1 << 20));
     }
-    std::printf("ceilings, measured now on %s: %s %.1f GB/s%s, %s %.0f GFLOP/s\n\n",
-                ceiling.device.c_str(), ceiling.gbps_what, ceiling.gbps,
-                on_gpu ? "" : " (best of before and after the runs)", ceiling.gflops_what,
-                ceiling.gflops);
+    std::printf("ceilings, measured now on %s%s: %s %.1f GB/s, %s %.0f GFLOP/s",
+                ceiling.device.c_str(),
+                on_gpu ? "" : ", each the best of before and after the runs", ceiling.gbps_what,
+                ceiling.gbps, ceiling.gflops_what, ceiling.gflops);
+    if (!on_gpu) std::printf(", %s %.0f GOP/s", ceiling.int8_what.c_str(), ceiling.int8_gops);
+    std::printf("\n");
+    // Which ceiling a prefill is measured against, where it is not the f32 one alone.
+    const double int8_share = int8_flops(prefills.front()) / matrix_flops(prefills.front());
+    if (int8_share > 0) {
+        std::printf(
+            "prefill ceiling: %.1f %% of the matrix arithmetic multiplies int8 (quantized "
+            "weights) at the int8 peak, the rest f32 at the FMA peak\n",
+            100.0 * int8_share);
+    }
+    std::printf("\n");
     Table table(
         {"test", "tokens", "time", "tok/s", "us/token", "achieved", "of ceiling", "attention"},
         {false, true, true, true, true, true, true, true});
@@ -459,7 +503,7 @@ int run_bench(int argc, char** argv, int first) {
         std::snprintf(b, sizeof b, "%.1f", static_cast<double>(p.tokens) / p.seconds());
         std::snprintf(e, sizeof e, "%.1f", p.seconds() * 1e6 / static_cast<double>(p.tokens));
         std::snprintf(c, sizeof c, "%.1f GFLOP/s", prefill_gflops(p));
-        std::snprintf(d, sizeof d, "%.1f%%", 100.0 * prefill_gflops(p) / ceiling.gflops);
+        std::snprintf(d, sizeof d, "%.1f%%", 100.0 * peak_fraction(p));
         char f[64];
         std::snprintf(f, sizeof f, "%.1f%% of FLOPs", 100.0 * attention_share(p));
         table.add_row({"prefill", std::to_string(p.tokens), a, b, e, c, d, f});

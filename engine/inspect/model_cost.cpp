@@ -2,18 +2,23 @@
 
 #include "gguf/file.h"
 #include "model/model_config.h"
+#include "tensor/matmul.h"
 
 namespace tokenscope::inspect {
 
 ModelCost model_cost(const gguf::File& file) {
     ModelCost cost;
     const bool tied = file.find_tensor("output.weight") == nullptr;
+    auto count_output = [&](const gguf::TensorInfo& t) {
+        cost.output_flops = 2.0 * static_cast<double>(t.element_count);
+        cost.output_int8_flops = tensor::prefill_uses_int8_products(t.type) ? cost.output_flops : 0;
+    };
     for (const auto& t : file.tensors()) {
         cost.parameters += static_cast<std::uint64_t>(t.element_count);
         if (t.name == "token_embd.weight") {
             if (tied) {
                 cost.decode_bytes_per_token += t.byte_size;
-                cost.output_flops = 2.0 * static_cast<double>(t.element_count);
+                count_output(t);
             } else if (t.dims.size() == 2) {
                 cost.decode_bytes_per_token += t.byte_size / static_cast<std::uint64_t>(t.dims[1]);
             }
@@ -21,9 +26,12 @@ ModelCost model_cost(const gguf::File& file) {
         }
         cost.decode_bytes_per_token += t.byte_size;
         if (t.name == "output.weight") {
-            cost.output_flops = 2.0 * static_cast<double>(t.element_count);
+            count_output(t);
         } else if (t.dims.size() == 2) {
-            cost.layer_flops_per_token += 2.0 * static_cast<double>(t.element_count);
+            const double flops = 2.0 * static_cast<double>(t.element_count);
+            cost.layer_flops_per_token += flops;
+            if (tensor::prefill_uses_int8_products(t.type))
+                cost.layer_int8_flops_per_token += flops;
         }
     }
     return cost;

@@ -18,6 +18,10 @@ struct ModelCost {
     std::uint64_t decode_bytes_per_token = 0;
     double layer_flops_per_token = 0;  // 2 x parameters of the layer matrices
     double output_flops = 0;           // 2 x vocab x width, once per sampled position
+    // The parts of the two above whose products multiply int8 at the active SIMD level
+    // (tensor::prefill_uses_int8_products: the quantized types); the rest are f32 FMAs.
+    double layer_int8_flops_per_token = 0;
+    double output_int8_flops = 0;
     std::uint64_t parameters = 0;      // every tensor's element count
 };
 

@@ -52,6 +52,14 @@ enum class ActivationFormat {
 
 ActivationFormat activation_format_for(Type weight_type);
 
+// Whether a prefill's matrix products (kPanelMinTokens tokens or more) with `weight_type`
+// weights multiply int8 (the activations quantized to blocks of int8 times the weights' integer
+// codes) at the active level: every quantized type, except where the AVX2 prefill decodes them
+// to f32 panels instead (TOKENSCOPE_INT8_GEMM=0).
+// F32, F16 and BF16 weights multiply f32 activations with f32 multiply-adds. For reporting
+// prefill against the matching ceiling (inspect/compute_peak.h).
+bool prefill_uses_int8_products(Type weight_type);
+
 // Runs body(begin, end) over [0, count), possibly split into disjoint ranges on several
 // threads at once (the engine passes its thread pool's parallel_for); returns when all are done.
 using ParallelRows = std::function<void(

@@ -156,6 +156,13 @@ const char* simd_level_name(SimdLevel level) {
     return "unknown";
 }
 
+bool prefill_uses_int8_products(Type weight_type) {
+    if (activation_format_for(weight_type) == ActivationFormat::F32) return false;
+    // The AVX2 prefill panels decode the quantized types to f32 where the int8 GEMMs are off;
+    // every other path (AVX-512, the dot-product tiles, scalar) multiplies the int8 codes.
+    return active_simd_level() != SimdLevel::Avx2 || detail::uses_int8_gemm(weight_type);
+}
+
 bool detail::uses_int8_gemm(Type type) {
 #if defined(TOKENSCOPE_X86_KERNELS)
     static const bool enabled = [] {

@@ -77,6 +77,28 @@ private slots:
         QCOMPARE(turns[1][1] + turns[1][2], turns[1][0]);
     }
 
+    // bench --json's ceilings and each prefill's fraction of them, recomputed from its fields.
+    static void check_ceilings(const QJsonObject& o, double int8_share) {
+        const QJsonObject ceiling = o["ceiling"].toObject();
+        const double f32_peak = ceiling["gflops"].toDouble(),
+                     int8_peak = ceiling["int8_gops"].toDouble();
+        QVERIFY2(f32_peak > 0 && int8_peak > 0, qPrintable(QJsonDocument(o).toJson()));
+        QVERIFY(!ceiling["int8_source"].toString().isEmpty());
+        QCOMPARE(o["machine_int8_gops"].toDouble(), int8_peak);
+        QVERIFY(!o["prefill"].toArray().isEmpty());
+        for (const auto& v : o["prefill"].toArray()) {
+            const QJsonObject p = v.toObject();
+            QCOMPARE(p["int8_share"].toDouble(), int8_share);
+            const double flops = p["gflops"].toDouble() * p["seconds"].toDouble();  // G
+            const double at_peaks =
+                flops * (1 - int8_share) / f32_peak + flops * int8_share / int8_peak;
+            const double want = at_peaks / p["seconds"].toDouble();
+            // The JSON keeps 9 significant digits.
+            QVERIFY2(std::fabs(p["peak_fraction"].toDouble() - want) <= 1e-7 * want,
+                     qPrintable(QJsonDocument(p).toJson()));
+        }
+    }
+
     void benchJson() {
         const Result r = run_cli({"bench", "--model", model_, "--prompt-lengths", "8,16", "--n-decode", "4", "--threads", "2",
                                   "--json"});
@@ -106,6 +128,26 @@ private slots:
             attention_per_token[i] = p["attention_flops"].toDouble() / p["tokens"].toDouble();
         }
         QVERIFY2(attention_per_token[1] > attention_per_token[0], qPrintable(r.out));
+        // Two arithmetic ceilings on the CPU: f32 FMAs and int8 dot products. Each prefill's
+        // peak_fraction is the time its matrix products would take at them (the int8 share at
+        // the int8 peak, the rest at the f32 one) over the time they took. This model's
+        // matrices are F32: no int8 share. A Q8_0 copy below has nothing but int8 products.
+        check_ceilings(o, 0.0);
+        if (QTest::currentTestFailed()) return;
+        const QString q8 = QString::fromStdString(test::tiny_model_path("cli_llama_q8", [] {
+            test::TinyModelSpec spec;
+            spec.weight_type = tensor::Type::Q8_0;
+            return spec;
+        }()));
+        const Result q8_run =
+            run_cli({"bench", "--model", q8, "--prompt-lengths", "16", "--n-decode", "2",
+                     "--threads", "2", "--repeats", "1", "--json"});
+        QVERIFY2(q8_run.exit_code == 0, qPrintable(q8_run.err));
+        // All int8, except where the AVX2 prefill is told to decode quantized weights to f32.
+        const bool f32_panels =
+            qgetenv("TOKENSCOPE_INT8_GEMM") == "0" && qgetenv("TOKENSCOPE_SIMD") == "avx2";
+        check_ceilings(QJsonDocument::fromJson(q8_run.out.toUtf8()).object(),
+                       f32_panels ? 0.0 : 1.0);
         for (const char* key : {"decode_tokens_per_s", "ttft_ms", "effective_gbps", "machine_read_gbps", "bandwidth_fraction"}) {
             QVERIFY2(o[key].toDouble() > 0, key);
         }

@@ -3,13 +3,23 @@
 // positions with the window rule of runtime/cpu_attention.cpp (a query at p sees keys j with
 // p - window < j <= p), and against hand-counted small cases. The function itself uses closed
 // forms of those sums.
+//
+// Also model_cost's split of the matrix FLOPs into int8 products (quantized weights, counted
+// against the bench's int8 ceiling) and f32 ones, on a file written here with a hand-counted
+// answer, at each SIMD level; and which instruction each measured ceiling runs at each level.
 #include <QtTest>
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "gguf/file.h"
+#include "gguf/writer.h"
+#include "inspect/compute_peak.h"
 #include "inspect/model_cost.h"
 #include "model/model_config.h"
+#include "tensor/matmul.h"
+#include "tensor/type.h"
 #include "util/test_paths.h"
 
 using namespace tokenscope;
@@ -92,6 +102,77 @@ class TestModelCost : public QObject {
         }
         QVERIFY(inspect::attention_flops(c, 0, 512) / 512 >
                 inspect::attention_flops(c, 0, 128) / 128);
+    }
+
+    // A file with a Q8_0 and a Q4_K matrix (int8 products), an F16 one and a BF16 one (f32),
+    // a 1-D norm (no matrix) and a separate F16 output matrix; counted by hand:
+    //   layer FLOPs 2 x (64x32 + 256x16 + 64x48 + 64x8) = 2 x 9728, of which int8 2 x 6144;
+    //   output 2 x 64 x 100, f32 (F16 weights).
+    // At the AVX2 level with TOKENSCOPE_INT8_GEMM=0 the quantized types would run f32 panels;
+    // that setting is read once per process, so it is checked through the tensor function.
+    void int8ShareOfTheMatrices() {
+        gguf::Writer w;
+        w.set("general.architecture", gguf::Value::string("llama"));
+        auto add = [&](const std::string& name, tensor::Type type, std::vector<std::int64_t> dims) {
+            std::int64_t rows = 1;
+            for (std::size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
+            std::vector<std::uint8_t> zeros(tensor::row_bytes(type, dims[0]) *
+                                            static_cast<std::size_t>(rows));
+            w.add_tensor(name, type, dims, zeros);
+        };
+        add("token_embd.weight", tensor::Type::F16, {64, 100});
+        add("output.weight", tensor::Type::F16, {64, 100});
+        add("blk.0.attn_q.weight", tensor::Type::Q8_0, {64, 32});
+        add("blk.0.ffn_up.weight", tensor::Type::Q4_K, {256, 16});
+        add("blk.0.ffn_down.weight", tensor::Type::F16, {64, 48});
+        add("blk.0.attn_k.weight", tensor::Type::BF16, {64, 8});
+        add("blk.0.attn_norm.weight", tensor::Type::F32, {64});
+        const std::string path = test::scratch_dir() + "/model_cost_types.gguf";
+        w.write(path);
+        const gguf::File file = gguf::File::open(path);
+
+        struct LevelGuard {
+            ~LevelGuard() { tensor::set_simd_level(tensor::detected_simd_level()); }
+        } guard;
+        for (int l = 0; l <= static_cast<int>(tensor::detected_simd_level()); ++l) {
+            const auto level = static_cast<tensor::SimdLevel>(l);
+            tensor::set_simd_level(level);
+            const inspect::ModelCost cost = inspect::model_cost(file);
+            QCOMPARE(cost.layer_flops_per_token, 2.0 * 9728);
+            QCOMPARE(cost.output_flops, 2.0 * 6400);
+            QCOMPARE(cost.output_int8_flops, 0.0);
+            const bool int8 = tensor::prefill_uses_int8_products(tensor::Type::Q8_0);
+            QCOMPARE(tensor::prefill_uses_int8_products(tensor::Type::Q4_K), int8);
+            QCOMPARE(cost.layer_int8_flops_per_token, int8 ? 2.0 * 6144 : 0.0);
+            // Quantized products are int8 everywhere but the AVX2 panels' f32 fallback.
+            QCOMPARE(int8, level != tensor::SimdLevel::Avx2 ||
+                               std::getenv("TOKENSCOPE_INT8_GEMM") == nullptr ||
+                               std::strcmp(std::getenv("TOKENSCOPE_INT8_GEMM"), "0") != 0);
+            for (tensor::Type t : {tensor::Type::F32, tensor::Type::F16, tensor::Type::BF16})
+                QVERIFY(!tensor::prefill_uses_int8_products(t));
+        }
+    }
+
+    // The ceilings follow the forced level, not the widest the CPU has (a machine with two
+    // 512-bit FMA units has twice the AVX2 kernels' ceiling at AVX-512). Their values depend
+    // on the machine and its load, so only that one was measured is checked, not how fast.
+    void ceilingsFollowTheActiveLevel() {
+        struct LevelGuard {
+            ~LevelGuard() { tensor::set_simd_level(tensor::detected_simd_level()); }
+        } guard;
+        for (int l = 0; l <= static_cast<int>(tensor::detected_simd_level()); ++l) {
+            const auto level = static_cast<tensor::SimdLevel>(l);
+            tensor::set_simd_level(level);
+            const inspect::ComputePeak f32 = inspect::measure_f32_peak(1, 0.02);
+            const inspect::ComputePeak int8 = inspect::measure_int8_peak(1, 0.02);
+            QVERIFY(f32.gflops > 0 && int8.gflops > 0);
+            QCOMPARE(std::string(f32.isa), std::string(tensor::simd_level_name(level)));
+            const char* want = level == tensor::SimdLevel::Avx512   ? "avx512-vnni vpdpbusd"
+                               : level == tensor::SimdLevel::Scalar ? "scalar"
+                               : tensor::avx_vnni_in_use()          ? "avx-vnni vpdpbusd"
+                                                                    : "avx2 vpmaddubsw";
+            QCOMPARE(std::string(int8.isa), std::string(want));
+        }
     }
 };
 
