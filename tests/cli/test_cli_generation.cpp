@@ -261,6 +261,50 @@ private slots:
         }
     }
 
+    // COMMAND --help prints that command's usage entries and exits 0, for every command the
+    // CLI knows (the list its unknown-command error gives); -h only right after the command,
+    // so that "-h" can still be an option's value.
+    void commandHelp() {
+        const Result unknown = run_cli({"nosuch", "--help"});
+        QCOMPARE(unknown.exit_code, 1);
+        const QRegularExpression list("\\(commands: ([a-z, -]+);");
+        const auto m = list.match(unknown.err);
+        QVERIFY2(m.hasMatch(), qPrintable(unknown.err));
+        const QStringList commands = m.captured(1).split(", ");
+        QVERIFY2(commands.size() >= 15, qPrintable(unknown.err));
+        for (const QString& command : commands) {
+            const Result r = run_cli({command, "--help"});
+            QVERIFY2(r.exit_code == 0, qPrintable(command + ": " + r.err));
+            QVERIFY2(r.out.startsWith("usage: tokenscope-cli [--log-level LEVEL] " + command +
+                                      " [options]\n"),
+                     qPrintable(r.out));
+            // Its own entry, alone or among names joined by '|', and nobody else's.
+            const QRegularExpression entry("^  (\\S+)", QRegularExpression::MultilineOption);
+            int own = 0;
+            for (auto it = entry.globalMatch(r.out); it.hasNext();) {
+                const QStringList names = it.next().captured(1).split('|');
+                if (names.contains(command))
+                    ++own;
+                else
+                    QVERIFY2(names.first().startsWith("--"),
+                             qPrintable(command + ":\n" + r.out));  // global options
+            }
+            QVERIFY2(own >= 1, qPrintable(command + ":\n" + r.out));
+        }
+        for (const QString& command : {QString("run"), QString("bench")}) {
+            const Result r = run_cli({command, "--model", model_, "--help"});
+            QVERIFY2(r.exit_code == 0 && r.out.contains("--speculative lookup|draft:FILE") &&
+                         r.out.contains("--draft-k K"),
+                     qPrintable(r.out));
+        }
+        QCOMPARE(run_cli({"bench", "-h"}).exit_code, 0);
+        // "-h" as a value is a value: here the prompt text of a run.
+        const Result value =
+            run_cli({"run", "--model", model_, "--prompt", "-h", "--n-predict", "2"});
+        QVERIFY2(value.exit_code == 0 && !value.out.startsWith("usage:"),
+                 qPrintable(value.out + value.err));
+    }
+
     // The default model: perplexity of the fixed English text in one 1024-token window.
     // Independent value: llama.cpp (llama-cpp-python 0.3.36) gives 20.19 on the same 797
     // tokens (docs/benchmarks.md); ours must be within 5% of it.
