@@ -242,39 +242,68 @@ MatmulBenchResult benchmark_matmul(const MatmulBenchConfig& c) {
     return r;
 }
 
-double measure_read_bandwidth(std::size_t bytes, int threads, double min_seconds) {
-    if (threads <= 0) throw InvalidArgument("measure_read_bandwidth: threads must be positive");
-    const std::size_t words = std::max<std::size_t>(bytes / 8, 1);
-    // In large pages, as the engine keeps its weights (gguf::FileBytes::LargePages): the
-    // ceiling is the best this machine reads, and 4 KiB pages read 15-20 % slower here.
-    LargePageBuffer memory(words * sizeof(std::uint64_t));
-    const std::span<std::uint64_t> buffer(reinterpret_cast<std::uint64_t*>(memory.data()), words);
-    for (std::size_t i = 0; i < words; ++i) buffer[i] = i;
-    std::vector<std::uint64_t> sinks(static_cast<std::size_t>(threads));
-    double best = 0;
+ReadStreamLayout read_stream_layout(std::size_t bytes, int streams) {
+    if (streams <= 0 || streams > 1024)
+        throw InvalidArgument("read_stream_layout: streams must be 1 to 1024, got " +
+                              std::to_string(streams));
+    constexpr std::size_t kGranule = std::size_t{64} << 10;  // 64 KiB
+    constexpr std::size_t kLine = 64;
+    const auto count = static_cast<std::size_t>(streams);
+    const std::size_t skew_bytes = kLine * (count - 1);
+    if (bytes < count * kGranule + skew_bytes)
+        throw InvalidArgument("read_stream_layout: " + std::to_string(bytes) +
+                              " bytes are too few for " + std::to_string(streams) +
+                              " streams of 64 KiB");
+    ReadStreamLayout layout;
+    layout.length = (bytes - skew_bytes) / count / kGranule * kGranule;
+    for (std::size_t i = 0; i < count; ++i) layout.starts.push_back(i * (layout.length + kLine));
+    return layout;
+}
+
+struct ReadBandwidthProbe::State {
+    static constexpr int kStreams = kReadStreamsPerThread;
+    ReadStreamLayout layout;
+    std::size_t words = 0;  // per stream
+    LargePageBuffer memory;
+    std::vector<std::uint64_t> sinks;
     // Passes alternate between plain loads and loads with the software prefetch the decode
     // kernels use (weight_prefetch(), 8 KiB ahead): on some CPUs (Zen 4) that prefetch reads
     // faster than the hardware prefetchers alone, and a ceiling the kernels can beat is none.
-    const WeightPrefetch level = weight_prefetch();
+    WeightPrefetch level = weight_prefetch();
     bool prefetch = false;
-    ThreadTeam team(threads, [&](int t) {
-        const std::size_t begin =
-            words * static_cast<std::size_t>(t) / static_cast<std::size_t>(threads);
-        const std::size_t end =
-            words * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(threads);
-        // Four streams at once, like a kernel walking four weight rows: one sequential
-        // stream leaves the prefetchers (and so the bandwidth) underused on server parts.
-        // Independent sums keep the loop limited by loads; it vectorizes with SSE2.
-        const std::size_t quarter = (end - begin) / 4;
-        const std::uint64_t* p0 = buffer.data() + begin;
-        const std::uint64_t* p1 = p0 + quarter;
-        const std::uint64_t* p2 = p1 + quarter;
-        const std::uint64_t* p3 = p2 + quarter;
+    ThreadTeam team;
+
+    State(std::size_t bytes, int threads)
+        : layout(read_stream_layout(bytes, threads * kStreams)),
+          words(layout.length / 8),
+          // In large pages, as the engine keeps its weights (gguf::FileBytes::LargePages): the
+          // ceiling is the best this machine reads, and 4 KiB pages read 15-20 % slower here.
+          memory(layout.starts.back() + layout.length),
+          sinks(static_cast<std::size_t>(threads)),
+          team(threads, [this](int t) { read(t); }) {
+        for (const std::size_t start : layout.starts) {
+            std::uint64_t* stream = base() + start / 8;
+            for (std::size_t i = 0; i < words; ++i) stream[i] = i;
+        }
+    }
+
+    std::uint64_t* base() const { return reinterpret_cast<std::uint64_t*>(memory.data()); }
+
+    // Four streams at once, like a kernel walking four weight rows: one sequential stream
+    // leaves the prefetchers (and so the bandwidth) underused on server parts. Independent sums
+    // keep the loop limited by loads; it vectorizes with SSE2.
+    void read(int t) {
+        static_assert(kStreams == 4, "the loop below reads four streams");
+        const std::size_t first = static_cast<std::size_t>(t) * kStreams;
+        const std::uint64_t* p0 = base() + layout.starts[first] / 8;
+        const std::uint64_t* p1 = base() + layout.starts[first + 1] / 8;
+        const std::uint64_t* p2 = base() + layout.starts[first + 2] / 8;
+        const std::uint64_t* p3 = base() + layout.starts[first + 3] / 8;
         std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         constexpr std::size_t kLine = 8, kAhead = 1024;  // words: 64 B, 8 KiB
         std::size_t i = 0;
         if (prefetch) {
-            for (; i + kLine + kAhead <= quarter; i += kLine) {
+            for (; i + kLine + kAhead <= words; i += kLine) {
                 prefetch_line(p0 + i + kAhead, level);
                 prefetch_line(p1 + i + kAhead, level);
                 prefetch_line(p2 + i + kAhead, level);
@@ -287,26 +316,43 @@ double measure_read_bandwidth(std::size_t bytes, int threads, double min_seconds
                 }
             }
         }
-        for (; i < quarter; ++i) {
+        for (; i < words; ++i) {
             s0 += p0[i];
             s1 += p1[i];
             s2 += p2[i];
             s3 += p3[i];
         }
-        for (std::size_t k = begin + 4 * quarter; k < end; ++k) s0 += buffer[k];
-        sinks[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
-    });
+        sinks[static_cast<std::size_t>(t)] += s0 + s1 + s2 + s3;
+    }
+};
+
+ReadBandwidthProbe::ReadBandwidthProbe(std::size_t bytes, int threads) {
+    if (threads <= 0) throw InvalidArgument("measure_read_bandwidth: threads must be positive");
+    state_ = std::make_unique<State>(bytes, threads);
+}
+
+ReadBandwidthProbe::~ReadBandwidthProbe() {
+    volatile std::uint64_t keep = 0;
+    for (std::uint64_t s : state_->sinks) keep = keep + s;
+}
+
+double ReadBandwidthProbe::measure(double min_seconds) {
+    State& st = *state_;
+    const double read_bytes =
+        static_cast<double>(st.layout.length) * static_cast<double>(st.layout.starts.size());
+    double best = 0;
     const auto start = Clock::now();
     do {
         const auto t0 = Clock::now();
-        team.run();
-        best =
-            std::max(best, static_cast<double>(words * 8) / seconds_since(t0) / 1e9);  // all read
-        prefetch = !prefetch && level != WeightPrefetch::None;
-    } while (seconds_since(start) < min_seconds || prefetch);
-    volatile std::uint64_t keep = 0;
-    for (std::uint64_t s : sinks) keep = keep + s;
+        st.team.run();
+        best = std::max(best, read_bytes / seconds_since(t0) / 1e9);
+        st.prefetch = !st.prefetch && st.level != WeightPrefetch::None;
+    } while (seconds_since(start) < min_seconds || st.prefetch);
     return best;
+}
+
+double measure_read_bandwidth(std::size_t bytes, int threads, double min_seconds) {
+    return ReadBandwidthProbe(bytes, threads).measure(min_seconds);
 }
 
 }  // namespace tokenscope::tensor

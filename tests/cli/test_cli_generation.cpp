@@ -148,6 +148,15 @@ private slots:
             qgetenv("TOKENSCOPE_INT8_GEMM") == "0" && qgetenv("TOKENSCOPE_SIMD") == "avx2";
         check_ceilings(QJsonDocument::fromJson(q8_run.out.toUtf8()).object(),
                        f32_panels ? 0.0 : 1.0);
+        // Each decode against the read bandwidth measured just before and after it (CPU).
+        for (const auto& v : o["decode"].toArray()) {
+            const QJsonObject d = v.toObject();
+            const double local = d["ceiling_gbps"].toDouble();
+            QVERIFY2(local > 0 && local <= o["machine_read_gbps"].toDouble(), qPrintable(r.out));
+            QVERIFY2(std::fabs(d["bandwidth_fraction"].toDouble() - d["gbps"].toDouble() / local) <=
+                         1e-7 * d["bandwidth_fraction"].toDouble(),
+                     qPrintable(r.out));
+        }
         for (const char* key : {"decode_tokens_per_s", "ttft_ms", "effective_gbps", "machine_read_gbps", "bandwidth_fraction"}) {
             QVERIFY2(o[key].toDouble() > 0, key);
         }

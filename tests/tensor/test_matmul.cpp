@@ -47,6 +47,7 @@
 #include "tensor/block_layouts.h"
 #include "tensor/f16.h"
 #include "tensor/matmul.h"
+#include "tensor/matmul_bench.h"
 #include "tensor/type.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
@@ -471,6 +472,7 @@ class TestMatmul : public QObject {
     void avxVnniAgreesWithMaddubs();
     void rowMultipleSplitsGiveTheSameBits();
     void q4kLanePackerEqualsTheGeneralOne();
+    void readStreamsAreNotPowerOfTwoApart();
     void q51WithoutFifthBitsEqualsQ41();
     void activationsServeEveryTypeOfTheirFormat();
     void prefetchLevelsChangeNoResult();
@@ -1557,6 +1559,34 @@ void TestMatmul::rejectsMismatchedArguments() {
         QVERIFY_THROWS_EXCEPTION(
             InvalidArgument, matmul_rows(Type::F16, w16.data(), n, 0, rows, acts, y.data(), rows));
     }
+}
+
+// The read-bandwidth probe's streams (read_stream_layout): equal lengths in whole 64 KiB, inside
+// the buffer, not overlapping, using all but under 64 KiB per stream plus the skew, and no two
+// starting a multiple of 64 KiB apart. The layout before (each thread's half cut in quarters)
+// put 1 GiB's 8 streams 128 MiB apart, which the last check rejects.
+void TestMatmul::readStreamsAreNotPowerOfTwoApart() {
+    constexpr std::size_t kGranule = std::size_t{64} << 10;
+    for (const std::size_t bytes :
+         {std::size_t{1} << 30, (std::size_t{1} << 30) + (std::size_t{3} << 20) + 7 * 4096,
+          std::size_t{426} << 20, std::size_t{128} << 20, 64 * kGranule + 63 * 64}) {
+        for (const int streams : {1, 2, 4, 8, 16, 64}) {
+            const std::string what = std::to_string(bytes) + " bytes, " + std::to_string(streams);
+            const ReadStreamLayout l = read_stream_layout(bytes, streams);
+            QVERIFY2(static_cast<int>(l.starts.size()) == streams, what.c_str());
+            QVERIFY2(l.length > 0 && l.length % kGranule == 0, what.c_str());
+            QVERIFY2(l.starts.back() + l.length <= bytes, what.c_str());
+            const std::size_t s = static_cast<std::size_t>(streams);
+            QVERIFY2(l.length * s + kGranule * s + 64 * s > bytes, what.c_str());
+            for (std::size_t i = 0; i < s; ++i) {
+                if (i > 0) QVERIFY2(l.starts[i] >= l.starts[i - 1] + l.length, what.c_str());
+                for (std::size_t j = i + 1; j < s; ++j)
+                    QVERIFY2((l.starts[j] - l.starts[i]) % kGranule != 0, what.c_str());
+            }
+        }
+    }
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, read_stream_layout(std::size_t{1} << 30, 0));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, read_stream_layout(kGranule, 2));
 }
 
 QTEST_APPLESS_MAIN(TestMatmul)
