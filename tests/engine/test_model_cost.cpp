@@ -55,6 +55,21 @@ double counted_flops(const model::ModelConfig& c, std::int64_t cached, std::int6
            static_cast<double>(c.head_dim + c.value_dim);
 }
 
+// Runs fn at every SIMD level this CPU has, forced (scalar first), then restores the detected
+// one, also when fn fails a check and returns early.
+template <class Fn>
+void for_each_simd_level(Fn fn) {
+    struct LevelGuard {
+        ~LevelGuard() { tensor::set_simd_level(tensor::detected_simd_level()); }
+    } guard;
+    for (int l = 0; l <= static_cast<int>(tensor::detected_simd_level()); ++l) {
+        const auto level = static_cast<tensor::SimdLevel>(l);
+        tensor::set_simd_level(level);
+        fn(level);
+        if (QTest::currentTestFailed()) return;
+    }
+}
+
 }  // namespace
 
 class TestModelCost : public QObject {
@@ -131,12 +146,7 @@ class TestModelCost : public QObject {
         w.write(path);
         const gguf::File file = gguf::File::open(path);
 
-        struct LevelGuard {
-            ~LevelGuard() { tensor::set_simd_level(tensor::detected_simd_level()); }
-        } guard;
-        for (int l = 0; l <= static_cast<int>(tensor::detected_simd_level()); ++l) {
-            const auto level = static_cast<tensor::SimdLevel>(l);
-            tensor::set_simd_level(level);
+        for_each_simd_level([&](tensor::SimdLevel level) {
             const inspect::ModelCost cost = inspect::model_cost(file);
             QCOMPARE(cost.layer_flops_per_token, 2.0 * 9728);
             QCOMPARE(cost.output_flops, 2.0 * 6400);
@@ -150,19 +160,14 @@ class TestModelCost : public QObject {
                                std::strcmp(std::getenv("TOKENSCOPE_INT8_GEMM"), "0") != 0);
             for (tensor::Type t : {tensor::Type::F32, tensor::Type::F16, tensor::Type::BF16})
                 QVERIFY(!tensor::prefill_uses_int8_products(t));
-        }
+        });
     }
 
     // The ceilings follow the forced level, not the widest the CPU has (a machine with two
     // 512-bit FMA units has twice the AVX2 kernels' ceiling at AVX-512). Their values depend
     // on the machine and its load, so only that one was measured is checked, not how fast.
     void ceilingsFollowTheActiveLevel() {
-        struct LevelGuard {
-            ~LevelGuard() { tensor::set_simd_level(tensor::detected_simd_level()); }
-        } guard;
-        for (int l = 0; l <= static_cast<int>(tensor::detected_simd_level()); ++l) {
-            const auto level = static_cast<tensor::SimdLevel>(l);
-            tensor::set_simd_level(level);
+        for_each_simd_level([&](tensor::SimdLevel level) {
             const inspect::ComputePeak f32 = inspect::measure_f32_peak(1, 0.02);
             const inspect::ComputePeak int8 = inspect::measure_int8_peak(1, 0.02);
             QVERIFY(f32.gflops > 0 && int8.gflops > 0);
@@ -172,7 +177,7 @@ class TestModelCost : public QObject {
                                : tensor::avx_vnni_in_use()          ? "avx-vnni vpdpbusd"
                                                                     : "avx2 vpmaddubsw";
             QCOMPARE(std::string(int8.isa), std::string(want));
-        }
+        });
     }
 };
 
