@@ -202,7 +202,9 @@ int run_bench(int argc, char** argv, int first) {
     constexpr double kLocalProbeSeconds = 0.3;
     // `sequences` sequences, each prefilled with `context` tokens, then `steps` greedy decode
     // steps in which every sequence adds one token (one batch per step).
-    auto decode = [&](std::int64_t context, std::int64_t sequences, std::int64_t steps) {
+    // measure_bandwidth: false for the warm-up, whose row is not reported.
+    auto decode = [&](std::int64_t context, std::int64_t sequences, std::int64_t steps,
+                      bool measure_bandwidth = true) {
         std::vector<kv::SeqId> ids;
         std::vector<std::vector<std::int32_t>> history;
         std::vector<std::int32_t> next;
@@ -212,7 +214,8 @@ int run_bench(int argc, char** argv, int first) {
             prefill(history.back(), ids.back());
             next.push_back(argmax(out.row(0)));
         }
-        const double gbps_before = probe ? probe->measure(kLocalProbeSeconds) : 0.0;
+        const bool local = probe && measure_bandwidth;
+        const double gbps_before = local ? probe->measure(kLocalProbeSeconds) : 0.0;
         const auto start = Clock::now();
         for (std::int64_t i = 0; i < steps; ++i) {
             runtime::Batch batch;
@@ -230,7 +233,7 @@ int run_bench(int argc, char** argv, int first) {
         }
         DecodeResult r;
         r.seconds = seconds_since(start);
-        r.local_gbps = probe ? std::max(gbps_before, probe->measure(kLocalProbeSeconds)) : 0.0;
+        r.local_gbps = local ? std::max(gbps_before, probe->measure(kLocalProbeSeconds)) : 0.0;
         r.context = context;
         r.sequences = sequences;
         r.steps = steps;
@@ -279,7 +282,7 @@ int run_bench(int argc, char** argv, int first) {
         const kv::SeqId seq = engine->new_sequence_id();
         prefill(random_tokens(8), seq);
         engine->kv().free_sequence(seq);
-        decode(8, 1, 2);
+        decode(8, 1, 2, false);
     }
     struct PrefillResult {
         std::int64_t tokens = 0;
