@@ -14,6 +14,13 @@
 
 namespace {
 
+// The commands dispatch() knows, for its errors.
+const char* const kCommands =
+    "inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, "
+    "quantize, quant-eval, make-model, selftest, kernel-lab, attention, devices";
+
+// One source line per line of the text, as it prints:
+// clang-format off
 const char* const kUsage =
     "usage: tokenscope-cli [--log-level LEVEL] COMMAND [options]\n"
     "\n"
@@ -24,92 +31,67 @@ const char* const kUsage =
     "            token ids of TEXT (space separated), or ids and pieces as JSON\n"
     "  tokenize  --model FILE --inp FILE.inp   ids of each llama.cpp test string, one line each\n"
     "  run       --model FILE --prompt TEXT [--chat [--template NAME]] [--n-predict N] [--json]\n"
-    "            [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window N "
-    "--seed S]\n"
+    "            [--temp T --top-k K --top-p P --min-p M --repeat-penalty R --repeat-window N --seed S]\n"
     "            [--threads N --ctx N --kv-type f16|f32|q8 --batch N --device cpu|cuda|auto]\n"
     "            [--cuda-graphs on|off --split-k on|off --large-pages on|off]\n"
-    "            [--speculative lookup|draft:FILE [--draft-k K]]   speculative decoding: proposals "
-    "from\n"
-    "            the text so far (prompt lookup) or a draft model with the same vocabulary, "
-    "checked in\n"
-    "            one forward pass; greedy output is unchanged, sampling keeps the model's "
-    "distribution;\n"
-    "            K (1-14, default 8) is the most tokens proposed per step, adapted to the "
-    "acceptance\n"
-    "            generate a continuation (or, with --chat, an answer) and stream it\n"
+    "            [--speculative lookup|draft:FILE [--draft-k K]]\n"
+    "            generate a continuation (or, with --chat, an answer) and stream it; --speculative:\n"
+    "            proposals from the text so far (prompt lookup) or from a draft model with the same\n"
+    "            vocabulary, checked in one forward pass (greedy output unchanged, sampling keeps the\n"
+    "            model's distribution); K (1-14, default 8): most tokens proposed per step, adapted\n"
+    "            to the acceptance rate\n"
     "  chat      --model FILE [--system TEXT] [--think on|off]\n"
-    "            [--template gemma|llama2|llama3|chatml|mistral|phi3|zephyr|fallback]  (default: "
-    "the model's own)\n"
+    "            [--template gemma|llama2|llama3|chatml|mistral|phi3|zephyr|fallback]  (default: the model's own)\n"
     "            [sampling and engine options as for run]\n"
     "            interactive chat; each turn prefills only its new tokens\n"
-    "  run|chat  --remote URL [--api-key KEY] [--remote-model NAME] [--prompt TEXT] [--n-predict "
-    "N] [--json]\n"
-    "            [--temp T --top-p P --top-k K --min-p M --repeat-penalty R --seed S]   (only "
-    "these are sent)\n"
-    "            the same against an OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama, "
-    "serve):\n"
-    "            URL like http://host:8000/v1; --json adds per-token logprobs when the server "
-    "gives them;\n"
+    "  run|chat  --remote URL [--api-key KEY] [--remote-model NAME] [--prompt TEXT] [--n-predict N] [--json]\n"
+    "            [--temp T --top-p P --top-k K --min-p M --repeat-penalty R --seed S]   (only these are sent)\n"
+    "            the same against an OpenAI-compatible server (vLLM, SGLang, llama-server, Ollama, serve):\n"
+    "            URL like http://host:8000/v1; --json adds per-token logprobs when the server gives them;\n"
     "            the key may also come from $TOKENSCOPE_API_KEY\n"
-    "  serve     --model FILE [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4] "
-    "[--queue 64]\n"
+    "  serve     --model FILE [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel 4] [--queue 64]\n"
     "            [--ctx N] [--cors ORIGIN] [--alias NAME] [--template NAME] [--max-body BYTES]\n"
-    "            [sampling and engine options as for run: the defaults of requests that omit "
-    "them]\n"
-    "            an OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions (SSE "
-    "streaming),\n"
-    "            /v1/models, /health, /metrics (Prometheus), /tokenscope/v1/kv; --port 0 picks a "
-    "free\n"
+    "            [sampling and engine options as for run: the defaults of requests that omit them]\n"
+    "            an OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions (SSE streaming),\n"
+    "            /v1/models, /health, /metrics (Prometheus), /tokenscope/v1/kv; --port 0 picks a free\n"
     "            port; a host other than loopback needs --api-key (or $TOKENSCOPE_API_KEY)\n"
-    "  bench     --model FILE [--prompt-lengths 128,512] [--n-decode 64] [--decode-contexts "
-    "16,4096]\n"
+    "  bench     --model FILE [--prompt-lengths 128,512] [--n-decode 64] [--decode-contexts 16,4096]\n"
     "            [--concurrency 1,8,32,64] [--repeats 3] [engine options as for run] [--json]\n"
     "            prefill and decode speed against the machine's measured ceilings (each prompt\n"
     "            length: one warm-up run, then the mean of --repeats runs)\n"
-    "            --speculative lookup|draft:FILE [--draft-k K]: plain against speculative decoding "
-    "on\n"
-    "            fixed grounded and open-ended prompts (acceptance, tokens per verification, "
-    "speedup)\n"
+    "            --speculative lookup|draft:FILE [--draft-k K]: plain against speculative decoding on\n"
+    "            fixed grounded and open-ended prompts (acceptance, tokens per verification, speedup)\n"
     "  bench-tokenizer --model FILE --file TEXT [--seconds S] [--json]\n"
     "            tokenizer encode/decode speed over a text file, in MB/s\n"
     "  kernel-lab [--op gemv|attention] [--json]\n"
     "            every variant of a CUDA kernel timed on the same inputs\n"
     "  attention --model FILE --prompt TEXT [--chat] [--layer L] [--head H|mean] [--n-predict N]\n"
     "            --out FILE.json|.csv|.png|.svg [--scale sqrt|linear|log] [--cell PX]\n"
-    "            attention weights of a prompt (all layers/heads unless chosen): numbers or a "
-    "heatmap grid\n"
-    "  render-template (--template FILE.jinja | --model FILE.gguf) --context FILE.json [--date "
-    "YYYY-MM-DD]\n"
+    "            attention weights of a prompt (all layers/heads unless chosen): numbers or a heatmap grid\n"
+    "  render-template (--template FILE.jinja | --model FILE.gguf) --context FILE.json [--date YYYY-MM-DD]\n"
     "            the prompt text a chat template makes of a JSON context (messages, ...)\n"
     "  ppl       --model FILE --file TEXT [--ctx N] [--json]\n"
     "            perplexity over a text file\n"
     "  make-model --out FILE [--type f16|q8_0|q4_k|...] [--width 1024 --layers 16 --heads 16\n"
-    "            --kv-heads 4 --ffn 2816 --vocab 32000 --seed 1]   a synthetic Llama for "
-    "benchmarks\n"
-    "  imatrix   --model FILE --file CALIBRATION.txt --out FILE.imatrix [--ctx 512] [--chunks N] "
-    "[--threads N]\n"
-    "            importance matrix: mean squared input activation per column of each weight "
-    "matrix\n"
+    "            --kv-heads 4 --ffn 2816 --vocab 32000 --seed 1]   a synthetic Llama for benchmarks\n"
+    "  imatrix   --model FILE --file CALIBRATION.txt --out FILE.imatrix [--ctx 512] [--chunks N] [--threads N]\n"
+    "            importance matrix: mean squared input activation per column of each weight matrix\n"
     "            (llama.cpp's GGUF imatrix format)\n"
     "  quantize  --model IN --out OUT --type T [--imatrix FILE] [--pure] [--threads N] [--json]\n"
-    "            T: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K, recipes Q4_K_M "
-    "Q5_K_M;\n"
+    "            T: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K, recipes Q4_K_M Q5_K_M;\n"
     "            output projection Q6_K, _M recipes raise attn_v/ffn_down (--pure: T everywhere)\n"
-    "  quant-eval --base FILE --models A,B,... --file TEXT [--ctx 512] [--decode-tokens 32] "
-    "[--threads N]\n"
-    "            [--json|--markdown] [--plot FILE.png|.svg]   size, bits/weight, perplexity, KL "
-    "divergence\n"
+    "  quant-eval --base FILE --models A,B,... --file TEXT [--ctx 512] [--decode-tokens 32] [--threads N]\n"
+    "            [--json|--markdown] [--plot FILE.png|.svg]   size, bits/weight, perplexity, KL divergence\n"
     "            vs base, top-1, tok/s; the plot: mean KL (log) against file size\n"
-    "  selftest  --device cuda [--model FILE]   every CUDA op and whole-model logits against the "
-    "CPU,\n"
-    "            and speculative decoding on the GPU; --device cpu runs the speculative checks on "
-    "the CPU\n"
+    "  selftest  --device cuda [--model FILE]   every CUDA op and whole-model logits against the CPU,\n"
+    "            and speculative decoding on the GPU; --device cpu runs the speculative checks on the CPU\n"
     "  devices   [--json]\n"
     "            the compute devices this build can use\n"
     "\n"
     "global options:\n"
     "  --log-level trace|debug|info|warn|error|critical|off  (default: $TOKENSCOPE_LOG or warn)\n"
     "  --version, --help\n";
+// clang-format on
 
 // The usage entries of `command` (its lines in kUsage: an entry starts at column 2 with the
 // command's name, or names joined by '|', and goes on over the more deeply indented lines
@@ -169,8 +151,8 @@ int dispatch(int argc, char** argv) {
     }
     tokenscope::log::configure(log_level);
     if (first >= argc) {
-        throw tokenscope::InvalidArgument(
-            "no command given (commands: inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, attention, devices; see --help)");
+        throw tokenscope::InvalidArgument(std::string("no command given (commands: ") + kCommands +
+                                          "; see --help)");
     }
     const std::string command = argv[first];
     // COMMAND --help (anywhere among its options) or COMMAND -h (first): that command's usage.
@@ -207,8 +189,8 @@ int dispatch(int argc, char** argv) {
     if (command == "selftest") return tokenscope::cli::run_selftest(argc, argv, first + 1);
     if (command == "kernel-lab") return tokenscope::cli::run_kernel_lab(argc, argv, first + 1);
     if (command == "attention") return tokenscope::cli::run_attention(argc, argv, first + 1);
-    throw tokenscope::InvalidArgument("unknown command '" + command +
-                                      "' (commands: inspect, tokenize, run, chat, serve, bench, bench-tokenizer, render-template, ppl, imatrix, quantize, quant-eval, make-model, selftest, kernel-lab, attention, devices; see --help)");
+    throw tokenscope::InvalidArgument("unknown command '" + command + "' (commands: " + kCommands +
+                                      "; see --help)");
 }
 
 }  // namespace
