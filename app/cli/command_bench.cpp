@@ -334,11 +334,10 @@ int run_bench(int argc, char** argv, int first) {
     // The rest of a decode step, at the first decode context.
     const StepOverhead overhead =
         measure_step_overhead(*engine, decode_logits, random_tokens(contexts.front()), n_decode);
-    // The read bandwidth once more, after the runs: on a shared VM it moves by 1.5x from one
-    // minute to the next, and one measurement taken in a slow minute put decode at 122 % of
-    // it. The ceiling is the machine's best, so the larger of the two counts.
+    // The machine's best read bandwidth: of the probe before the runs and those beside each
+    // decode row (there is at least one; each probed after its steps too). On a shared VM it
+    // moves by 1.5-2x from one minute to the next.
     if (!on_gpu) {
-        ceiling.gbps = std::max(ceiling.gbps, probe->measure(1.0));
         for (const auto* runs : {&decodes, &batched})
             for (const DecodeResult& d : *runs) ceiling.gbps = std::max(ceiling.gbps, d.local_gbps);
         // The arithmetic peaks too: a neighbour on the host's other hyperthread halved one
@@ -413,8 +412,7 @@ int run_bench(int argc, char** argv, int first) {
         if (!on_gpu) {
             w.key("int8_gops").value(ceiling.int8_gops);
             w.key("int8_source").value(ceiling.int8_what);
-        }
-        if (on_gpu) {
+        } else {
             w.key("gemm_shape")
                 .value(std::to_string(gpu_peaks.gemm_m) + "x" + std::to_string(gpu_peaks.gemm_n) +
                        "x" + std::to_string(gpu_peaks.gemm_k));
@@ -501,9 +499,8 @@ int run_bench(int argc, char** argv, int first) {
                     static_cast<double>(engine->interleaved().bytes) / (1 << 20));
     }
     std::printf("ceilings, measured now on %s%s: %s %.1f GB/s, %s %.0f GFLOP/s",
-                ceiling.device.c_str(),
-                on_gpu ? "" : ", each the best of before and after the runs", ceiling.gbps_what,
-                ceiling.gbps, ceiling.gflops_what, ceiling.gflops);
+                ceiling.device.c_str(), on_gpu ? "" : ", each the best measured in this run",
+                ceiling.gbps_what, ceiling.gbps, ceiling.gflops_what, ceiling.gflops);
     if (!on_gpu) std::printf(", %s %.0f GOP/s", ceiling.int8_what.c_str(), ceiling.int8_gops);
     std::printf("\n");
     if (!on_gpu) {

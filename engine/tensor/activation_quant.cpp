@@ -187,7 +187,7 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
     const bool half = weight_type == Type::F16 || weight_type == Type::BF16;
     const bool panels =
         rows >= kPanelMinTokens && ((level == SimdLevel::Avx2 && weight_type != Type::F32 &&
-                                     !detail::uses_int8_gemm(weight_type)) ||
+                                     !prefill_uses_int8_products(weight_type)) ||
                                     (level == SimdLevel::Avx512 && half));
     // F32 rows beside panels would be a copy no kernel reads (matmul.h).
     const bool write_rows = !(panels && format == ActivationFormat::F32);

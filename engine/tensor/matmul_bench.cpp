@@ -327,7 +327,7 @@ struct ReadBandwidthProbe::State {
 };
 
 ReadBandwidthProbe::ReadBandwidthProbe(std::size_t bytes, int threads) {
-    if (threads <= 0) throw InvalidArgument("measure_read_bandwidth: threads must be positive");
+    if (threads <= 0) throw InvalidArgument("read-bandwidth probe: threads must be positive");
     state_ = std::make_unique<State>(bytes, threads);
 }
 
