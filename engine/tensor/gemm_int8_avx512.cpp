@@ -5,7 +5,10 @@
 // cover its 16 elements), and one vpmulld by the lane's sub-block scale adds it to the
 // super-block's sum: 6 instructions per 16 x 16 multiply-adds. The AVX2 form, vpmaddubsw and
 // then vpdpwssd with the scale, took 8 (Q4_K 2816 x 1024 x 128 tokens, one thread, Zen 4,
-// alternated: 170-172 -> 244-258 GFLOP/s; Q6_K 163 -> 250).
+// alternated: 170-172 -> 244-258 GFLOP/s; Q6_K 163 -> 250). Q2_K-Q5_K scale two sub-blocks per
+// multiply (tile): 512 x 1024 x 128 tokens, one thread, in cache, Zen 4, nine alternated rounds,
+// median paired speedup Q4_K 1.079, Q5_K 1.094, Q3_K 1.038, Q2_K 1.025 (docs/benchmarks.md,
+// thirty-eighth pass).
 //
 // Why not the row tile (KAvx512 in dot_avx512.cpp, lanes along k, 4 rows x 3 tokens): each of its
 // outputs needs its own float update per super-block and a horizontal sum at the end, and it
@@ -46,7 +49,18 @@ using InterleavedRows = InterleavedKRows<kGroupRows>;
 // sub-block), applied to the activation sums of 32 elements: 8 multiply-adds per super-block
 // and output instead of 16 (gemm_int8_avx2.cpp). kIntegerOffsets (Q3_K): no offset terms, each
 // sub-block's sum starts at its offset16 entry, -4 isum, instead (int8_lanes_avx2.h).
-template <int T, bool kPairedOffsets, bool kIntegerOffsets>
+// The scales, in pairs of 16-element sub-blocks where that saves vpmulld, which issues on the
+// pipes vpdpbusd takes (tools/cpu-lab/int8_pipes.cpp):
+// - kPairedOffsets (Q4_K, Q5_K) have one scale per 32 elements: both sub-blocks' vpdpbusd
+//   go into one sum and one vpmulld scales it (9 instructions on those pipes per 32 elements
+//   where 10 were).
+// - kPackedPairs (Q2_K, Q3_K): sub-block j's sum goes to the high int16 of each lane and j + 1's
+//   to the low one, and one vpdpwssd with the scales as the same int16 pair adds both products.
+//   Their sums fit in int16 (Q2_K: 16 * 3 * 127 = 6096; Q3_K's start at -4 isum, so they are
+//   sums of (u - 4) x: 16 * 4 * 127 = 8128), so the pair is exact.
+// Q6_K's sums (16 * 63 * 127) need their 32 bits: one vpmulld per sub-block. Every form adds the
+// same integers, so the results are the same bits.
+template <int T, bool kPairedOffsets, bool kIntegerOffsets, bool kPackedPairs>
 void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
           std::int64_t t0) {
     constexpr int H = kRowRegs;
@@ -63,19 +77,8 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
         const auto bi = static_cast<std::size_t>(b);
         const std::uint8_t* ub = p.u + bi * InterleavedRows::kU;
         const std::int16_t* sb = p.sc + bi * (InterleavedRows::kSc / 2);
-#pragma GCC unroll 1
-        for (int j = 0; j < kSubBlocks; ++j) {
-            // The sub-block's 16 products per lane by four vpdpbusd, then its scale by one
-            // vpmulld: 6 instructions per 16 x 16 multiply-adds where vpmaddubsw + vpdpwssd
-            // took 8.
-            __m512i part[H][T];
-            for (int h = 0; h < H; ++h) {
-                for (int t = 0; t < T; ++t) {
-                    // Q3_K's sums start at -4 isum (kQ3KIntegerOffsets, int8_lanes_avx2.h).
-                    part[h][t] = kIntegerOffsets ? _mm512_set1_epi32(acts.offset16[t][16 * b + j])
-                                                 : _mm512_setzero_si512();
-                }
-            }
+        // Sub-block j's 16 products per lane added to part by four vpdpbusd.
+        auto dot_sub_block = [&](int j, __m512i(&part)[H][T]) [[gnu::always_inline]] {
 #pragma GCC unroll 4
             for (int gg = 0; gg < 4; ++gg) {
                 const int g = 4 * j + gg;
@@ -93,6 +96,49 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                         part[h][t] = sum;
                     }
                 }
+            }
+        };
+        auto start = [&](int j, int t) {
+            return kIntegerOffsets ? _mm512_set1_epi32(acts.offset16[t][16 * b + j])
+                                   : _mm512_setzero_si512();
+        };
+        constexpr int kStep = kPairedOffsets || kPackedPairs ? 2 : 1;
+#pragma GCC unroll 1
+        for (int j = 0; j < kSubBlocks; j += kStep) {
+            __m512i part[H][T];
+            for (int h = 0; h < H; ++h) {
+                for (int t = 0; t < T; ++t) part[h][t] = start(j, t);
+            }
+            dot_sub_block(j, part);
+            if constexpr (kPairedOffsets) {
+                dot_sub_block(j + 1, part);
+            } else if constexpr (kPackedPairs) {
+                // j's sum times 2^16 plus j + 1's start, biased by 2^15 so that the low half
+                // never borrows from the high one (j + 1's sum lies within +-2^15); the bias
+                // leaves again by flipping bit 15 below.
+                for (int h = 0; h < H; ++h) {
+                    for (int t = 0; t < T; ++t) {
+                        part[h][t] = _mm512_add_epi32(
+                            _mm512_slli_epi32(part[h][t], 16),
+                            _mm512_add_epi32(start(j + 1, t), _mm512_set1_epi32(0x8000)));
+                    }
+                }
+                dot_sub_block(j + 1, part);
+                for (int h = 0; h < H; ++h) {
+                    // The lanes' scales (the low int16 of each stored pair, see below): j + 1's
+                    // in the low half, j's in the high one.
+                    const __m512i lo =
+                        _mm512_load_si512(sb + (kGroupRows * (j + 1) + kLanes512 * h) * 2);
+                    const __m512i hi = _mm512_load_si512(sb + (kGroupRows * j + kLanes512 * h) * 2);
+                    const __m512i sc =
+                        _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16));
+                    for (int t = 0; t < T; ++t) {
+                        const __m512i sums =
+                            _mm512_xor_si512(part[h][t], _mm512_set1_epi32(0x8000));
+                        acc[h][t] = _mm512_dpwssd_epi32(acc[h][t], sums, sc);
+                    }
+                }
+                continue;
             }
             for (int h = 0; h < H; ++h) {
                 // The packer stores each lane's scale as an int16 pair: the low one,
@@ -145,19 +191,23 @@ bool gemm_int8_avx512(const MatmulArgs& a) {
             return false;
     }
     thread_local InterleavedRows packed[kMaxPassGroups];
-    auto run = [&]<bool kPaired, bool kIntegerOffsets>() {
+    auto run = [&]<bool kPaired, bool kIntegerOffsets, bool kPacked>() {
         for_lane_groups<kTileTokens>(
             a, kGroupRows, packed,
             [&](auto tokens, const InterleavedRows& p, std::int64_t r, int rows, std::int64_t t0) {
-                tile<decltype(tokens)::value, kPaired, kIntegerOffsets>(a, p, r, rows, t0);
+                tile<decltype(tokens)::value, kPaired, kIntegerOffsets, kPacked>(a, p, r, rows, t0);
             });
     };
     if (a.type == Type::Q4_K || a.type == Type::Q5_K) {
-        run.template operator()<true, false>();
+        run.template operator()<true, false, false>();
     } else if (a.type == Type::Q3_K) {
-        run.template operator()<false, kQ3KIntegerOffsets<Type::Q3_K>>();
+        // The packed pairs rely on the sums starting at -4 isum (see tile).
+        static_assert(kQ3KIntegerOffsets<Type::Q3_K>);
+        run.template operator()<false, true, true>();
+    } else if (a.type == Type::Q2_K) {
+        run.template operator()<false, false, true>();
     } else {
-        run.template operator()<false, false>();
+        run.template operator()<false, false, false>();
     }
     return true;
 }
