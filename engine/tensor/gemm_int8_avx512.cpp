@@ -47,8 +47,9 @@ using InterleavedRows = InterleavedKRows<kGroupRows>;
 // kRowRegs x 16 rows (interleaved in p), T tokens from t0; rows: how many of the group are real.
 // kPairedOffsets (Q4_K, Q5_K): the offset terms come in equal pairs (one min per 32-element
 // sub-block), applied to the activation sums of 32 elements: 8 multiply-adds per super-block
-// and output instead of 16 (gemm_int8_avx2.cpp). kIntegerOffsets (Q3_K): no offset terms, each
-// sub-block's sum starts at its offset16 entry, -4 isum, instead (int8_lanes_avx2.h).
+// and output instead of 16 (gemm_int8_avx2.cpp). kOffsetFactor (Q3_K 1, Q6_K 8): no offset
+// terms, each sub-block's sum starts at kOffsetFactor times its offset16 entry (-4 isum)
+// instead (kAvx512OffsetFactor, int8_lanes_avx2.h).
 // The scales, in pairs of 16-element sub-blocks where that saves vpmulld, which issues on the
 // pipes vpdpbusd takes (tools/cpu-lab/int8_pipes.cpp):
 // - kPairedOffsets (Q4_K, Q5_K) have one scale per 32 elements: both sub-blocks' vpdpbusd
@@ -58,9 +59,9 @@ using InterleavedRows = InterleavedKRows<kGroupRows>;
 //   to the low one, and one vpdpwssd with the scales as the same int16 pair adds both products.
 //   Their sums fit in int16 (Q2_K: 16 * 3 * 127 = 6096; Q3_K's start at -4 isum, so they are
 //   sums of (u - 4) x: 16 * 4 * 127 = 8128), so the pair is exact.
-// Q6_K's sums (16 * 63 * 127) need their 32 bits: one vpmulld per sub-block. Every form adds the
-// same integers, so the results are the same bits.
-template <int T, bool kPairedOffsets, bool kIntegerOffsets, bool kPackedPairs>
+// Q6_K's sums (16 * 32 * 127 from their start) need their 32 bits: one vpmulld per sub-block.
+// Every form adds the same integers, so the results are the same bits.
+template <int T, bool kPairedOffsets, int kOffsetFactor, bool kPackedPairs>
 void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int rows,
           std::int64_t t0) {
     constexpr int H = kRowRegs;
@@ -98,8 +99,9 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                 }
             }
         };
+        constexpr bool kIntegerOffsets = kOffsetFactor != 0;
         auto start = [&](int j, int t) {
-            return kIntegerOffsets ? _mm512_set1_epi32(acts.offset16[t][16 * b + j])
+            return kIntegerOffsets ? _mm512_set1_epi32(kOffsetFactor * acts.offset16[t][16 * b + j])
                                    : _mm512_setzero_si512();
         };
         constexpr int kStep = kPairedOffsets || kPackedPairs ? 2 : 1;
@@ -149,7 +151,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                     acc[h][t] = _mm512_add_epi32(acc[h][t], _mm512_mullo_epi32(part[h][t], sc));
             }
         }
-        constexpr int kSums = kIntegerOffsets ? 0 : kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
+        constexpr int kSums = kOffsetFactor != 0 ? 0 : kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
         alignas(32) float pair_sums[kPairedOffsets ? T : 1][8];
         if constexpr (kPairedOffsets) {
             for (int t = 0; t < T; ++t) sums_of_pairs16(acts.s[t] + 16 * b, pair_sums[t]);
@@ -191,23 +193,23 @@ bool gemm_int8_avx512(const MatmulArgs& a) {
             return false;
     }
     thread_local InterleavedRows packed[kMaxPassGroups];
-    auto run = [&]<bool kPaired, bool kIntegerOffsets, bool kPacked>() {
+    auto run = [&]<bool kPaired, int kOffsetFactor, bool kPacked>() {
         for_lane_groups<kTileTokens>(
             a, kGroupRows, packed,
             [&](auto tokens, const InterleavedRows& p, std::int64_t r, int rows, std::int64_t t0) {
-                tile<decltype(tokens)::value, kPaired, kIntegerOffsets, kPacked>(a, p, r, rows, t0);
+                tile<decltype(tokens)::value, kPaired, kOffsetFactor, kPacked>(a, p, r, rows, t0);
             });
     };
     if (a.type == Type::Q4_K || a.type == Type::Q5_K) {
-        run.template operator()<true, false, false>();
+        run.template operator()<true, 0, false>();
     } else if (a.type == Type::Q3_K) {
         // The packed pairs rely on the sums starting at -4 isum (see tile).
-        static_assert(kQ3KIntegerOffsets<Type::Q3_K>);
-        run.template operator()<false, true, true>();
+        static_assert(kAvx512OffsetFactor<Type::Q3_K> == 1);
+        run.template operator()<false, 1, true>();
     } else if (a.type == Type::Q2_K) {
-        run.template operator()<false, false, true>();
+        run.template operator()<false, 0, true>();
     } else {
-        run.template operator()<false, false, false>();
+        run.template operator()<false, kAvx512OffsetFactor<Type::Q6_K>, false>();
     }
     return true;
 }

@@ -374,6 +374,18 @@ inline constexpr LaneByteMasks kK16SingleMasks = make_lane_byte_masks(false, fal
 template <Type W>
 inline constexpr bool kQ3KIntegerOffsets = W == Type::Q3_K;
 
+// The AVX-512 K-quant kernels (the lane GEMM, gemm_int8_avx512.cpp, and the decode tile,
+// interleaved_kquant_avx512.cpp) put Q6_K's offset into the integers too: its stored codes are
+// q + 32, so each 16-element sum starts at -32 isum = 8 offset16 and becomes sum (u - 32) x, at
+// most 16 * 32 * 127 in magnitude, which their 32-bit sums hold (AVX2's int16 pairs, where
+// Q3_K's -4 isum goes, do not). Its 16 offset terms per super-block, each a float multiply-add
+// per row register and token on the pipes vpdpbusd takes, then disappear. The factor on
+// offset16 for each type, 0 where the offset stays a float term.
+template <Type W>
+inline constexpr int kAvx512OffsetFactor = W == Type::Q3_K   ? 1
+                                           : W == Type::Q6_K ? 8
+                                                             : 0;
+
 // What a Q3_K sub-block's int16 pair sums gain on AVX2: -4 isum in the low int16 of each lane
 // and 0 in the high one (its offset16_low entry, broadcast).
 inline __m256i q3_k_offset_pairs(const std::int32_t* offset_low) {

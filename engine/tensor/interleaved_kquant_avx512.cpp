@@ -121,7 +121,7 @@ template <Type W>  // Q2_K, Q3_K or Q6_K
     } else {
         factor = _mm512_mul_ps(_mm512_set1_ps(W == Type::Q6_K ? -32.0f : -4.0f), d);
     }
-    (void)factor;  // Q3_K has no offset terms
+    (void)factor;  // Q3_K and Q6_K have no offset terms here (kAvx512OffsetFactor)
     for (int i = 0; i < 4; ++i) {
         // Word i: the scales of sub-blocks 4i..4i+3 in bytes 0-3 of a lane.
         if constexpr (W == Type::Q2_K) {
@@ -152,8 +152,8 @@ template <Type W>  // Q2_K, Q3_K or Q6_K
         }
         for (int k = 0; k < 4; ++k) {
             out.sc[4 * i + k] = lane_byte_signed(v, k);
-            // Q3_K's offset is in the integer sums (k16_super_block).
-            if constexpr (!kQ3KIntegerOffsets<W>)
+            // Q3_K's and Q6_K's offsets are in the integer sums (k16_super_block).
+            if constexpr (kAvx512OffsetFactor<W> == 0)
                 out.coef[4 * i + k] = _mm512_mul_ps(_mm512_cvtepi32_ps(out.sc[4 * i + k]), factor);
         }
     }
@@ -272,14 +272,16 @@ template <Type W, int T>
         for (int vh = 0; vh < 2; ++vh) {
             prefetch_ahead(block + static_cast<std::size_t>(2 * n + vh) * kPiece, kPiece, end,
                            level);
-            // Q3_K's sums start at -4 isum, its offset in the integers (kQ3KIntegerOffsets).
+            // Q3_K's sums start at -4 isum and Q6_K's at -32 isum, their offsets in the integers
+            // (kAvx512OffsetFactor).
+            constexpr int kFactor = kAvx512OffsetFactor<W>;
             __m512i part[4][T];
             for (int k = 0; k < 4; ++k) {
                 for (int t = 0; t < T; ++t) {
-                    part[k][t] =
-                        kQ3KIntegerOffsets<W>
-                            ? _mm512_set1_epi32(acts.offset16[t][16 * b + 8 * n + 2 * k + vh])
-                            : _mm512_setzero_si512();
+                    part[k][t] = kFactor != 0
+                                     ? _mm512_set1_epi32(
+                                           kFactor * acts.offset16[t][16 * b + 8 * n + 2 * k + vh])
+                                     : _mm512_setzero_si512();
                 }
             }
 #pragma GCC unroll 4
@@ -366,7 +368,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
             offset_update(acts, b, s, f[0]);
         } else {
             unpack_k16_scales<W>(block, s);
-            if constexpr (!kQ3KIntegerOffsets<W>) offset_update(acts, b, s, f[0]);
+            if constexpr (kAvx512OffsetFactor<W> == 0) offset_update(acts, b, s, f[0]);
             k16_super_block<W, T>(block, acts, b, s, acc, end, a.prefetch_level);
         }
         scale_update(acts, b, s, acc, f[0]);
