@@ -83,7 +83,8 @@ using ParallelRows = std::function<void(
 //           integers times -4, offset16: int32[n / 16], and right after it the same values in
 //           the low int16 of a uint32 with a zero high one, offset16_low: uint32[n / 16] (Q3_K's
 //           offset, which its AVX-512 and AVX2 kernels add to their integer products with one
-//           broadcast load each; int8_lanes_avx2.h, kQ3KIntegerOffsets).
+//           broadcast load each; int8_lanes_avx2.h, kQ3KIntegerOffsets; the AVX-512 kernels
+//           take Q6_K's offset from offset16 as well, times 8: kAvx512OffsetFactor).
 // Element k of a row is approximately qs[k] * d[block of k]; qs is in [-127, 127].
 //
 // Prefill panels (optional, after all rows): when at least kPanelMinTokens rows are prepared
