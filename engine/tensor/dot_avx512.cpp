@@ -617,14 +617,15 @@ bool matmul_avx512(const MatmulArgs& args) {
         // From the lane GEMMs' line (lane_gemm_min_tokens_avx512) their packers read the groups
         // (two at a time): the K-quants' (gemm_int8_avx512) or Q4_0-Q5_1's (gemm_int8_q32_avx512),
         // each false for the other's types. Under it the K-quants take their 512-bit tile
-        // (interleaved_kquant_avx512.cpp), Q4_0-Q5_1 the AVX2 tile (interleaved_avx2.cpp), whose
-        // 16 rows in the lanes beat the AVX-512 row kernel (q32_row: one row, a horizontal sum
-        // per row) at decode. Each tile sums a lane in its GEMM's order, so a token gets the same
-        // bits at every count (test_matmul interleavedTokenCountsGiveTheSameBits).
+        // (interleaved_kquant_avx512.cpp), Q4_0-Q5_1 theirs (interleaved_q32_avx512.cpp; the AVX2
+        // tile before, whose 16 rows in the lanes had beaten the AVX-512 row kernel q32_row: one
+        // row, a horizontal sum per row). Each tile sums a lane in its GEMM's order, so a token
+        // gets the same bits at every count (test_matmul interleavedTokenCountsGiveTheSameBits).
         if (args.int8_gemm && args.tokens >= lane_gemm_min_tokens_avx512(args.type) &&
             (gemm_int8_avx512(args) || gemm_int8_q32_avx512(args)))
             return true;
         if (matmul_interleaved_kquant_avx512(args)) return true;
+        if (matmul_interleaved_q32_avx512(args)) return true;
         return matmul_avx2(args);
     }
     // One token (or a few: a speculative verification chunk) reads each weight once, so the

@@ -129,8 +129,9 @@ const InterleavedBlock& interleaved_block(Type type);
 bool can_interleave(Type type, std::int64_t rows, std::int64_t n);
 
 // Whether the active SIMD level multiplies `type` faster interleaved: every type at the AVX2
-// level (its tiles above); at the AVX-512 level Q4_0, Q4_1, Q5_0 and Q5_1 (the AVX2 tile for
-// decode, the AVX-512 lane GEMM reading the groups for prefill) and the K-quants (their own
+// level (its tiles above); at the AVX-512 level Q4_0, Q4_1, Q5_0 and Q5_1 (their AVX-512 tile,
+// interleaved_q32_avx512.cpp, for decode, the AVX-512 lane GEMM reading the groups for
+// prefill) and the K-quants (their own
 // AVX-512 tile, interleaved_kquant_avx512.cpp, and the AVX-512 K-quant lane GEMM reading the
 // groups), while Q8_0 keeps the file's order for the AVX-512 row kernels, which measured as
 // fast there. The scalar

@@ -93,6 +93,10 @@ bool matmul_interleaved_kquant_avx2(const MatmulArgs& args);
 // (interleaved_kquant_avx512.cpp): for any token count, the bits of the AVX-512 K-quant lane
 // GEMM (gemm_int8_avx512), which matmul_avx512 takes from lane_gemm_min_tokens_avx512 tokens.
 bool matmul_interleaved_kquant_avx512(const MatmulArgs& args);
+// Interleaved Q4_0-Q5_1 rows on AVX-512: 16 rows (a whole group) x up to 4 tokens with vpdpbusd
+// (interleaved_q32_avx512.cpp), the bits of the AVX-512 32-block lane GEMM (gemm_int8_q32_avx512)
+// at every token count; false for other types.
+bool matmul_interleaved_q32_avx512(const MatmulArgs& args);
 // The K-quant tile in 512-bit registers, 32 rows x 6 tokens (gemm_int8_avx512.cpp), and the
 // 32-block one (gemm_int8_q32_avx512.cpp); each returns false for any other type.
 bool gemm_int8_avx512(const MatmulArgs& args);

@@ -269,7 +269,7 @@ bool interleaving_pays(Type type) {
         case SimdLevel::Avx2:
             return true;
         case SimdLevel::Avx512:
-            // All but Q8_0. The nibble types: matmul_avx512 sends their interleaved products
+            // All but Q8_0. The nibble types: matmul_avx512 sent their interleaved products
             // under the lane GEMM's line to the AVX2 tile (Zen 4, 2 threads, whole-model decode
             // at 128 cached tokens, six alternated rounds, file order / interleaved, median
             // tok/s: SmolLM2 (Q4_1) 161 / 219, Gemma 3 270M (Q5_0 layers) 91 / 96; Q8_0 117 /
@@ -277,7 +277,8 @@ bool interleaving_pays(Type type) {
             // have their own 512-bit tile (interleaved_kquant_avx512.cpp): with the AVX2 tile
             // they had not paid (Q4_K 167 / 162, Q3_K 145 / 133, Q2_K 188 / 200); with it, the
             // 246M models' decode at 128 cached tokens, two alternated rounds, tok/s: Q2_K 203,
-            // 200 -> 267, 315, Q3_K 146, 172 -> 198, 188, Q4_K unchanged (thirtieth pass).
+            // 200 -> 267, 315, Q3_K 146, 172 -> 198, 188, Q4_K unchanged (thirtieth pass). Since
+            // the thirty-eighth pass the nibble types have one too (interleaved_q32_avx512.cpp).
             return type != Type::Q8_0;
         default:
             return false;

@@ -506,8 +506,8 @@ std::int64_t interleaved_n(Type type) {
 // references
 // of the rows in file order, at every level (the scalar level copies each group back, and so
 // does AVX-512 for Q8_0; AVX2 runs interleaved_avx2.cpp under the lane GEMM's line, 40 tokens
-// for Q8_0 and 16 for the others, and the lane GEMM from there; AVX-512 the AVX2 tile for
-// Q4_0-Q5_1 and interleaved_kquant_avx512.cpp for the K-quants under its lane GEMMs' lines, 16
+// for Q8_0 and 16 for the others, and the lane GEMM from there; AVX-512 interleaved_q32_avx512.cpp
+// for Q4_0-Q5_1 and interleaved_kquant_avx512.cpp for the K-quants under its lane GEMMs' lines, 16
 // and 32 tokens). Rows: one group of 16, two, three, and 304
 // (passes of lane groups); tokens: each tile width, the uneven
 // splits of 7, 9 and 13, and both sides of both lines; saturated codes (Q8_0's -128, 15 and 0
@@ -590,8 +590,9 @@ void TestMatmul::interleavedTokenCountsGiveTheSameBits() {
 //
 // At the AVX-512 level Q4_0-Q5_1 are stored interleaved too: their AVX-512 lane GEMM (16 tokens
 // and more) packs the groups with interleaved_words_of_8_rows and must give the bits of the same
-// lane GEMM packing file rows; under 16 tokens the AVX2 tile runs, and it must give them too (its
-// lanes sum the blocks in the AVX-512 lane GEMM's order), so that decode, verification and
+// lane GEMM packing file rows; under 16 tokens their AVX-512 tile (interleaved_q32_avx512.cpp)
+// runs, and it must give them too (its lanes sum the blocks in the AVX-512 lane GEMM's order,
+// as the AVX2 tile's did before it), so that decode, verification and
 // prefill agree there as well. The K-quants too: their AVX-512 lane GEMM (32 tokens and more)
 // packs two groups at a time, and under 32 tokens their AVX-512 tile
 // (interleaved_kquant_avx512.cpp) must give that GEMM's bits. Q8_0 keeps the file's order there.
