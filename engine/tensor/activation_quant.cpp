@@ -47,16 +47,18 @@ float quantize_block(const float* x, int len, std::int8_t* q) {
 }
 
 void quantize_row_q8_32(const float* x, std::int64_t n, std::uint8_t* row, std::size_t scale_off,
-                        std::size_t sum_off) {
+                        std::size_t sum_off, std::size_t int_sum_off) {
     auto* qs = reinterpret_cast<std::int8_t*>(row);
     auto* d = reinterpret_cast<float*>(row + scale_off);
     auto* s = reinterpret_cast<float*>(row + sum_off);
+    auto* isum = reinterpret_cast<std::int32_t*>(row + int_sum_off);
     for (std::int64_t b = 0; b < n / 32; ++b) {
         std::int8_t* q = qs + 32 * b;
         d[b] = quantize_block(x + 32 * b, 32, q);
         int sum = 0;
         for (int i = 0; i < 32; ++i) sum += q[i];
         s[b] = d[b] * static_cast<float>(sum);
+        isum[b] = sum;
     }
 }
 
@@ -167,7 +169,8 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
             scale_off = n_pad;
             sum_off = scale_off + round_up(n_pad / 32 * sizeof(float), kAlign);
             inter_off = sum_off + round_up(n_pad / 32 * sizeof(float), kAlign);
-            stride = inter_off + round_up(std::max<std::size_t>(un, 1), 512);
+            int_sum_off = inter_off + round_up(std::max<std::size_t>(un, 1), 512);
+            stride = int_sum_off + round_up(n_pad / 32 * sizeof(std::int32_t), kAlign);
             break;
         }
         case ActivationFormat::Q8_256: {
@@ -240,9 +243,10 @@ void prepare_activations(Type weight_type, const float* x, std::int64_t rows, st
                     break;
                 case ActivationFormat::Q8_32:
                     if (simd) {
-                        detail::quantize_row_q8_32_simd(xt, n, row, scale_off, sum_off, inter_off);
+                        detail::quantize_row_q8_32_simd(xt, n, row, scale_off, sum_off, inter_off,
+                                                        int_sum_off);
                     } else {
-                        quantize_row_q8_32(xt, n, row, scale_off, sum_off);
+                        quantize_row_q8_32(xt, n, row, scale_off, sum_off, int_sum_off);
                         interleave_row_q8_32(row, n, row + inter_off);
                     }
                     break;

@@ -142,7 +142,7 @@ inline void transpose_words_8x8(const __m256i (&in)[8], __m256i (&out)[8]) {
 // 1457-1464 / 1586-1591 -> 1473-1493 / 1609-1611. AVX2 (TOKENSCOPE_SIMD=avx2) SmolLM2 did not
 // move (1051-1059 / 981-1006 -> 1051-1059 / 988-999).
 inline void quantize_8_blocks_q8_32(const float* x, std::int64_t b, std::uint8_t* row, float* d,
-                                    float* s, std::uint8_t* interleaved) {
+                                    float* s, std::uint8_t* interleaved, std::int32_t* isum) {
     __m256 part[8];
     for (int i = 0; i < 8; ++i) {
         const float* xb = x + 32 * (b + i);
@@ -168,7 +168,9 @@ inline void quantize_8_blocks_q8_32(const float* x, std::int64_t b, std::uint8_t
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 32 * (b + i)), q[i]);
     }
     _mm256_storeu_ps(d + b, d8);
-    _mm256_storeu_ps(s + b, _mm256_mul_ps(d8, _mm256_cvtepi32_ps(lane_sum_of_8(sums))));
+    const __m256i block_sums = lane_sum_of_8(sums);
+    _mm256_storeu_ps(s + b, _mm256_mul_ps(d8, _mm256_cvtepi32_ps(block_sums)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(isum + b), block_sums);
     // Word v of blocks b..b+7 to bytes 64 v + 4 (b % 16) .. of their 16-block group.
     __m256i words[8];
     transpose_words_8x8(q, words);
@@ -181,13 +183,14 @@ inline void quantize_8_blocks_q8_32(const float* x, std::int64_t b, std::uint8_t
 
 void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
                              std::size_t scale_offset, std::size_t sum_offset,
-                             std::size_t interleaved_offset) {
+                             std::size_t interleaved_offset, std::size_t int_sum_offset) {
     auto* d = reinterpret_cast<float*>(row + scale_offset);
     auto* s = reinterpret_cast<float*>(row + sum_offset);
     std::uint8_t* interleaved = row + interleaved_offset;
+    auto* isum = reinterpret_cast<std::int32_t*>(row + int_sum_offset);
     const std::int64_t blocks = n / 32;
     std::int64_t b = 0;
-    for (; b + 8 <= blocks; b += 8) quantize_8_blocks_q8_32(x, b, row, d, s, interleaved);
+    for (; b + 8 <= blocks; b += 8) quantize_8_blocks_q8_32(x, b, row, d, s, interleaved, isum);
     for (; b < blocks; ++b) {
         const float* xb = x + 32 * b;
         __m256 id;
@@ -199,6 +202,7 @@ void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
         const int sum =
             horizontal_sum(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
         s[b] = d[b] * static_cast<float>(sum);
+        isum[b] = sum;
         const __m256i q = pack32(q0, q1, q2, q3);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 32 * b), q);
         // Word v of block b to byte 64 v + 4 (b % 16) of its 16-block group (matmul.h).

@@ -381,6 +381,16 @@ inline constexpr bool kQ3KIntegerOffsets = W == Type::Q3_K;
 // Q3_K's -4 isum goes, do not). Its 16 offset terms per super-block, each a float multiply-add
 // per row register and token on the pipes vpdpbusd takes, then disappear. The factor on
 // offset16 for each type, 0 where the offset stays a float term.
+// The AVX-512 32-block kernels (the lane GEMM, gemm_int8_q32_avx512.cpp, and the tile,
+// interleaved_q32_avx512.cpp) put Q4_0's and Q5_0's offsets (8 and 16: their stored codes are
+// q + 8, q + 16) into the integers: each block's sum starts at -offset times the activation
+// block's integer sum (PreparedActivations' isum), giving sum q x exactly, and the float offset
+// term (-offset d s_a, a multiply-add per row register and token) goes. 0 for the other types.
+template <Type W>
+inline constexpr int kQ32IntegerOffset = W == Type::Q4_0   ? 8
+                                         : W == Type::Q5_0 ? 16
+                                                           : 0;
+
 template <Type W>
 inline constexpr int kAvx512OffsetFactor = W == Type::Q3_K   ? 1
                                            : W == Type::Q6_K ? 8

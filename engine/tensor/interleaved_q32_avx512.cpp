@@ -6,12 +6,14 @@
 //
 // Per block b, row r (a lane) and token t, the float operations of the AVX-512 lane GEMM
 // (gemm_int8_q32_avx512.cpp) in its order, on the same exact integer sum:
-//   f[r][t] = fma(float(sum_k u_r[k] * x_t[k]), d_r * d_t, f[r][t])
-//   f[r][t] = fma(coef_r, s_t, f[r][t])        coef = -8 d (Q4_0), -16 d (Q5_0), m (Q4_1, Q5_1)
-// so a token gets the lane GEMM's bits at every token count (test_matmul
-// interleavedEqualsTheLaneGemmOfRows), as it did from the AVX2 tile (interleaved_avx2.cpp) this
-// replaces at this level: that tile holds 8 rows per register and sums a block's products with
-// vpmaddubsw, int16 adds and vpmaddwd, about twice the instructions per product.
+//   f[r][t] = fma(float(sum_k u_r[k] * x_t[k] - o * isum_t), d_r * d_t, f[r][t])
+//   f[r][t] = fma(m_r, s_t, f[r][t])                               Q4_1, Q5_1 only
+// where o is Q4_0's or Q5_0's offset (8, 16; 0 for the others: kQ32IntegerOffset), added in the
+// integers, so a token gets the lane GEMM's bits at every token count (test_matmul
+// interleavedEqualsTheLaneGemmOfRows). It replaces the AVX2 tile (interleaved_avx2.cpp) at this
+// level, which holds 8 rows per register and sums a block's products with vpmaddubsw, int16
+// adds and vpmaddwd (and kept Q4_0/Q5_0's offset as a float term): in cache, one token Q5_0
+// 1.5-1.6x, Q4_0 level, four tokens 1.2-2x (docs/benchmarks.md, thirty-eighth pass).
 #include "tensor/avx512_gcc_warnings.h"  // first: it silences a GCC 12 false positive
 
 #include <immintrin.h>
@@ -77,7 +79,7 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
     const auto nb = static_cast<std::size_t>(a.n / 32);
     const TokenRows<T> acts(a, t0);
     const std::uint8_t* end = prefetch_end(a);
-    const float offset = kLayout.has_high_bits() ? -16.0f : -8.0f;
+    constexpr int kIntOffset = kQ32IntegerOffset<W>;
     __m512 f[1][T];
     for (int t = 0; t < T; ++t) f[0][t] = _mm512_setzero_ps();
 #pragma GCC unroll 1
@@ -87,7 +89,10 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         [[maybe_unused]] __m512i qh = _mm512_setzero_si512();
         if constexpr (kLayout.has_high_bits()) qh = both_halves(block + kLayout.high_bits, 32);
         __m512i acc[T];
-        for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_si512();
+        for (int t = 0; t < T; ++t) {
+            acc[t] = kIntOffset != 0 ? _mm512_set1_epi32(-kIntOffset * acts.isum[t][b])
+                                     : _mm512_setzero_si512();
+        }
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
             __m512i lo, hi;
@@ -101,12 +106,14 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
             }
         }
         const __m512 d = half16(block + kLayout.scales);
-        const __m512 coef = kLayout.has_mins() ? half16(block + kLayout.mins)
-                                               : _mm512_mul_ps(d, _mm512_set1_ps(offset));
         for (int t = 0; t < T; ++t) {
             const __m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(acts.d[t][b]));
             f[0][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), scale, f[0][t]);
-            f[0][t] = _mm512_fmadd_ps(coef, _mm512_set1_ps(acts.s[t][b]), f[0][t]);
+        }
+        if constexpr (kLayout.has_mins()) {
+            const __m512 m = half16(block + kLayout.mins);
+            for (int t = 0; t < T; ++t)
+                f[0][t] = _mm512_fmadd_ps(m, _mm512_set1_ps(acts.s[t][b]), f[0][t]);
         }
     }
     store_tile_rows(a, f, r0, kGroupRows, t0);

@@ -77,7 +77,9 @@ using ParallelRows = std::function<void(
 //           in groups of 16 blocks where 4-byte word v of block l of the group sits at byte
 //           64 * v + 4 * l. One 64-byte vector then holds a word of each of 16 blocks, so a
 //           kernel accumulates whole blocks in integer lanes (lane = block) and applies the
-//           per-block scales once per 16 blocks instead of once per 2.
+//           per-block scales once per 16 blocks instead of once per 2. Then isum:
+//           int32[n_pad / 32], each block's integer sum of qs (the AVX-512 Q4_0/Q5_0 kernels
+//           start their sums at -8 or -16 times it: their offset in the integers).
 //   Q8_256: qs: int8[n_pad] (n multiple of 256), d: float[n / 256], then
 //           sum16: float[n / 16] = d_block * (sum of each 16 qs), then the same sums as
 //           integers times -4, offset16: int32[n / 16], and right after it the same values in

@@ -23,7 +23,7 @@ struct MatmulArgs {
     std::size_t act_stride;
     std::size_t act_scale_offset;
     std::size_t act_sum_offset;
-    std::size_t act_int_sum_offset;      // Q8_256 only
+    std::size_t act_int_sum_offset;      // Q8_256: offset16; Q8_32: each block's integer sum
     std::size_t act_interleaved_offset;  // Q8_32 only
     std::int64_t tokens;
     float* out;
@@ -181,7 +181,7 @@ static constexpr std::int32_t low_int16(int v) {
 // zero already.
 void quantize_row_q8_32_avx2(const float* x, std::int64_t n, std::uint8_t* row,
                              std::size_t scale_offset, std::size_t sum_offset,
-                             std::size_t interleaved_offset);
+                             std::size_t interleaved_offset, std::size_t int_sum_offset);
 void quantize_row_q8_256_avx2(const float* x, std::int64_t n, std::uint8_t* row,
                               std::size_t scale_offset, std::size_t sum_offset,
                               std::size_t int_sum_offset);
@@ -191,7 +191,7 @@ bool quantize_rows_avx2_active();
 // Calls them; only when quantize_rows_avx2_active().
 void quantize_row_q8_32_simd(const float* x, std::int64_t n, std::uint8_t* row,
                              std::size_t scale_offset, std::size_t sum_offset,
-                             std::size_t interleaved_offset);
+                             std::size_t interleaved_offset, std::size_t int_sum_offset);
 void quantize_row_q8_256_simd(const float* x, std::int64_t n, std::uint8_t* row,
                               std::size_t scale_offset, std::size_t sum_offset,
                               std::size_t int_sum_offset);

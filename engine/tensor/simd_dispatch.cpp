@@ -220,11 +220,13 @@ bool detail::quantize_rows_avx2_active() {
 
 void detail::quantize_row_q8_32_simd(const float* x, std::int64_t n, std::uint8_t* row,
                                      std::size_t scale_offset, std::size_t sum_offset,
-                                     std::size_t interleaved_offset) {
+                                     std::size_t interleaved_offset, std::size_t int_sum_offset) {
 #if defined(TOKENSCOPE_X86_KERNELS)
-    quantize_row_q8_32_avx2(x, n, row, scale_offset, sum_offset, interleaved_offset);
+    quantize_row_q8_32_avx2(x, n, row, scale_offset, sum_offset, interleaved_offset,
+                            int_sum_offset);
 #else
     (void)x, (void)n, (void)row, (void)scale_offset, (void)sum_offset, (void)interleaved_offset;
+    (void)int_sum_offset;
     throw InvalidArgument("no AVX2 activation quantizer in this build");
 #endif
 }
