@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/group_halves_avx512.h"
 #include "tensor/int8_lanes_avx2.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/matmul_internal.h"
@@ -34,14 +35,6 @@ constexpr int kGroupRows = 16;  // one register of rows: a whole interleaved gro
 // Tokens per tile: a tile keeps 4 sub-block sums, the super-block sum and the float result per
 // token (6 x 4 = 24 of the 32 registers).
 constexpr int kTileTokens = 4;
-
-// The 32 bytes of rows 0-7 at p and those of rows 8-15 at p + half_stride (the group's two stored
-// halves) as one register: lane r holds row r's 4 bytes.
-inline __m512i both_halves(const std::uint8_t* p, std::size_t half_stride) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + half_stride));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
 
 inline __m512i bytes(int v) {
     return _mm512_set1_epi8(static_cast<char>(v));
@@ -73,10 +66,6 @@ struct GroupScales {
     __m512 coef[kSubBlocks];
     __m512 d;
 };
-
-inline __m512 half16(const std::uint8_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
 
 template <Type W>  // Q4_K or Q5_K
 [[gnu::always_inline]] inline void unpack_q4_k_scales(const std::uint8_t* block,

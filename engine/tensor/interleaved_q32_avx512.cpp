@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/group_halves_avx512.h"
 #include "tensor/int8_lanes_avx2.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/matmul_internal.h"
@@ -33,18 +34,6 @@ namespace {
 constexpr int kGroupRows = 16;  // one register of rows: a whole interleaved group
 // Tokens per tile: T accumulators and T results, beside the block's 8 code registers.
 constexpr int kTileTokens = 4;
-
-// The 32 bytes of rows 0-7 at p and those of rows 8-15 at p + half_stride (the group's two
-// stored halves) as one register: lane r holds row r's 4 bytes.
-inline __m512i both_halves(const std::uint8_t* p, std::size_t half_stride) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + half_stride));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-inline __m512 half16(const std::uint8_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
 
 // Word j (elements 4j..4j+3, low nibbles) and word j + 4 (elements 16 + 4j.., high nibbles) of a
 // block's 16 rows, as interleaved_nibble_words makes them for 8. Q5_0/Q5_1 add each element's
