@@ -19,7 +19,7 @@
 // trick). Q4_0 and Q5_0 (u = q + 8, q + 16) start each sum at -8 or -16 times the activation
 // block's integer sum instead of adding coef * s_a (kQ32IntegerOffset, int8_lanes_avx2.h): one
 // multiply-add fewer per row register, token and block (2048 x 1024, 128 tokens, one thread,
-// four process pairs against the session's first build: Q4_0 270-277 -> 290-304 GFLOP/s, Q5_0
+// four process pairs against the build before: Q4_0 270-277 -> 290-304 GFLOP/s, Q5_0
 // 258-263 -> 276-288), and no cancelling float terms. Q8_0 instead keeps its signed codes q and
 // makes the activations unsigned (x + 128, one xor per broadcast), each lane's sum starting at -128
 // sum_k q_r[k] (from the packer):

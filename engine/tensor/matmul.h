@@ -117,7 +117,7 @@ class PreparedActivations {
     // Byte offsets inside a row of the scale and sum arrays (0 for F32).
     std::size_t scale_offset() const { return scale_offset_; }
     std::size_t sum_offset() const { return sum_offset_; }
-    // Byte offset inside a row of offset16 and offset16_low (Q8_256 only, else 0).
+    // Byte offset inside a row of offset16 and offset16_low (Q8_256) or isum (Q8_32); 0 for F32.
     std::size_t int_sum_offset() const { return int_sum_offset_; }
     // Byte offset inside a row of the interleaved qs (Q8_32 only, else 0).
     std::size_t interleaved_offset() const { return interleaved_offset_; }
