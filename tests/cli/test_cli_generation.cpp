@@ -122,7 +122,8 @@ private slots:
                 best = std::min(best, x.toDouble());
             }
             QCOMPARE(best, p["best_seconds"].toDouble());
-            QVERIFY2(std::fabs(sum / 3 - p["seconds"].toDouble()) <= 1e-9 * sum, qPrintable(r.out));
+            // The JSON carries 9 significant digits, so each value may be off by 5e-9 of itself.
+            QVERIFY2(std::fabs(sum / 3 - p["seconds"].toDouble()) <= 1e-7 * sum, qPrintable(r.out));
             const double share = p["attention_share"].toDouble();
             QVERIFY2(share > 0 && share < 1, qPrintable(r.out));
             attention_per_token[i] = p["attention_flops"].toDouble() / p["tokens"].toDouble();
