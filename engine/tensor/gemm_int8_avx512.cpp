@@ -151,7 +151,7 @@ void tile(const MatmulArgs& a, const InterleavedRows& p, std::int64_t r0, int ro
                     acc[h][t] = _mm512_add_epi32(acc[h][t], _mm512_mullo_epi32(part[h][t], sc));
             }
         }
-        constexpr int kSums = kOffsetFactor != 0 ? 0 : kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
+        constexpr int kSums = kIntegerOffsets ? 0 : kPairedOffsets ? kSubBlocks / 2 : kSubBlocks;
         alignas(32) float pair_sums[kPairedOffsets ? T : 1][8];
         if constexpr (kPairedOffsets) {
             for (int t = 0; t < T; ++t) sums_of_pairs16(acts.s[t] + 16 * b, pair_sums[t]);
@@ -205,7 +205,7 @@ bool gemm_int8_avx512(const MatmulArgs& a) {
     } else if (a.type == Type::Q3_K) {
         // The packed pairs rely on the sums starting at -4 isum (see tile).
         static_assert(kAvx512OffsetFactor<Type::Q3_K> == 1);
-        run.template operator()<false, 1, true>();
+        run.template operator()<false, kAvx512OffsetFactor<Type::Q3_K>, true>();
     } else if (a.type == Type::Q2_K) {
         run.template operator()<false, 0, true>();
     } else {

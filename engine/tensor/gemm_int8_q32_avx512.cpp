@@ -128,15 +128,20 @@ void tile(const MatmulArgs& a, const InterleavedQ32Rows& p, std::int64_t r0, int
 #pragma GCC unroll 1
     for (std::int64_t b = 0; b < p.nb; ++b) {
         const auto bi = static_cast<std::size_t>(b);
+        // Each sum's start: Q8_0 -128 sum(q) per row (from the packer), Q4_0/Q5_0 -offset times
+        // the token's block sum (the same for both row registers), else 0.
         __m512i acc[H][T];
-        for (int h = 0; h < H; ++h) {
-            const __m512i start = kSignedQ8
-                                      ? _mm512_load_si512(p.coef + bi * kGroupRows + kLanes512 * h)
-                                      : _mm512_setzero_si512();
+        if constexpr (kIntOffset != 0) {
             for (int t = 0; t < T; ++t) {
-                // Q4_0/Q5_0: -offset times the token's block sum, the offset in the integers.
-                acc[h][t] =
-                    kIntOffset != 0 ? _mm512_set1_epi32(-kIntOffset * acts.isum[t][b]) : start;
+                acc[0][t] = _mm512_set1_epi32(-kIntOffset * acts.isum(t, b));
+                for (int h = 1; h < H; ++h) acc[h][t] = acc[0][t];
+            }
+        } else {
+            for (int h = 0; h < H; ++h) {
+                const __m512i start =
+                    kSignedQ8 ? _mm512_load_si512(p.coef + bi * kGroupRows + kLanes512 * h)
+                              : _mm512_setzero_si512();
+                for (int t = 0; t < T; ++t) acc[h][t] = start;
             }
         }
         const std::uint8_t* ub = p.u + bi * InterleavedQ32Rows::kU;

@@ -374,13 +374,6 @@ inline constexpr LaneByteMasks kK16SingleMasks = make_lane_byte_masks(false, fal
 template <Type W>
 inline constexpr bool kQ3KIntegerOffsets = W == Type::Q3_K;
 
-// The AVX-512 K-quant kernels (the lane GEMM, gemm_int8_avx512.cpp, and the decode tile,
-// interleaved_kquant_avx512.cpp) put Q6_K's offset into the integers too: its stored codes are
-// q + 32, so each 16-element sum starts at -32 isum = 8 offset16 and becomes sum (u - 32) x, at
-// most 16 * 32 * 127 in magnitude, which their 32-bit sums hold (AVX2's int16 pairs, where
-// Q3_K's -4 isum goes, do not). Its 16 offset terms per super-block, each a float multiply-add
-// per row register and token on the pipes vpdpbusd takes, then disappear. The factor on
-// offset16 for each type, 0 where the offset stays a float term.
 // The AVX-512 32-block kernels (the lane GEMM, gemm_int8_q32_avx512.cpp, and the tile,
 // interleaved_q32_avx512.cpp) put Q4_0's and Q5_0's offsets (8 and 16: their stored codes are
 // q + 8, q + 16) into the integers: each block's sum starts at -offset times the activation
@@ -391,6 +384,13 @@ inline constexpr int kQ32IntegerOffset = W == Type::Q4_0   ? 8
                                          : W == Type::Q5_0 ? 16
                                                            : 0;
 
+// The AVX-512 K-quant kernels (the lane GEMM, gemm_int8_avx512.cpp, and the decode tile,
+// interleaved_kquant_avx512.cpp) put Q6_K's offset into the integers too: its stored codes are
+// q + 32, so each 16-element sum starts at -32 isum = 8 offset16 and becomes sum (u - 32) x, at
+// most 16 * 32 * 127 in magnitude, which their 32-bit sums hold (AVX2's int16 pairs, where
+// Q3_K's -4 isum goes, do not). Its 16 offset terms per super-block, each a float multiply-add
+// per row register and token on the pipes vpdpbusd takes, then disappear. The factor on
+// offset16 for each type, 0 where the offset stays a float term.
 template <Type W>
 inline constexpr int kAvx512OffsetFactor = W == Type::Q3_K   ? 1
                                            : W == Type::Q6_K ? 8

@@ -79,8 +79,10 @@ void tile(const MatmulArgs& a, std::int64_t r0, std::int64_t t0) {
         if constexpr (kLayout.has_high_bits()) qh = both_halves(block + kLayout.high_bits, 32);
         __m512i acc[T];
         for (int t = 0; t < T; ++t) {
-            acc[t] = kIntOffset != 0 ? _mm512_set1_epi32(-kIntOffset * acts.isum[t][b])
-                                     : _mm512_setzero_si512();
+            acc[t] =
+                kIntOffset != 0
+                    ? _mm512_set1_epi32(-kIntOffset * acts.isum(t, static_cast<std::int64_t>(b)))
+                    : _mm512_setzero_si512();
         }
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {

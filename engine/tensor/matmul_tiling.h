@@ -310,7 +310,8 @@ struct TokenRows {
     const float* s[T];
     const std::int32_t* offset16[T];      // Q8_256: -4 times the integer sums of 16 (matmul.h)
     const std::int32_t* offset16_low[T];  // the same in the low int16 of each
-    const std::int32_t* isum[T];          // Q8_32: each block's integer sum of qs (matmul.h)
+    // Q8_32 rows keep each block's integer sum of qs where Q8_256 rows keep offset16 (matmul.h).
+    std::int32_t isum(int t, std::int64_t block) const { return offset16[t][block]; }
     TokenRows(const MatmulArgs& a, std::int64_t t0) {
         for (int t = 0; t < T; ++t) {
             q[t] = act_row(a, t0 + t);
@@ -318,7 +319,6 @@ struct TokenRows {
             s[t] = reinterpret_cast<const float*>(q[t] + a.act_sum_offset);
             offset16[t] = reinterpret_cast<const std::int32_t*>(q[t] + a.act_int_sum_offset);
             offset16_low[t] = offset16[t] + a.n / 16;
-            isum[t] = offset16[t];
         }
     }
 };
